@@ -1,0 +1,120 @@
+"""The merge loop: turn one pre-split word into token ids.
+
+Two ways to pick the next merge, as the vocabularies define them:
+
+* by rank (``merges`` lists pairs in priority order): the adjacent pair with
+  the lowest rank merges first, leftmost on ties;
+* by score (SentencePiece as stored in GGUF, no merge list): any adjacent pair
+  whose concatenation is a token may merge, highest score first, leftmost on
+  ties.
+
+Worked example (rank): vocabulary a b c ab abc, merges "a b" (rank 0) and
+"ab c" (rank 1). "abcab" starts as a|b|c|a|b; the lowest rank pair is (a, b)
+at 0 and at 3 -> leftmost first: ab|c|a|b, then (a, b) again: ab|c|ab, then
+(ab, c) rank 1: abc|ab. Result [abc, ab].
+
+Performance notes (the hot path is a cache hit in core.py; this runs on misses):
+
+* Pair lookups use one int key ``left * width + right`` (width = vocab size + 1)
+  and one int value ``rank * width + merged_id``: a single dict probe gives both
+  the priority and the result, and ``min`` over values orders by rank.
+* Short words (the vast majority) use a rescan loop: O(n^2) but tiny constants,
+  all in list comprehensions. Long words switch to a heap over a linked list,
+  O(n log n), so a 1 MB "word" with no split point stays linear-ish.
+* ``width - 1`` (= vocab size) is a sentinel id for a unit that is not in the
+  vocabulary: it appears in no merge key, so it never merges.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+#: words longer than this use the heap-based loop.
+SHORT_WORD = 48
+_NONE = 1 << 62
+
+
+def merge_ranked(ids: list[int], merges: dict[int, int], width: int) -> list[int]:
+    """Apply rank-ordered merges to a list of symbol ids (modified and returned)."""
+    if len(ids) > SHORT_WORD:
+        return _merge_heap(ids, lambda a, b: _ranked_pair(merges, width, a, b))
+    get = merges.get
+    while len(ids) > 1:
+        values = [get(a * width + b, _NONE) for a, b in zip(ids, ids[1:])]
+        best = min(values)
+        if best == _NONE:
+            break
+        at = values.index(best)
+        ids[at:at + 2] = (best % width,)
+    return ids
+
+
+def _ranked_pair(merges: dict[int, int], width: int, a: int, b: int) -> tuple[int, int] | None:
+    value = merges.get(a * width + b)
+    return None if value is None else (value, value % width)
+
+
+def merge_scored(symbols: list[str], vocab: dict[str, int], scores: list[float]) -> list[str]:
+    """Apply score-based merges (SentencePiece BPE) to a list of symbol strings."""
+    if len(symbols) > SHORT_WORD:
+        return _merge_heap(symbols, lambda a, b: _scored_pair(vocab, scores, a, b))
+    get = vocab.get
+    while len(symbols) > 1:
+        best_score = float("-inf")
+        at = -1
+        for i in range(len(symbols) - 1):
+            token = get(symbols[i] + symbols[i + 1])
+            if token is not None and scores[token] > best_score:
+                best_score = scores[token]
+                at = i
+        if at < 0:
+            break
+        symbols[at:at + 2] = (symbols[at] + symbols[at + 1],)
+    return symbols
+
+
+def _scored_pair(vocab: dict[str, int], scores: list[float], a: str, b: str) -> tuple[float, str] | None:
+    token = vocab.get(a + b)
+    return None if token is None else (-scores[token], a + b)
+
+
+def _merge_heap(symbols: list[Any], pair: Callable[[Any, Any], tuple[Any, Any] | None]) -> list[Any]:
+    """Heap-driven merge loop over a linked list, for long words.
+
+    ``pair(a, b)`` returns (priority, merged symbol) or None; lower priority
+    merges first, then lower position. A popped entry is stale when its left
+    symbol is gone or the pair at that place no longer gives the same result.
+    """
+    n = len(symbols)
+    nxt = list(range(1, n + 1))
+    prv = list(range(-1, n - 1))
+    alive = [True] * n
+    heap = []
+    for i in range(n - 1):
+        found = pair(symbols[i], symbols[i + 1])
+        if found is not None:
+            heap.append((found[0], i, found[1]))
+    heapq.heapify(heap)
+    while heap:
+        priority, i, merged = heapq.heappop(heap)
+        j = nxt[i]
+        if not alive[i] or j >= n or pair(symbols[i], symbols[j]) != (priority, merged):
+            continue
+        symbols[i] = merged
+        alive[j] = False
+        nxt[i] = nxt[j]
+        if nxt[j] < n:
+            prv[nxt[j]] = i
+        p = prv[i]
+        if p >= 0:
+            found = pair(symbols[p], merged)
+            if found is not None:
+                heapq.heappush(heap, (found[0], p, found[1]))
+        q = nxt[i]
+        if q < n:
+            found = pair(merged, symbols[q])
+            if found is not None:
+                heapq.heappush(heap, (found[0], i, found[1]))
+    return [s for s, keep in zip(symbols, alive) if keep]

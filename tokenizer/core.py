@@ -1,0 +1,300 @@
+"""Tokenizer: special-token cutting, encode, decode — one engine for every loader.
+
+Encoding a text (see ``encode``):
+
+1. cut out special tokens (``specials.SpecialCutter``: user-defined always,
+   control too when ``parse_special``), longest match first;
+2. byte-level BPE: pre-split each fragment (``pretokenizers``), spell each
+   piece in the byte alphabet, merge by rank (``bpe``);
+   SentencePiece: prefix a space where llama.cpp does, write spaces as "▁",
+   merge the fragment (by score or rank), fall back to ``<0xXX>`` byte tokens;
+3. ``add_special`` adds BOS/EOS as the spec says.
+
+Performance: every word (byte-level) or "▁"-chunk (SentencePiece) goes
+through a dict subclass whose ``__missing__`` runs the merge loop, so the
+steady state is ``findall`` + one C-level ``map(cache.__getitem__)`` +
+``chain`` — no Python frame per word. SentencePiece text is cut into chunks at
+each "x▁" boundary whose two characters never occur together inside any
+token: no merge can cross such a boundary (a merge always yields a vocabulary
+token), so chunks tokenize independently and can be cached like words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from itertools import chain
+
+from . import bpe, pretokenizers
+from .byte_alphabet import BYTE_TO_CHAR, spell, unspell
+from .specials import SpecialCutter
+from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, validate
+
+_CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
+_SPECIAL_TYPES = frozenset({TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN})
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: cache entries are dropped wholesale past this many words; longer words are not cached.
+_CACHE_LIMIT = 200_000
+_CACHE_MAX_WORD = 256
+
+
+class _WordCache(dict):
+    """word -> tuple of ids; a miss runs the merge loop (C-level lookups on hits)."""
+
+    def __init__(self, encode_word: Callable[[str], tuple[int, ...]]):
+        super().__init__()
+        self.encode_word = encode_word
+
+    def __missing__(self, word: str) -> tuple[int, ...]:
+        ids = self.encode_word(word)
+        if len(word) <= _CACHE_MAX_WORD:
+            if len(self) >= _CACHE_LIMIT:
+                self.clear()
+            self[word] = ids
+        return ids
+
+
+class Tokenizer:
+    """Text <-> token ids for one vocabulary. Build with ``Tokenizer.create(spec)``."""
+
+    def __init__(self, spec: TokenizerSpec):
+        validate(spec)
+        self.spec = spec
+        self.vocab_size = len(spec.tokens)
+        self._tokens = spec.tokens
+        self._types = [TokenType(t) if t in TokenType._value2member_map_ else TokenType.UNDEFINED
+                       for t in spec.types] if spec.types is not None else [TokenType.NORMAL] * self.vocab_size
+        self._vocab = {text: i for i, text in enumerate(spec.tokens)}  # later duplicates win, as in llama.cpp
+        self._width = self.vocab_size + 1
+        self._missing = self.vocab_size  # sentinel id: a unit with no token (never merges)
+        self._merges = self._build_merges(spec.merges or [])
+        self._bytes = [self._raw_bytes(i) for i in range(self.vocab_size)]
+        self._bytes_skip = [b"" if t in _CONTROLISH else b for b, t in zip(self._bytes, self._types)]
+        self._byte_tokens = self._build_byte_tokens()
+        specials = [(spec.tokens[i], i) for i, t in enumerate(self._types) if t in _SPECIAL_TYPES]
+        user = [(text, i) for text, i in specials if self._types[i] is TokenType.USER_DEFINED]
+        self._cut_all = SpecialCutter(specials, spec.lstrip_ids, spec.rstrip_ids)
+        self._cut_user = SpecialCutter(user, spec.lstrip_ids, spec.rstrip_ids)
+        self._pre, known = pretokenizers.lookup(spec.pre_split)
+        self.pre_split_known = known
+        patterns = spec.pre_split_patterns or self._pre.patterns
+        if spec.kind is ModelKind.BYTE_LEVEL:
+            self._split = pretokenizers.compile_split(patterns)
+            self._cache = _WordCache(self._encode_byte_word)
+        else:
+            self._split = self._spm_splitter(patterns if spec.pre_split_patterns or spec.merges else ())
+            encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
+            self._cache = _WordCache(encode_chunk)
+
+    @classmethod
+    def create(cls, spec: TokenizerSpec) -> Tokenizer:
+        """Validate the spec (TokenizerError says what is wrong) and build the indexes."""
+        return cls(spec)
+
+    # ----- building -------------------------------------------------------------------
+
+    def _build_merges(self, merges: list[tuple[str, str]]) -> dict[int, int]:
+        vocab, width = self._vocab, self._width
+        table: dict[int, int] = {}
+        for rank, (left, right) in enumerate(merges):
+            key = vocab[left] * width + vocab[right]
+            if key not in table:  # the first occurrence of a pair keeps its rank, as in llama.cpp
+                table[key] = rank * width + vocab[left + right]
+        return table
+
+    def _raw_bytes(self, token_id: int) -> bytes:
+        text, kind = self._tokens[token_id], self._types[token_id]
+        if kind in _SPECIAL_TYPES:
+            return text.encode("utf-8", "surrogatepass")
+        if kind is TokenType.BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+            return bytes([int(text[3:5], 16)])
+        if kind not in (TokenType.NORMAL, TokenType.BYTE):
+            return b""  # unused / undefined tokens print nothing, as in llama.cpp
+        if self.spec.kind is ModelKind.BYTE_LEVEL:
+            raw = unspell(text)
+            return raw if raw is not None else text.encode("utf-8", "surrogatepass")
+        return text.replace("\u2581", " ").encode("utf-8", "surrogatepass")
+
+    def _build_byte_tokens(self) -> list[int]:
+        """Token id for each byte value: its spelling (byte-level) or <0xXX> (SentencePiece)."""
+        get, missing = self._vocab.get, self._missing
+        if self.spec.kind is ModelKind.BYTE_LEVEL:
+            return [get(BYTE_TO_CHAR[b], missing) for b in range(256)]
+        return [get(f"<0x{b:02X}>", get(chr(b), missing) if b < 0x80 else missing) for b in range(256)]
+
+    def _spm_splitter(self, patterns: tuple[str, ...]) -> Callable[[str], list[str]]:
+        blocked = sorted({tok[i - 1] for tok in self._tokens if "\u2581" in tok[1:]
+                          for i in range(1, len(tok)) if tok[i] == "\u2581" and tok[i - 1] != "\u2581"})
+        if len(blocked) > 4000:
+            chunker = None
+        else:
+            cls = "".join(re.escape(ch) for ch in blocked)
+            chunker = re.compile(f"(?<=[^\u2581{cls}])(?=\u2581)").split
+        pre = pretokenizers.compile_split(patterns) if patterns else None
+
+        def split(text: str) -> list[str]:
+            pieces = pre(text) if pre else [text]
+            if chunker is None:
+                return pieces
+            return [chunk for piece in pieces for chunk in chunker(piece)]
+
+        return split
+
+    # ----- words -------------------------------------------------------------------------
+
+    def _ranked_runs(self, ids: list[int]) -> list[int]:
+        """Merge runs of known units; missing units split the runs and become unk or nothing."""
+        missing = self._missing
+        if missing not in ids:
+            return bpe.merge_ranked(ids, self._merges, self._width)
+        out: list[int] = []
+        run: list[int] = []
+        for unit in ids + [missing]:
+            if unit != missing:
+                run.append(unit)
+                continue
+            out += bpe.merge_ranked(run, self._merges, self._width)
+            run = []
+            out.append(missing)
+        out.pop()
+        return out
+
+    def _encode_byte_word(self, word: str) -> tuple[int, ...]:
+        raw = word.encode("utf-8")
+        if self._pre.ignore_merges:
+            whole = self._vocab.get(spell(raw))
+            if whole is not None:
+                return (whole,)
+        byte_tokens = self._byte_tokens
+        ids = self._ranked_runs([byte_tokens[b] for b in raw])
+        if self._missing in ids:  # a byte the vocabulary lacks: unk if there is one, else dropped
+            unk = self.spec.unk_id
+            ids = [unk if i == self._missing else i for i in ids if i != self._missing or unk is not None]
+        return tuple(ids)
+
+    def _byte_fallback(self, piece: str, out: list[int]) -> None:
+        unk = self.spec.unk_id
+        for b in piece.encode("utf-8"):
+            token = self._byte_tokens[b]
+            if token != self._missing:
+                out.append(token)
+            elif unk is not None:
+                out.append(unk)
+
+    def _encode_scored_chunk(self, chunk: str) -> tuple[int, ...]:
+        get = self._vocab.get
+        out: list[int] = []
+        for piece in bpe.merge_scored(list(chunk), self._vocab, self.spec.scores or []):
+            token = get(piece)
+            if token is None:
+                self._byte_fallback(piece, out)
+            else:
+                out.append(token)
+        return tuple(out)
+
+    def _encode_ranked_chunk(self, chunk: str) -> tuple[int, ...]:
+        get = self._vocab.get
+        if self._pre.ignore_merges or (chunk[0] == "\n" and not chunk.strip("\n")):
+            whole = get(chunk)
+            if whole is not None:
+                return (whole,)
+        missing = self._missing
+        ids = self._ranked_runs([get(ch, missing) for ch in chunk])
+        if missing not in ids:
+            return tuple(ids)
+        out: list[int] = []
+        pos = 0
+        for token in ids:  # walk the chunk alongside to recover each missing character
+            if token == missing:
+                self._byte_fallback(chunk[pos], out)
+                pos += 1
+            else:
+                out.append(token)
+                pos += len(self._tokens[token])
+        return tuple(out)
+
+    # ----- public API ----------------------------------------------------------------------
+
+    def encode(self, text: str, *, add_special: bool = False, parse_special: bool = False) -> list[int]:
+        """Token ids for text. Lone surrogates (not valid Unicode) are encoded as U+FFFD."""
+        out: list[int] = []
+        if add_special and self.spec.add_bos:
+            out.append(self.spec.bos_id)  # type: ignore[arg-type]
+        try:
+            self._encode_into(text, parse_special, out)
+        except UnicodeEncodeError:
+            del out[int(add_special and self.spec.add_bos):]
+            self._encode_into(_SURROGATE.sub("\ufffd", text), parse_special, out)
+        if add_special and self.spec.add_eos:
+            out.append(self.spec.eos_id)  # type: ignore[arg-type]
+        return out
+
+    def _encode_into(self, text: str, parse_special: bool, out: list[int]) -> None:
+        cutter = self._cut_all if parse_special else self._cut_user
+        spm = self.spec.kind is ModelKind.SENTENCEPIECE
+        prefix = spm and self.spec.add_space_prefix
+        after_special = True
+        lookup = self._cache.__getitem__
+        split = self._split
+        for fragment, token_id in cutter.split(text):
+            if token_id is not None:
+                out.append(token_id)
+                after_special = True
+                continue
+            if spm:
+                if prefix and after_special:
+                    fragment = " " + fragment
+                fragment = fragment.replace(" ", "\u2581")
+            out += chain.from_iterable(map(lookup, split(fragment)))
+            after_special = False
+
+    def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
+        """Concatenated raw bytes of the tokens (control tokens left out with skip_special)."""
+        ids = list(ids)
+        if not ids:
+            return b""
+        if min(ids) < 0 or max(ids) >= self.vocab_size:
+            bad = next(i for i in ids if not 0 <= i < self.vocab_size)
+            raise TokenizerError(f"{self.spec.source}: token id {bad} is out of range (vocabulary has {self.vocab_size} tokens)")
+        table = self._bytes_skip if skip_special else self._bytes
+        parts = list(map(table.__getitem__, ids))
+        if self.spec.kind is ModelKind.SENTENCEPIECE and self.spec.add_space_prefix:
+            for i, token_id in enumerate(ids):
+                if self._types[token_id] not in _SPECIAL_TYPES:
+                    if parts[i].startswith(b" "):
+                        parts[i] = parts[i][1:]
+                    break
+        return b"".join(parts)
+
+    def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
+        """Text of the tokens; invalid UTF-8 is replaced by U+FFFD."""
+        return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", "replace")
+
+    def _check(self, token_id: int) -> int:
+        if not 0 <= token_id < self.vocab_size:
+            raise TokenizerError(f"{self.spec.source}: token id {token_id} is out of range (vocabulary has {self.vocab_size} tokens)")
+        return token_id
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """Raw bytes one token stands for (a control token: its text)."""
+        return self._bytes[self._check(token_id)]
+
+    def token_type(self, token_id: int) -> TokenType:
+        return self._types[self._check(token_id)]
+
+    def id_to_token(self, token_id: int) -> str:
+        """The token as the vocabulary spells it ("Ġhello", "▁hello", "<|im_end|>")."""
+        return self._tokens[self._check(token_id)]
+
+    def token_to_id(self, text: str) -> int | None:
+        return self._vocab.get(text)
+
+    @property
+    def bos_id(self) -> int | None:
+        return self.spec.bos_id
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """Every id that ends generation: EOS, EOT, EOM and the extra ones a config names."""
+        ids = [self.spec.eos_id, self.spec.eot_id, self.spec.eom_id, *self.spec.extra_eos_ids]
+        return tuple(dict.fromkeys(i for i in ids if i is not None))

@@ -1,0 +1,148 @@
+"""GGUF metadata -> TokenizerSpec, following llama.cpp's ``llama_vocab::load``.
+
+Keys read: tokenizer.ggml.{model, pre, tokens, token_type, scores, merges,
+bos/eos/eot/eom/unknown/padding_token_id, add_bos_token, add_eos_token,
+add_space_prefix}, tokenizer.chat_template, general.name. Every error names
+the file. Model kinds: "gpt2" (byte-level BPE), "llama" (SentencePiece by
+score), "gemma4" (SentencePiece-style BPE by rank, split at newlines).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from . import pretokenizers
+from .gguf_reader import ARRAY, STRING, TYPE_NAMES, read_metadata
+from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
+
+log = logging.getLogger("tokenizer")
+
+_INT_TYPES = {0, 1, 2, 3, 4, 5, 10, 11}
+_SPECIAL_KEYS = {"bos_id": "bos_token_id", "eos_id": "eos_token_id", "eot_id": "eot_token_id",
+                 "eom_id": "eom_token_id", "unk_id": "unknown_token_id", "pad_id": "padding_token_id"}
+#: llama.cpp's defaults when the GGUF names no id (SentencePiece: <unk>=0, <s>=1, </s>=2).
+_DEFAULT_IDS = {"llama": {"bos_id": 1, "eos_id": 2, "unk_id": 0}}
+#: texts llama.cpp treats as end-of-generation (and forces to CONTROL type).
+EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+             "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>")
+_EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
+              "_<EOT>", "<end_of_utterance>", "<｜end▁of▁sentence｜>")
+#: other texts llama.cpp forces to CONTROL (fill-in-the-middle markers).
+_FIM_TEXTS = ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+              "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+              "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
+              "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+              "<REPO>", "<reponame>", "<|file_sep|>")
+
+
+class _Meta:
+    """Typed access to the metadata, with errors that name the file and key."""
+
+    def __init__(self, path: str, entries: dict[str, tuple[int, Any]]):
+        self.path, self.entries = path, entries
+
+    def get(self, key: str, kind: str, default: Any = None) -> Any:
+        if key not in self.entries:
+            return default
+        vtype, value = self.entries[key]
+        ok = {"str": vtype == STRING, "int": vtype in _INT_TYPES, "bool": vtype == 7,
+              "str[]": vtype == ARRAY * 100 + STRING,
+              "int[]": vtype - ARRAY * 100 in _INT_TYPES and vtype >= ARRAY * 100,
+              "num[]": vtype - ARRAY * 100 in (*_INT_TYPES, 6, 12) and vtype >= ARRAY * 100}[kind]
+        if not ok:
+            shown = TYPE_NAMES.get(vtype, f"array of {TYPE_NAMES.get(vtype - ARRAY * 100, '?')}")
+            raise TokenizerError(f"{self.path}: {key} has type {shown}, expected {kind}")
+        return value
+
+
+def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
+    """Read a GGUF file's tokenizer. Returns the spec and extras (chat_template, name, architecture)."""
+    name = str(path)
+    meta = _Meta(name, read_metadata(path))
+    model = meta.get("tokenizer.ggml.model", "str")
+    if model is None:
+        raise TokenizerError(f"{name}: no tokenizer.ggml.model key: this GGUF carries no tokenizer")
+    if model not in ("gpt2", "llama", "gemma4"):
+        raise Unsupported(f"{name}: tokenizer model {model!r} is not supported (gpt2, llama and gemma4 are)")
+    tokens = meta.get("tokenizer.ggml.tokens", "str[]")
+    if tokens is None:
+        raise TokenizerError(f"{name}: no tokenizer.ggml.tokens key")
+    tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
+    n = len(tokens)
+    types = meta.get("tokenizer.ggml.token_type", "int[]")
+    if types is not None and len(types) < n:
+        raise TokenizerError(f"{name}: tokenizer.ggml.token_type has {len(types)} entries for {n} tokens")
+    types = list(types[:n]) if types is not None else [TokenType.NORMAL] * n
+    scores = meta.get("tokenizer.ggml.scores", "num[]")
+    if scores is not None and len(scores) < n:
+        raise TokenizerError(f"{name}: tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
+    merges = None
+    if model != "llama":
+        raw_merges = meta.get("tokenizer.ggml.merges", "str[]")
+        if raw_merges is None:
+            raise TokenizerError(f"{name}: tokenizer model {model!r} needs tokenizer.ggml.merges")
+        merges = [_split_merge(name, i, m) for i, m in enumerate(raw_merges)]
+
+    pre_name = "gemma4" if model == "gemma4" else meta.get("tokenizer.ggml.pre", "str", "") or ""
+    pre, known = pretokenizers.lookup(pre_name) if model != "llama" else (None, True)
+    if not known:
+        log.warning("%s: pre-tokenizer %r is unknown; using llama.cpp's %r split", name, pre_name or "(none)",
+                    pretokenizers.FALLBACK_NAME)
+
+    ids = dict(_DEFAULT_IDS.get(model, {}))
+    ids = {k: v for k, v in ids.items() if v < n}
+    for field, key in _SPECIAL_KEYS.items():
+        value = meta.get(f"tokenizer.ggml.{key}", "int")
+        if value is not None:
+            ids[field] = value
+    by_text = {t: i for i, t in enumerate(tokens)}
+    _promote_control(types, by_text)
+    if "eot_id" not in ids:
+        ids["eot_id"] = next((by_text[t] for t in _EOT_TEXTS if t in by_text), None)
+    extra_eos = tuple(by_text[t] for t in EOG_TEXTS if t in by_text)
+
+    spm = model != "gpt2"
+    add_bos_default = model == "llama" or bool(pre and pre.add_bos)
+    general_name = (meta.get("general.name", "str", "") or "").lower()
+    rstrip = _phi3_rstrip(types, by_text) if "phi-3" in general_name or "phi3" in general_name else frozenset()
+    spec = TokenizerSpec(
+        kind=ModelKind.SENTENCEPIECE if spm else ModelKind.BYTE_LEVEL,
+        tokens=tokens, types=types, merges=merges,
+        scores=[float(s) for s in scores[:n]] if scores is not None else None,
+        pre_split=pre_name if model != "llama" and known else ("" if model == "llama" else pretokenizers.FALLBACK_NAME),
+        pre_split_patterns=None,
+        add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", "bool", add_bos_default)) or model == "gemma4",
+        add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", "bool", False)),
+        add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", "bool", model == "llama")),
+        ignore_merges=bool(pre and pre.ignore_merges),
+        extra_eos_ids=extra_eos, rstrip_ids=rstrip, source=name, **ids,
+    )
+    extras = {"chat_template": meta.get("tokenizer.chat_template", "str"),
+              "name": meta.get("general.name", "str"), "architecture": meta.get("general.architecture", "str")}
+    return spec, extras
+
+
+def _split_merge(path: str, index: int, merge: str) -> tuple[str, str]:
+    cut = merge.find(" ", 1)
+    if cut < 0:
+        raise TokenizerError(f"{path}: tokenizer.ggml.merges[{index}] {merge!r} has no space between its halves")
+    return merge[:cut], merge[cut + 1:]
+
+
+def _promote_control(types: list[int], by_text: dict[str, int]) -> None:
+    """llama.cpp forces end-of-turn and fill-in-the-middle markers to CONTROL, whatever the file says."""
+    for text in (*EOG_TEXTS, *_FIM_TEXTS):
+        token_id = by_text.get(text)
+        if token_id is not None and types[token_id] != TokenType.CONTROL:
+            types[token_id] = TokenType.CONTROL
+
+
+def _phi3_rstrip(types: list[int], by_text: dict[str, int]) -> frozenset[int]:
+    """llama.cpp strips spaces after Phi-3's special tokens, except <unk>, <s> and <|endoftext|>."""
+    special = {i for i, t in enumerate(types) if t in (TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN)}
+    if "</s>" in by_text:
+        special.add(by_text["</s>"])
+    special -= {by_text[t] for t in ("<unk>", "<s>", "<|endoftext|>") if t in by_text}
+    return frozenset(special)

@@ -1,0 +1,122 @@
+"""What a tokenizer is made of, and the checks it must pass before use.
+
+A ``TokenizerSpec`` is plain data, produced by a loader (GGUF metadata or a
+tokenizer.json) or by hand in tests. ``validate(spec)`` rejects a spec that
+cannot tokenize correctly, with a ``TokenizerError`` that says what is wrong;
+``Tokenizer.create`` calls it before building any index.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class TokenizerError(ValueError):
+    """A tokenizer file or spec is unusable; the message says which and why."""
+
+
+class Unsupported(TokenizerError):
+    """The file is well-formed but uses a component we do not implement."""
+
+
+class TokenType(enum.IntEnum):
+    """Token types as GGUF stores them (``tokenizer.ggml.token_type``)."""
+
+    UNDEFINED = 0
+    NORMAL = 1
+    UNKNOWN = 2
+    CONTROL = 3
+    USER_DEFINED = 4
+    UNUSED = 5
+    BYTE = 6
+
+
+class ModelKind(enum.Enum):
+    """How words are spelled and merged.
+
+    BYTE_LEVEL: GPT-2 byte alphabet, pre-split by regex, merges by rank.
+    SENTENCEPIECE: spaces as "▁", whole segment, merges by rank (``merges``)
+    or, when ``merges`` is None, by the score of the merged piece.
+    """
+
+    BYTE_LEVEL = "byte_level"
+    SENTENCEPIECE = "sentencepiece"
+
+
+@dataclass
+class TokenizerSpec:
+    """Everything needed to encode and decode.
+
+    tokens: token strings, index = id (byte-level ones spelled in the byte alphabet).
+    types: one TokenType per token (None: all NORMAL).
+    merges: (left, right) token strings in rank order, or None for score-based SentencePiece.
+    scores: one float per token (score-based SentencePiece).
+    pre_split: a name from ``pretokenizers.PRE_SPLITS`` (llama.cpp's ``tokenizer.ggml.pre``).
+    pre_split_patterns: explicit regexes (llama.cpp syntax) overriding the name's.
+    """
+
+    kind: ModelKind
+    tokens: list[str]
+    types: list[int] | None = None
+    merges: list[tuple[str, str]] | None = None
+    scores: list[float] | None = None
+    pre_split: str = "default"
+    pre_split_patterns: tuple[str, ...] | None = None
+    bos_id: int | None = None
+    eos_id: int | None = None
+    eot_id: int | None = None
+    eom_id: int | None = None
+    unk_id: int | None = None
+    pad_id: int | None = None
+    extra_eos_ids: tuple[int, ...] = ()
+    add_bos: bool = False
+    add_eos: bool = False
+    add_space_prefix: bool = False
+    ignore_merges: bool = False
+    byte_fallback: bool = True
+    #: token ids whose surrounding spaces are stripped when the token is cut out (llama.cpp attrs).
+    lstrip_ids: frozenset[int] = field(default_factory=frozenset)
+    rstrip_ids: frozenset[int] = field(default_factory=frozenset)
+    #: where the spec came from, for error messages ("model.gguf", "tokenizer.json").
+    source: str = "<spec>"
+
+
+def _fail(spec: TokenizerSpec, message: str) -> TokenizerError:
+    return TokenizerError(f"{spec.source}: {message}")
+
+
+def validate(spec: TokenizerSpec) -> None:
+    """Raise TokenizerError if the spec cannot be used. Checks, in order:
+
+    an empty vocabulary; a types list of the wrong length; a score-based
+    SentencePiece spec without one score per token; special ids out of range;
+    add_bos without a BOS id (add_eos without EOS); a merge whose halves or
+    result are not in the vocabulary.
+    """
+    n = len(spec.tokens)
+    if n == 0:
+        raise _fail(spec, "the vocabulary is empty")
+    if spec.types is not None and len(spec.types) != n:
+        raise _fail(spec, f"token types list has {len(spec.types)} entries for {n} tokens")
+    if spec.kind is ModelKind.SENTENCEPIECE and spec.merges is None:
+        if spec.scores is None or len(spec.scores) != n:
+            have = "no scores" if spec.scores is None else f"{len(spec.scores)} scores"
+            raise _fail(spec, f"score-based SentencePiece needs one score per token: {have} for {n} tokens")
+    for name in ("bos_id", "eos_id", "eot_id", "eom_id", "unk_id", "pad_id"):
+        value = getattr(spec, name)
+        if value is not None and not 0 <= value < n:
+            raise _fail(spec, f"special token {name}={value} is out of range (vocabulary has {n} tokens)")
+    for value in spec.extra_eos_ids:
+        if not 0 <= value < n:
+            raise _fail(spec, f"eos id {value} is out of range (vocabulary has {n} tokens)")
+    if spec.add_bos and spec.bos_id is None:
+        raise _fail(spec, "add_bos is set but there is no BOS token id")
+    if spec.add_eos and spec.eos_id is None:
+        raise _fail(spec, "add_eos is set but there is no EOS token id")
+    if spec.merges:
+        known = set(spec.tokens)
+        for rank, (left, right) in enumerate(spec.merges):
+            for part, what in ((left, "left half"), (right, "right half"), (left + right, "result")):
+                if part not in known:
+                    raise _fail(spec, f"merge #{rank} ({left!r} {right!r}): {what} {part!r} is not in the vocabulary")
