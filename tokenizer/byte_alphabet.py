@@ -38,7 +38,7 @@ CHAR_TO_BYTE: dict[str, int] = {ch: b for b, ch in enumerate(BYTE_TO_CHAR)}
 
 # str.translate tables: latin-1 text (one char per byte) -> spelling, and back.
 _SPELL_TABLE = {b: ch for b, ch in enumerate(BYTE_TO_CHAR)}
-_UNSPELL_TABLE = {ord(ch): b for b, ch in enumerate(BYTE_TO_CHAR)}
+UNSPELL_TABLE = {ord(ch): b for b, ch in enumerate(BYTE_TO_CHAR)}
 
 
 def spell(data: bytes) -> str:
@@ -48,7 +48,7 @@ def spell(data: bytes) -> str:
 
 def unspell(text: str) -> bytes | None:
     """Raw bytes of a spelled token, or None if a character is not in the alphabet."""
-    raw = text.translate(_UNSPELL_TABLE)
+    raw = text.translate(UNSPELL_TABLE)
     try:
         return raw.encode("latin-1")
     except UnicodeEncodeError:

@@ -25,8 +25,10 @@ _SPECIAL_KEYS = {"bos_id": "bos_token_id", "eos_id": "eos_token_id", "eot_id": "
 #: llama.cpp's defaults when the GGUF names no id (SentencePiece: <unk>=0, <s>=1, </s>=2).
 _DEFAULT_IDS = {"llama": {"bos_id": 1, "eos_id": 2, "unk_id": 0}}
 #: texts llama.cpp treats as end-of-generation (and forces to CONTROL type).
-EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
-             "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>")
+EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+             "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+             "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+             "<｜end▁of▁sentence｜>", "[e~[")
 _EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
               "_<EOT>", "<end_of_utterance>", "<｜end▁of▁sentence｜>")
 #: other texts llama.cpp forces to CONTROL (fill-in-the-middle markers).
@@ -83,7 +85,7 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         raw_merges = meta.get("tokenizer.ggml.merges", "str[]")
         if raw_merges is None:
             raise TokenizerError(f"{name}: tokenizer model {model!r} needs tokenizer.ggml.merges")
-        merges = [_split_merge(name, i, m) for i, m in enumerate(raw_merges)]
+        merges = _split_merges(name, raw_merges)
 
     pre_name = "gemma4" if model == "gemma4" else meta.get("tokenizer.ggml.pre", "str", "") or ""
     pre, known = pretokenizers.lookup(pre_name) if model != "llama" else (None, True)
@@ -97,11 +99,12 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         value = meta.get(f"tokenizer.ggml.{key}", "int")
         if value is not None:
             ids[field] = value
-    by_text = {t: i for i, t in enumerate(tokens)}
+    wanted = {*EOG_TEXTS, *_EOT_TEXTS, *_FIM_TEXTS, "<unk>", "<s>", "<|plamo:eos|>"}
+    by_text = {t: i for i, t in enumerate(tokens) if t in wanted}  # only the texts we look up
     _promote_control(types, by_text)
     if "eot_id" not in ids:
         ids["eot_id"] = next((by_text[t] for t in _EOT_TEXTS if t in by_text), None)
-    extra_eos = tuple(by_text[t] for t in EOG_TEXTS if t in by_text)
+    extra_eos = _end_of_generation(types, by_text)
 
     spm = model != "gpt2"
     add_bos_default = model == "llama" or bool(pre and pre.add_bos)
@@ -124,11 +127,17 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     return spec, extras
 
 
-def _split_merge(path: str, index: int, merge: str) -> tuple[str, str]:
-    cut = merge.find(" ", 1)
-    if cut < 0:
-        raise TokenizerError(f"{path}: tokenizer.ggml.merges[{index}] {merge!r} has no space between its halves")
-    return merge[:cut], merge[cut + 1:]
+def _split_merges(path: str, raw: list[str]) -> list[tuple[str, str]]:
+    """ "a b" -> ("a", "b"), cut at the first space after the first character, as llama.cpp does."""
+    merges = [tuple(m.split(" ", 1)) for m in raw]
+    for index, merge in enumerate(merges):
+        if len(merge) != 2 or not merge[0]:
+            text = raw[index]
+            cut = text.find(" ", 1)
+            if cut < 0:
+                raise TokenizerError(f"{path}: tokenizer.ggml.merges[{index}] {text!r} has no space between its halves")
+            merges[index] = (text[:cut], text[cut + 1:])
+    return merges  # type: ignore[return-value]
 
 
 def _promote_control(types: list[int], by_text: dict[str, int]) -> None:
@@ -137,6 +146,20 @@ def _promote_control(types: list[int], by_text: dict[str, int]) -> None:
         token_id = by_text.get(text)
         if token_id is not None and types[token_id] != TokenType.CONTROL:
             types[token_id] = TokenType.CONTROL
+
+
+def _end_of_generation(types: list[int], by_text: dict[str, int]) -> tuple[int, ...]:
+    """llama.cpp's end-of-generation set by text, with its two exceptions:
+    gpt-oss/solar-open (<|return|> or <|calls|> present) keep <|end|> as plain user-defined text, and
+    gemma4/plamo (<|tool_response>, <|plamo:eos|>) keep </s> as a normal token."""
+    eog = [t for t in EOG_TEXTS if t in by_text]
+    exceptions = {"<|end|>": (("<|return|>", "<|call|>"), ("<|calls|>", "<|flush|>"), TokenType.USER_DEFINED),
+                  "</s>": (("<|tool_response>",), ("<|plamo:eos|>",), TokenType.NORMAL)}
+    for text, (first, second, new_type) in exceptions.items():
+        if text in eog and (all(t in by_text for t in first) or all(t in by_text for t in second)):
+            eog.remove(text)
+            types[by_text[text]] = new_type
+    return tuple(by_text[t] for t in eog)
 
 
 def _phi3_rstrip(types: list[int], by_text: dict[str, int]) -> frozenset[int]:

@@ -91,8 +91,8 @@ def validate(spec: TokenizerSpec) -> None:
 
     an empty vocabulary; a types list of the wrong length; a score-based
     SentencePiece spec without one score per token; special ids out of range;
-    add_bos without a BOS id (add_eos without EOS); a merge whose halves or
-    result are not in the vocabulary.
+    add_bos without a BOS id (add_eos without EOS). A merge whose halves or
+    result are not in the vocabulary is rejected by ``Tokenizer.create``.
     """
     n = len(spec.tokens)
     if n == 0:
@@ -114,9 +114,4 @@ def validate(spec: TokenizerSpec) -> None:
         raise _fail(spec, "add_bos is set but there is no BOS token id")
     if spec.add_eos and spec.eos_id is None:
         raise _fail(spec, "add_eos is set but there is no EOS token id")
-    if spec.merges:
-        known = set(spec.tokens)
-        for rank, (left, right) in enumerate(spec.merges):
-            for part, what in ((left, "left half"), (right, "right half"), (left + right, "result")):
-                if part not in known:
-                    raise _fail(spec, f"merge #{rank} ({left!r} {right!r}): {what} {part!r} is not in the vocabulary")
+    # Merges are checked while the merge table is built (core.Tokenizer), at no extra pass.

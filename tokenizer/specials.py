@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 
 #: C isspace() — what llama.cpp strips next to lstrip/rstrip tokens.
 ASCII_SPACE = " \t\n\v\f\r"
@@ -47,9 +48,13 @@ class SpecialCutter:
 
     def __init__(self, specials: Iterable[tuple[str, int]], lstrip: frozenset[int], rstrip: frozenset[int]):
         self.ids = {text: token_id for text, token_id in specials if text}
-        self._regex = re.compile(_trie_pattern(sorted(self.ids))) if self.ids else None
         self._lstrip = lstrip
         self._rstrip = rstrip
+
+    @cached_property
+    def _regex(self) -> re.Pattern[str] | None:
+        """Compiled on first use: Gemma 3's 6,000-token trie need not cost load time."""
+        return re.compile(_trie_pattern(sorted(self.ids))) if self.ids else None
 
     def split(self, text: str) -> Iterator[tuple[str, int | None]]:
         """Yield text fragments (id None) and special tokens in order; empty fragments are skipped."""

