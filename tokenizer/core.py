@@ -211,8 +211,8 @@ class Tokenizer:
                 return (whole,)
         byte_tokens = self._byte_tokens
         ids = self._ranked_runs([byte_tokens[b] for b in raw])
-        if self._missing in ids:  # a byte the vocabulary lacks: unk if there is one, else dropped
-            unk = self.spec.unk_id
+        if self._missing in ids:  # a byte the vocabulary lacks: dropped (llama.cpp) or unk (HF)
+            unk = self.spec.unk_id if self.spec.unk_for_missing_bytes else None
             ids = [unk if i == self._missing else i for i in ids if i != self._missing or unk is not None]
         return tuple(ids)
 

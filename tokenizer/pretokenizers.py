@@ -213,14 +213,29 @@ def translate(pattern: str) -> str:
 Splitter = Callable[[str], list[str]]
 
 
-def _split_one(regex: re.Pattern[str], collapse: bool) -> Splitter:
-    """Matches and the text between them, in order, as pieces."""
+_NON_ASCII_SPACE = re.compile("[" + "".join(f"\\U{c:08X}" for c in ut.WHITESPACE if c > 0x7F) + "]")
+
+
+def spaces_to_vt(text: str) -> str:
+    """llama.cpp's wregex path (patterns without \\p{..}) sees every non-ASCII space as U+000B."""
+    return _NON_ASCII_SPACE.sub("\x0b", text)
+
+
+def _split_one(regex: re.Pattern[str], uses_classes: bool) -> Splitter:
+    """Matches and the text between them, in order, as pieces.
+
+    Before matching, the text is rewritten the way llama.cpp rewrites it for the
+    same kind of pattern (same length, so offsets carry over to the original).
+    """
     findall = regex.findall
     finditer = regex.finditer
 
     def split(text: str) -> list[str]:
-        if collapse and text and max(text) > "\uffff":
-            return _cut(text, finditer(collapse_astral(text)))
+        if uses_classes:
+            if text and max(text) > "\uffff":
+                return _cut(text, finditer(collapse_astral(text)))
+        elif _NON_ASCII_SPACE.search(text):
+            return _cut(text, finditer(spaces_to_vt(text)))
         pieces = findall(text)
         if sum(map(len, pieces)) == len(text):  # the usual case: the matches tile the text
             return pieces

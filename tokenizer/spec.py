@@ -75,6 +75,8 @@ class TokenizerSpec:
     add_space_prefix: bool = False
     ignore_merges: bool = False
     byte_fallback: bool = True
+    #: byte-level: a byte the vocabulary lacks becomes unk_id (HF) instead of being dropped (llama.cpp).
+    unk_for_missing_bytes: bool = False
     #: token ids whose surrounding spaces are stripped when the token is cut out (llama.cpp attrs).
     lstrip_ids: frozenset[int] = field(default_factory=frozenset)
     rstrip_ids: frozenset[int] = field(default_factory=frozenset)

@@ -1,0 +1,1 @@
+"""rml-chat: the terminal chat app (wires our tokenizer to llama.cpp). See README.md."""

