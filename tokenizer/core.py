@@ -28,8 +28,8 @@ from itertools import chain
 
 from . import bpe, pretokenizers
 from .byte_alphabet import BYTE_TO_CHAR, UNSPELL_TABLE, spell, unspell
-from .specials import SpecialCutter
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, validate
+from .specials import SpecialCutter
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
 _SPECIAL_TYPES = frozenset({TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN})
@@ -298,8 +298,7 @@ class Tokenizer:
         if not ids:
             return b""
         if min(ids) < 0 or max(ids) >= self.vocab_size:
-            bad = next(i for i in ids if not 0 <= i < self.vocab_size)
-            raise TokenizerError(f"{self.spec.source}: token id {bad} is out of range (vocabulary has {self.vocab_size} tokens)")
+            raise self._out_of_range(next(i for i in ids if not 0 <= i < self.vocab_size))
         table = self._bytes_skip if skip_special else self._bytes
         parts = list(map(table.__getitem__, ids))
         if self.spec.kind is ModelKind.SENTENCEPIECE and self.spec.add_space_prefix:
@@ -316,8 +315,12 @@ class Tokenizer:
 
     def _check(self, token_id: int) -> int:
         if not 0 <= token_id < self.vocab_size:
-            raise TokenizerError(f"{self.spec.source}: token id {token_id} is out of range (vocabulary has {self.vocab_size} tokens)")
+            raise self._out_of_range(token_id)
         return token_id
+
+    def _out_of_range(self, token_id: int) -> TokenizerError:
+        return TokenizerError(f"{self.spec.source}: token id {token_id} is out of range "
+                              f"(vocabulary has {self.vocab_size} tokens)")
 
     def token_bytes(self, token_id: int) -> bytes:
         """Raw bytes one token stands for (a control token: its text)."""

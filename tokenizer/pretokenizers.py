@@ -64,7 +64,8 @@ class PreSplit:
     add_bos: bool = False
 
 
-_LLAMA3 = PreSplit((_C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|" + _T,), ignore_merges=True, add_bos=True)
+_LLAMA3 = PreSplit((_C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|" + _T,),
+                   ignore_merges=True, add_bos=True)
 _QWEN2 = PreSplit((_C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|" + _T,))
 _GPT2 = PreSplit((_G2,))
 _STARCODER = PreSplit((r"\p{N}", _G2))
@@ -83,13 +84,15 @@ _GROUPS: list[tuple[tuple[str, ...], PreSplit]] = [
     (("falcon",), PreSplit((r"[\p{P}\$\+<=>\^~\|`]+", _G2, "[0-9][0-9][0-9]"))),
     (("default",), PreSplit((r"[\p{P}\$\+<=>\^~\|]+", _G2, r"\p{N}+", "[0-9][0-9][0-9]"))),
     (("deepseek-coder",), PreSplit(("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _CJK, r"\p{N}"))),
-    (("deepseek-llm",), PreSplit(("[\r\n]", r"\s?[" + _DEEPSEEK_LLM_LETTERS + "]+", r"\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+    (("deepseek-llm",), PreSplit(("[\r\n]", r"\s?[" + _DEEPSEEK_LLM_LETTERS + "]+",
+                                  r"\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
                                   r"\s+$", _CJK, r"\p{N}+"))),
     (("deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"),
      PreSplit((r"\p{N}{1,3}", _CJK_KANA,
                _PUN + r"|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|" + _T))),
     (("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"),
-     PreSplit(("[^\\r\\n\\p{L}\\p{N}]?" + _UPPER_LOWER + _C + "?|[^\\r\\n\\p{L}\\p{N}]?" + _UPPER_ONLY + _C + "?" + _GPT4O_TAIL,))),
+     PreSplit(("[^\\r\\n\\p{L}\\p{N}]?" + _UPPER_LOWER + _C + "?|[^\\r\\n\\p{L}\\p{N}]?" + _UPPER_ONLY + _C + "?"
+               + _GPT4O_TAIL,))),
     (("tekken",), PreSplit(("[^\\r\\n\\p{L}\\p{N}]?" + _UPPER_LOWER + "|[^\\r\\n\\p{L}\\p{N}]?" + _UPPER_ONLY
                             + r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|" + _T,), ignore_merges=True, add_bos=True)),
     (("seed-coder",), PreSplit((_C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|" + _T,))),

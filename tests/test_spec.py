@@ -1,0 +1,107 @@
+"""Tokenizer.create rejections, the merge loop on a worked example, decoding rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenizer import ModelKind, Tokenizer, TokenizerError, TokenizerSpec, TokenType
+from tokenizer.byte_alphabet import BYTE_TO_CHAR
+
+
+def byte_vocab(extra: list[str], merges: list[tuple[str, str]], **kw) -> TokenizerSpec:
+    """The 256 byte symbols (id = byte), then extra tokens; "<|end|>" is a control token."""
+    tokens = [*BYTE_TO_CHAR, *extra]
+    types = [TokenType.CONTROL if t.startswith("<|") else TokenType.NORMAL for t in tokens]
+    return TokenizerSpec(kind=ModelKind.BYTE_LEVEL, tokens=tokens, types=types, merges=merges,
+                         pre_split="gpt-2", source="test.gguf", **kw)
+
+
+def test_worked_example_abcab() -> None:
+    tok = Tokenizer.create(byte_vocab(["ab", "abc", "<|end|>"], [("a", "b"), ("ab", "c")]))
+    assert tok.encode("abcab") == [257, 256]
+    assert tok.decode([257, 256]) == "abcab"
+    assert tok.encode("abc<|end|>", parse_special=True) == [257, 258]
+    assert tok.encode("abc<|end|>", parse_special=False) == [257, 60, 124, 101, 110, 100, 124, 62]
+
+
+def test_long_word_uses_heap_and_matches_short_loop() -> None:
+    tok = Tokenizer.create(byte_vocab(["ab", "abc", "<|end|>"], [("a", "b"), ("ab", "c")]))
+    assert tok.encode("abc" * 1000) == [257] * 1000
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (dict(tokens=[]), "the vocabulary is empty"),
+    (dict(types=[TokenType.NORMAL]), "token types list has 1 entries for 258 tokens"),
+    (dict(bos_id=9999), "bos_id=9999 is out of range"),
+    (dict(eos_id=-1), "eos_id=-1 is out of range"),
+    (dict(add_bos=True), "add_bos is set but there is no BOS token id"),
+    (dict(add_eos=True), "add_eos is set but there is no EOS token id"),
+])
+def test_create_rejects(change: dict, message: str) -> None:
+    spec = byte_vocab(["ab", "abc"], [("a", "b")])
+    for key, value in change.items():
+        setattr(spec, key, value)
+    with pytest.raises(TokenizerError, match=message) as info:
+        Tokenizer.create(spec)
+    assert str(info.value).startswith("test.gguf: ")
+
+
+@pytest.mark.parametrize(("merge", "message"), [
+    (("a", "zz"), "merge #1 \\('a' 'zz'\\): right half 'zz' is not in the vocabulary"),
+    (("q", "b"), "merge #1 \\('q' 'b'\\): result 'qb' is not in the vocabulary"),
+    (("xy", "b"), "merge #1 \\('xy' 'b'\\): left half 'xy' is not in the vocabulary"),
+])
+def test_create_rejects_bad_merges(merge: tuple[str, str], message: str) -> None:
+    with pytest.raises(TokenizerError, match=message):
+        Tokenizer.create(byte_vocab(["ab"], [("a", "b"), merge]))
+
+
+def test_score_based_sentencepiece_needs_scores() -> None:
+    spec = TokenizerSpec(kind=ModelKind.SENTENCEPIECE, tokens=["<unk>", "a"], scores=[0.0], source="spm.gguf")
+    with pytest.raises(TokenizerError, match="one score per token: 1 scores for 2 tokens"):
+        Tokenizer.create(spec)
+
+
+def test_missing_bytes_are_dropped_or_unk() -> None:
+    tokens = [ch for ch in BYTE_TO_CHAR if ch not in (BYTE_TO_CHAR[0], BYTE_TO_CHAR[1])] + ["<unk>"]
+    types = [TokenType.NORMAL] * (len(tokens) - 1) + [TokenType.UNKNOWN]
+    base = dict(kind=ModelKind.BYTE_LEVEL, tokens=tokens, types=types, merges=[], pre_split="gpt-2")
+    dropping = Tokenizer.create(TokenizerSpec(**base))
+    assert dropping.decode(dropping.encode("a\x00b\x01")) == "ab"
+    unk = Tokenizer.create(TokenizerSpec(**base, unk_id=len(tokens) - 1, unk_for_missing_bytes=True))
+    assert unk.encode("\x00") == [len(tokens) - 1]
+
+
+def spm_tokenizer() -> Tokenizer:
+    tokens = ["<unk>", "<s>", "</s>", "\u2581", "h", "i", "\u2581h", "\u2581hi", "<0x0A>", "<0xF0>", "<0x9F>",
+              "<0x98>", "<0x80>"]
+    types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.NORMAL] * 5 + [TokenType.BYTE] * 5
+    scores = [0.0, 0.0, 0.0, -1.0, -2.0, -2.0, -1.5, -0.5, 0.0, 0.0, 0.0, 0.0, 0.0]
+    return Tokenizer.create(TokenizerSpec(kind=ModelKind.SENTENCEPIECE, tokens=tokens, types=types, scores=scores,
+                                          bos_id=1, eos_id=2, unk_id=0, add_bos=True, add_space_prefix=True))
+
+
+def test_sentencepiece_prefix_space_byte_fallback_and_decode() -> None:
+    tok = spm_tokenizer()
+    assert tok.encode("hi") == [7]                      # "▁hi": the prefix space is added
+    assert tok.encode("hi\n") == [7, 8]                 # newline falls back to <0x0A>
+    assert tok.encode("😀") == [3, 9, 10, 11, 12]       # "▁" then the emoji's four bytes
+    assert tok.encode("hi</s>hi", parse_special=True) == [7, 2, 7]  # a space again after a special
+    assert tok.encode("hi", add_special=True) == [1, 7]
+    assert tok.decode([1, 7, 7]) == "<s>hi hi"           # the first text token loses its prefix space
+    assert tok.decode([1, 7], skip_special=True) == "hi"
+    assert tok.decode_bytes([9, 10]) == b"\xf0\x9f"
+    assert tok.decode([9, 10]) == "\ufffd"
+
+
+def test_decode_out_of_range() -> None:
+    tok = spm_tokenizer()
+    with pytest.raises(TokenizerError, match="token id 13 is out of range"):
+        tok.decode([7, 13])
+    with pytest.raises(TokenizerError, match="token id -1 is out of range"):
+        tok.token_bytes(-1)
+
+
+def test_lone_surrogates_become_replacement_character() -> None:
+    tok = Tokenizer.create(byte_vocab([], []))
+    assert tok.encode("a\ud800b") == tok.encode("a\ufffdb") == [97, 0xEF, 0xBF, 0xBD, 98]
