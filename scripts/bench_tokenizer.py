@@ -1,0 +1,107 @@
+"""Benchmark: ours vs llama.cpp vs HF tokenizers vs tiktoken, same vocabulary, one process.
+
+    python scripts/bench_tokenizer.py CORPUS.txt [--hf-root DIR] [--names gpt-2,llama-bpe,...]
+
+CORPUS is split into documents at blank lines; each tokenizer encodes every document (no special
+parsing). Reported: load time, MB/s first pass (fresh tokenizer, empty word cache) and steady state
+(second pass), and ratios to the others. --hf-root DIR holds NAME/tokenizer.json for the HF column.
+tiktoken gets an Encoding built from the vocabulary (ranks = token ids) and the family's regex.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+_spec = importlib.util.spec_from_file_location("fetch_test_data", ROOT / "scripts" / "fetch_test_data.py")
+fetch = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fetch)  # type: ignore[union-attr]
+
+import tokenizer  # noqa: E402
+from tokenizer.byte_alphabet import unspell  # noqa: E402
+
+HF_PATTERNS = {  # the families' original regexes (HF / tiktoken syntax)
+    "gpt-2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+    "llama-bpe": r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+    "qwen2": r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+}
+
+
+def path_of(name: str) -> Path:
+    return {"smollm2": fetch.smollm_path(), "gemma3": fetch.gemma_path()}.get(
+        name, fetch.models_dir() / f"ggml-vocab-{name}.gguf")
+
+
+def rate(encode, docs: list[str], size: float) -> float:
+    start = time.perf_counter()
+    for doc in docs:
+        encode(doc)
+    return size / (time.perf_counter() - start)
+
+
+def tiktoken_encoding(tok: tokenizer.Tokenizer, name: str):
+    import tiktoken
+
+    ranks = {}
+    for i in range(tok.vocab_size):
+        raw = unspell(tok.id_to_token(i)) if tok.token_type(i) == tokenizer.TokenType.NORMAL else None
+        if raw is not None and raw not in ranks:
+            ranks[raw] = i
+    return tiktoken.Encoding(name, pat_str=HF_PATTERNS[name], mergeable_ranks=ranks, special_tokens={})
+
+
+def bench(name: str, docs: list[str], size: float, hf_root: Path | None) -> dict[str, float]:
+    import llama_cpp
+
+    out: dict[str, float] = {}
+    path = path_of(name)
+    start = time.perf_counter()
+    tok = tokenizer.load(path)
+    out["load ours"] = time.perf_counter() - start
+    out["ours first"] = rate(tok.encode, docs, size)
+    out["ours steady"] = rate(tok.encode, docs, size)
+    start = time.perf_counter()
+    llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    out["load llama.cpp"] = time.perf_counter() - start
+    out["llama.cpp"] = rate(lambda d: llm.tokenize(d.encode(), add_bos=False, special=False), docs, size)
+    llm.close()
+    hf_file = hf_root / name / "tokenizer.json" if hf_root else None
+    if hf_file and hf_file.exists():
+        from tokenizers import Tokenizer as HfTokenizer
+
+        start = time.perf_counter()
+        hf = HfTokenizer.from_file(str(hf_file))
+        out["load HF"] = time.perf_counter() - start
+        out["HF tokenizers"] = rate(lambda d: hf.encode(d, add_special_tokens=False).ids, docs, size)
+    if name in HF_PATTERNS:
+        enc = tiktoken_encoding(tok, name)
+        out["tiktoken"] = rate(lambda d: enc.encode_ordinary(d), docs, size)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("corpus", type=Path)
+    parser.add_argument("--hf-root", type=Path)
+    parser.add_argument("--names", default="gpt-2,llama-bpe,qwen2,smollm2,llama-spm,gemma3")
+    args = parser.parse_args()
+    text = args.corpus.read_text(encoding="utf-8")
+    docs = [d for d in text.split("\n\n") if d]
+    size = len(text.encode()) / 1e6
+    print(f"{len(docs)} documents, {size:.2f} MB; rates in MB/s, loads in s")
+    for name in args.names.split(","):
+        r = bench(name, docs, size, args.hf_root)
+        parts = [f"{k} {v:.2f}" for k, v in r.items()]
+        ratios = [f"steady/{k} {r['ours steady'] / r[k]:.2f}x" for k in ("llama.cpp", "HF tokenizers", "tiktoken") if k in r]
+        ratios += [f"first/{k} {r['ours first'] / r[k]:.2f}x" for k in ("llama.cpp", "HF tokenizers") if k in r]
+        ratios.append(f"load ours/llama.cpp {r['load ours'] / r['load llama.cpp']:.2f}x")
+        print(f"{name:10} | " + " | ".join(parts) + "\n           | " + " | ".join(ratios), flush=True)
+
+
+if __name__ == "__main__":
+    main()
