@@ -105,3 +105,10 @@ def test_decode_out_of_range() -> None:
 def test_lone_surrogates_become_replacement_character() -> None:
     tok = Tokenizer.create(byte_vocab([], []))
     assert tok.encode("a\ud800b") == tok.encode("a\ufffdb") == [97, 0xEF, 0xBF, 0xBD, 98]
+
+
+def test_sentencepiece_without_byte_fallback_uses_unk() -> None:
+    tok = spm_tokenizer()
+    tok.spec.byte_fallback = False
+    tok._cache.clear()
+    assert tok.encode("hi\n") == [7, 0]

@@ -217,7 +217,12 @@ class Tokenizer:
         return tuple(ids)
 
     def _byte_fallback(self, piece: str, out: list[int]) -> None:
+        """A piece with no token: its <0xXX> byte tokens (unk for a missing one), or one unk without byte fallback."""
         unk = self.spec.unk_id
+        if not self.spec.byte_fallback:
+            if unk is not None:
+                out.append(unk)
+            return
         for b in piece.encode("utf-8"):
             token = self._byte_tokens[b]
             if token != self._missing:

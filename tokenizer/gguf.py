@@ -106,7 +106,7 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         ids["eot_id"] = next((by_text[t] for t in _EOT_TEXTS if t in by_text), None)
     extra_eos = _end_of_generation(types, by_text)
 
-    spm = model != "gpt2"
+    spm = model != "gpt2" or not (pre and pre.byte_encode)  # e.g. gemma4: raw UTF-8, spaces as "▁"
     add_bos_default = model == "llama" or bool(pre and pre.add_bos)
     general_name = (meta.get("general.name", "str", "") or "").lower()
     rstrip = _phi3_rstrip(types, by_text) if "phi-3" in general_name or "phi3" in general_name else frozenset()
