@@ -41,9 +41,14 @@ def test_add_special_matches_llama_cpp(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["smollm2", "gemma3", "llama-spm", "gpt-2", "qwen2"])
 def test_decode_matches_llama_cpp_detokenize(name: str) -> None:
+    """Token bytes equal llama-cpp-python's piece-by-piece detokenize. That wrapper keeps the
+    SentencePiece prefix space of the first token; llama.cpp's llama_detokenize (and we) drop it."""
     tok, ref = ours(name), oracle(name)
+    drops_prefix = tok.spec.add_space_prefix
     for text in corpus()[:400]:
         ids = tok.encode(text)
-        assert tok.decode_bytes(ids) == ref.detokenize(ids, special=True) or name == "llama-spm", text
-        assert tok.decode(ids, skip_special=True).encode() == ref.detokenize(ids).decode(
-            "utf-8", "replace").encode() or name == "llama-spm", text
+        expected = ref.detokenize(ids, special=True)
+        if drops_prefix and expected.startswith(b" "):
+            expected = expected[1:]
+        assert tok.decode_bytes(ids) == expected, text
+        assert tok.decode(ids, skip_special=True) == expected.decode("utf-8", "replace"), text
