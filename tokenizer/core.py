@@ -82,14 +82,14 @@ class Tokenizer:
         user = [(text, i) for text, i in specials if self._types[i] == TokenType.USER_DEFINED]
         self._cut_all = SpecialCutter(specials, spec.lstrip_ids, spec.rstrip_ids)
         self._cut_user = SpecialCutter(user, spec.lstrip_ids, spec.rstrip_ids)
-        self._pre, known = pretokenizers.lookup(spec.pre_split)
-        self.pre_split_known = known
+        default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
+        self._pre, _known = pretokenizers.lookup(spec.pre_split or default_pre)
         patterns = spec.pre_split_patterns or self._pre.patterns
         if spec.kind is ModelKind.BYTE_LEVEL:
             self._split = pretokenizers.compile_split(patterns)
             self._cache = _WordCache(self._encode_byte_word)
         else:
-            self._split = self._spm_splitter(patterns if spec.pre_split_patterns or spec.merges else ())
+            self._split = self._spm_splitter(patterns)
             encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
             self._cache = _WordCache(encode_chunk)
 
@@ -128,32 +128,36 @@ class Tokenizer:
         return dict(zip(reversed(keys), reversed(values)))
 
     def _build_bytes(self) -> list[bytes]:
-        """Raw bytes of every token: bulk-converted normal tokens, then the few others fixed up."""
-        tokens, types = self._tokens, self._types
-        if self.spec.kind is ModelKind.BYTE_LEVEL:
-            try:
+        """Raw bytes of every token: all converted as normal tokens in bulk, then the few others fixed up."""
+        tokens = self._tokens
+        try:
+            if self.spec.kind is ModelKind.BYTE_LEVEL:
                 table = [t.translate(UNSPELL_TABLE).encode("latin-1") for t in tokens]
-            except UnicodeEncodeError:
-                table = [unspell(t) or _utf8(t) for t in tokens]
-        else:
-            table = [_utf8(t.replace("\u2581", " ")) for t in tokens]
-        for i, kind in enumerate(types):
+            else:
+                table = [t.replace("\u2581", " ").encode("utf-8") for t in tokens]
+        except UnicodeError:  # a token outside the byte alphabet, or one with undecodable bytes
+            table = list(map(self._normal_bytes, tokens))
+        for i, kind in enumerate(self._types):
             if kind != TokenType.NORMAL:
-                table[i] = self._raw_bytes(i)
+                table[i] = self._other_bytes(i, table[i])
         return table
 
-    def _raw_bytes(self, token_id: int) -> bytes:
-        text, kind = self._tokens[token_id], self._types[token_id]
-        if kind in _SPECIAL_TYPES:
-            return _utf8(text)
-        if kind == TokenType.BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
-            return bytes([int(text[3:5], 16)])
-        if kind not in (TokenType.NORMAL, TokenType.BYTE):
-            return b""  # unused / undefined tokens print nothing, as in llama.cpp
+    def _normal_bytes(self, text: str) -> bytes:
         if self.spec.kind is ModelKind.BYTE_LEVEL:
             raw = unspell(text)
             return raw if raw is not None else _utf8(text)
         return _utf8(text.replace("\u2581", " "))
+
+    def _other_bytes(self, token_id: int, as_normal: bytes) -> bytes:
+        """Bytes of a token that is not NORMAL, as llama.cpp's token_to_piece gives them."""
+        text, kind = self._tokens[token_id], self._types[token_id]
+        if kind in _SPECIAL_TYPES:
+            return _utf8(text)
+        if kind == TokenType.BYTE:
+            if len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+                return bytes([int(text[3:5], 16)])
+            return as_normal
+        return b""  # unused / undefined tokens print nothing, as in llama.cpp
 
     @cached_property
     def _bytes_skip(self) -> list[bytes]:
@@ -174,10 +178,10 @@ class Tokenizer:
         else:
             cls = "".join(re.escape(ch) for ch in blocked)
             chunker = re.compile(f"(?<=[^\u2581{cls}])(?=\u2581)").split
-        pre = pretokenizers.compile_split(patterns) if patterns else None
+        pre = pretokenizers.compile_split(patterns)
 
         def split(text: str) -> list[str]:
-            pieces = pre(text) if pre else [text]
+            pieces = pre(text)
             if chunker is None:
                 return pieces
             return [chunk for piece in pieces for chunk in chunker(piece)]
@@ -205,7 +209,7 @@ class Tokenizer:
 
     def _encode_byte_word(self, word: str) -> tuple[int, ...]:
         raw = word.encode("utf-8")
-        if self._pre.ignore_merges:
+        if self.spec.ignore_merges:
             whole = self._vocab.get(spell(raw))
             if whole is not None:
                 return (whole,)
@@ -243,7 +247,7 @@ class Tokenizer:
 
     def _encode_ranked_chunk(self, chunk: str) -> tuple[int, ...]:
         get = self._vocab.get
-        if self._pre.ignore_merges or (chunk[0] == "\n" and not chunk.strip("\n")):
+        if self.spec.ignore_merges or (self._pre.newline_runs_whole and not chunk.strip("\n")):
             whole = get(chunk)
             if whole is not None:
                 return (whole,)

@@ -87,11 +87,13 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
             raise TokenizerError(f"{name}: tokenizer model {model!r} needs tokenizer.ggml.merges")
         merges = _split_merges(name, raw_merges)
 
-    pre_name = "gemma4" if model == "gemma4" else meta.get("tokenizer.ggml.pre", "str", "") or ""
-    pre, known = pretokenizers.lookup(pre_name) if model != "llama" else (None, True)
+    # llama.cpp: SentencePiece has no pre-split; a "gemma4" model implies the gemma4 split.
+    pre_name = {"llama": "none", "gemma4": "gemma4"}.get(model) or meta.get("tokenizer.ggml.pre", "str", "") or ""
+    pre, known = pretokenizers.lookup(pre_name)
     if not known:
         log.warning("%s: pre-tokenizer %r is unknown; using llama.cpp's %r split", name, pre_name or "(none)",
                     pretokenizers.FALLBACK_NAME)
+        pre_name = pretokenizers.FALLBACK_NAME
 
     ids = dict(_DEFAULT_IDS.get(model, {}))
     ids = {k: v for k, v in ids.items() if v < n}
@@ -106,20 +108,20 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         ids["eot_id"] = next((by_text[t] for t in _EOT_TEXTS if t in by_text), None)
     extra_eos = _end_of_generation(types, by_text)
 
-    spm = model != "gpt2" or not (pre and pre.byte_encode)  # e.g. gemma4: raw UTF-8, spaces as "▁"
-    add_bos_default = model == "llama" or bool(pre and pre.add_bos)
+    spm = not pre.byte_encode  # "llama" and gemma4: raw UTF-8 with spaces as "▁"
+    add_bos_default = model == "llama" or pre.add_bos
     general_name = (meta.get("general.name", "str", "") or "").lower()
     rstrip = _phi3_rstrip(types, by_text) if "phi-3" in general_name or "phi3" in general_name else frozenset()
     spec = TokenizerSpec(
         kind=ModelKind.SENTENCEPIECE if spm else ModelKind.BYTE_LEVEL,
         tokens=tokens, types=types, merges=merges,
         scores=[float(s) for s in scores[:n]] if scores is not None else None,
-        pre_split=pre_name if model != "llama" and known else ("" if model == "llama" else pretokenizers.FALLBACK_NAME),
-        pre_split_patterns=None,
+        pre_split=pre_name,
+        # llama.cpp forces add_bos on for Gemma 4, whatever the file says
         add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", "bool", add_bos_default)) or model == "gemma4",
         add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", "bool", False)),
         add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", "bool", model == "llama")),
-        ignore_merges=bool(pre and pre.ignore_merges),
+        ignore_merges=pre.ignore_merges,
         extra_eos_ids=extra_eos, rstrip_ids=rstrip, source=name, **ids,
     )
     extras = {"chat_template": meta.get("tokenizer.chat_template", "str"),

@@ -59,12 +59,14 @@ class PreSplit:
     byte_encode: spell words in the GPT-2 byte alphabet (False: raw UTF-8, spaces as "▁").
     ignore_merges: a word that is already a token is emitted whole, unmerged.
     add_bos: llama.cpp's default for add_bos_token when the GGUF does not say.
+    newline_runs_whole: a word made only of newlines is emitted whole when it is a token (Gemma 4).
     """
 
     patterns: tuple[str, ...]
     byte_encode: bool = True
     ignore_merges: bool = False
     add_bos: bool = False
+    newline_runs_whole: bool = False
 
 
 _LLAMA3 = PreSplit((_C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|" + _T,),
@@ -107,7 +109,10 @@ _GROUPS: list[tuple[tuple[str, ...], PreSplit]] = [
     (("minicpm5",), PreSplit((r"\p{N}{1,3}", _C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|" + _T),
                              ignore_merges=True)),
     (("laguna",), PreSplit(("[^\\n]+|[\\n]+", _QWEN2.patterns[0]))),
-    (("gemma4", "sarvam-moe"), PreSplit(("[^\\n]+|[\\n]+",), byte_encode=False, add_bos=True)),
+    (("gemma4",), PreSplit(("[^\\n]+|[\\n]+",), byte_encode=False, add_bos=True, newline_runs_whole=True)),
+    (("sarvam-moe",), PreSplit(("[^\\n]+|[\\n]+",), byte_encode=False)),
+    # SentencePiece ("llama" GGUF models): no pre-split, the whole segment is one word.
+    (("none",), PreSplit((), byte_encode=False)),
     (("whitespace",), PreSplit((r"\S+",), byte_encode=False)),
 ]
 
@@ -269,6 +274,8 @@ def _cut(text: str, matches: Iterator[re.Match[str]]) -> list[str]:
 def compile_split(patterns: tuple[str, ...]) -> Splitter:
     """A function text -> pieces applying the patterns in sequence."""
     splitters = [_split_one(re.compile(translate(p)), "\\p{" in p) for p in patterns]
+    if not splitters:
+        return lambda text: [text]
     if len(splitters) == 1:
         return splitters[0]
 

@@ -52,7 +52,8 @@ class TokenizerSpec:
     types: one TokenType per token (None: all NORMAL).
     merges: (left, right) token strings in rank order, or None for score-based SentencePiece.
     scores: one float per token (score-based SentencePiece).
-    pre_split: a name from ``pretokenizers.PRE_SPLITS`` (llama.cpp's ``tokenizer.ggml.pre``).
+    pre_split: a name from ``pretokenizers.PRE_SPLITS`` (llama.cpp's ``tokenizer.ggml.pre``); empty means
+        the kind's own default: "default" for byte-level, "none" (no pre-split) for SentencePiece.
     pre_split_patterns: explicit regexes (llama.cpp syntax) overriding the name's.
     """
 
@@ -61,7 +62,7 @@ class TokenizerSpec:
     types: list[int] | None = None
     merges: list[tuple[str, str]] | None = None
     scores: list[float] | None = None
-    pre_split: str = "default"
+    pre_split: str = ""
     pre_split_patterns: tuple[str, ...] | None = None
     bos_id: int | None = None
     eos_id: int | None = None
