@@ -16,11 +16,16 @@ at 0 and at 3 -> leftmost first: ab|c|a|b, then (a, b) again: ab|c|ab, then
 Performance notes (the hot path is a cache hit in core.py; this runs on misses):
 
 * Pair lookups use one int key ``left * width + right`` (width = vocab size + 1)
-  and one int value ``rank * width + merged_id``: a single dict probe gives both
-  the priority and the result, and ``min`` over values orders by rank.
-* Short words (the vast majority) use a rescan loop: O(n^2) but tiny constants,
-  all in list comprehensions. Long words switch to a heap over a linked list,
-  O(n log n), so a 1 MB "word" with no split point stays linear-ish.
+  and one int value ``priority * width + merged_id``: a single dict probe gives
+  both the priority (``// width``) and the result (``% width``). Score-based
+  SentencePiece gets the same kind of table, filled on demand (``ScorePairs``),
+  so both kinds share one id-based loop; ``merge_scored`` (strings) remains for
+  the rare text holding a character the vocabulary lacks.
+* Short words (the vast majority) keep one list of pair priorities: each merge
+  is a C-level ``min`` + ``index`` and two new dict probes for the pairs that
+  touch the merged symbol — O(n) per merge, all of it in C but the two probes.
+  Long words switch to a heap over a linked list, O(n log n), so a 1 MB "word"
+  with no split point stays linear-ish.
 * ``width - 1`` (= vocab size) is a sentinel id for a unit that is not in the
   vocabulary: it appears in no merge key, so it never merges.
 """
@@ -32,28 +37,73 @@ from collections.abc import Callable
 from typing import Any
 
 #: words longer than this use the heap-based loop.
-SHORT_WORD = 48
-_NONE = 1 << 62
+SHORT_WORD = 128
+#: the value of a pair that does not merge.
+NONE = 1 << 62
+_WORST = float("inf")
 
 
-def merge_ranked(ids: list[int], merges: dict[int, int], width: int) -> list[int]:
-    """Apply rank-ordered merges to a list of symbol ids (modified and returned)."""
+class PairTable(dict):
+    """Merge table: key ``left * width + right`` -> ``priority * width + merged``; absent pairs read as NONE.
+
+    ``__missing__`` answers without storing, so ``table[key]`` stays a C-level
+    lookup for hits and the table holds only real merges.
+    """
+
+    def __missing__(self, key: int) -> int:
+        return NONE
+
+
+class ScorePairs(PairTable):
+    """The merge table of score-based SentencePiece, filled on demand.
+
+    A pair merges when its concatenation is a token; its priority is the dense
+    rank of that token's score (equal scores, equal priority, so ties still go
+    to the leftmost pair). Both merges and non-merges are cached; the cache is
+    dropped wholesale past ``limit`` entries.
+    """
+
+    def __init__(self, tokens: list[str], vocab: dict[str, int], scores: list[float], limit: int = 1_000_000):
+        super().__init__()
+        self.tokens, self.vocab, self.scores, self.limit = tokens, vocab, scores, limit
+        self.width = len(tokens) + 1
+        self.rank = {score: i for i, score in enumerate(sorted(set(scores), reverse=True))}
+
+    def __missing__(self, key: int) -> int:
+        left, right = divmod(key, self.width)
+        token = self.vocab.get(self.tokens[left] + self.tokens[right])
+        value = NONE if token is None else self.rank[self.scores[token]] * self.width + token
+        if len(self) >= self.limit:
+            self.clear()
+        self[key] = value
+        return value
+
+
+def merge_ranked(ids: list[int], table: PairTable, width: int) -> list[int]:
+    """Apply merges by priority (lowest first, leftmost on ties) to symbol ids (modified and returned)."""
     if len(ids) > SHORT_WORD:
-        return _merge_heap(ids, lambda a, b: _ranked_pair(merges, width, a, b))
-    get = merges.get
-    while len(ids) > 1:
-        values = [get(a * width + b, _NONE) for a, b in zip(ids, ids[1:])]
+        return _merge_heap(ids, lambda a, b: _ranked_pair(table, width, a, b))
+    none = NONE // width
+    values = [table[a * width + b] // width for a, b in zip(ids, ids[1:])]
+    while values:
         best = min(values)
-        if best == _NONE:
+        if best == none:
             break
         at = values.index(best)
-        ids[at:at + 2] = (best % width,)
+        merged = table[ids[at] * width + ids[at + 1]] % width
+        ids[at] = merged
+        del ids[at + 1]
+        del values[at]
+        if at:  # only the two pairs that touch the merged symbol change
+            values[at - 1] = table[ids[at - 1] * width + merged] // width
+        if at < len(values):
+            values[at] = table[merged * width + ids[at + 1]] // width
     return ids
 
 
-def _ranked_pair(merges: dict[int, int], width: int, a: int, b: int) -> tuple[int, int] | None:
-    value = merges.get(a * width + b)
-    return None if value is None else (value, value % width)
+def _ranked_pair(table: PairTable, width: int, a: int, b: int) -> tuple[int, int] | None:
+    value = table[a * width + b]
+    return None if value == NONE else (value // width, value % width)
 
 
 def merge_scored(symbols: list[str], vocab: dict[str, int], scores: list[float]) -> list[str]:
@@ -61,17 +111,25 @@ def merge_scored(symbols: list[str], vocab: dict[str, int], scores: list[float])
     if len(symbols) > SHORT_WORD:
         return _merge_heap(symbols, lambda a, b: _scored_pair(vocab, scores, a, b))
     get = vocab.get
-    while len(symbols) > 1:
-        best_score = float("-inf")
-        at = -1
-        for i in range(len(symbols) - 1):
-            token = get(symbols[i] + symbols[i + 1])
-            if token is not None and scores[token] > best_score:
-                best_score = scores[token]
-                at = i
-        if at < 0:
+
+    def priority(pair: str) -> float:
+        token = get(pair)
+        return _WORST if token is None else -scores[token]
+
+    values = [priority(a + b) for a, b in zip(symbols, symbols[1:])]
+    while values:
+        best = min(values)
+        if best == _WORST:
             break
-        symbols[at:at + 2] = (symbols[at] + symbols[at + 1],)
+        at = values.index(best)
+        merged = symbols[at] + symbols[at + 1]
+        symbols[at] = merged
+        del symbols[at + 1]
+        del values[at]
+        if at:
+            values[at - 1] = priority(symbols[at - 1] + merged)
+        if at < len(values):
+            values[at] = priority(merged + symbols[at + 1])
     return symbols
 
 
