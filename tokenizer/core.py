@@ -84,12 +84,15 @@ class Tokenizer:
         self._cut_user = SpecialCutter(user, spec.lstrip_ids, spec.rstrip_ids)
         default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
         self._pre, _known = pretokenizers.lookup(spec.pre_split or default_pre)
-        patterns = spec.pre_split_patterns or self._pre.patterns
+        if spec.pre_split_patterns:
+            split = pretokenizers.compile_split(spec.pre_split_patterns)
+        else:
+            split = pretokenizers.splitter_for(self._pre)
         if spec.kind is ModelKind.BYTE_LEVEL:
-            self._split = pretokenizers.compile_split(patterns)
+            self._split = split
             self._cache = _WordCache(self._encode_byte_word)
         else:
-            self._split = self._spm_splitter(patterns)
+            self._split = self._spm_splitter(split)
             encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
             self._cache = _WordCache(encode_chunk)
 
@@ -170,7 +173,7 @@ class Tokenizer:
             return [get(BYTE_TO_CHAR[b], missing) for b in range(256)]
         return [get(f"<0x{b:02X}>", get(chr(b), missing) if b < 0x80 else missing) for b in range(256)]
 
-    def _spm_splitter(self, patterns: tuple[str, ...]) -> Callable[[str], list[str]]:
+    def _spm_splitter(self, pre: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
         blocked = sorted({tok[i - 1] for tok in self._tokens if "\u2581" in tok[1:]
                           for i in range(1, len(tok)) if tok[i] == "\u2581" and tok[i - 1] != "\u2581"})
         if len(blocked) > 4000:
@@ -178,8 +181,6 @@ class Tokenizer:
         else:
             cls = "".join(re.escape(ch) for ch in blocked)
             chunker = re.compile(f"(?<=[^\u2581{cls}])(?=\u2581)").split
-        pre = pretokenizers.compile_split(patterns)
-
         def split(text: str) -> list[str]:
             pieces = pre(text)
             if chunker is None:
