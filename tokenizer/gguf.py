@@ -71,7 +71,8 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     tokens = meta.get("tokenizer.ggml.tokens", "str[]")
     if tokens is None:
         raise TokenizerError(f"{name}: no tokenizer.ggml.tokens key")
-    tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
+    if "" in tokens:  # llama.cpp renames empty tokens
+        tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
     n = len(tokens)
     types = meta.get("tokenizer.ggml.token_type", "int[]")
     if types is not None and len(types) < n:
