@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .core import Tokenizer
@@ -23,5 +26,19 @@ def load(path: str | Path) -> Tokenizer:
     p = Path(path)
     if not p.exists():
         raise TokenizerError(f"{p}: no such file or directory")
-    spec, _extras = load_gguf(p)
-    return Tokenizer.create(spec)
+    with _no_gc_pauses():
+        spec, _extras = load_gguf(p)
+        return Tokenizer.create(spec)
+
+
+@contextmanager
+def _no_gc_pauses() -> Iterator[None]:
+    """Loading makes ~10^6 objects none of which form cycles; the cyclic collector would walk
+    them again and again as they pile up (~20 % of load time). It is paused, then restored."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
