@@ -83,7 +83,7 @@ class Tokenizer:
         self._cut_all = SpecialCutter(specials, spec.lstrip_ids, spec.rstrip_ids)
         self._cut_user = SpecialCutter(user, spec.lstrip_ids, spec.rstrip_ids)
         default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
-        self._pre, _known = pretokenizers.lookup(spec.pre_split or default_pre)
+        self._pre = pretokenizers.lookup(spec.pre_split or default_pre)[0]
         if spec.pre_split_patterns:
             split = pretokenizers.compile_split(spec.pre_split_patterns)
         else:
