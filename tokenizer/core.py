@@ -103,14 +103,14 @@ class Tokenizer:
 
     # ----- building -------------------------------------------------------------------
 
-    def _build_merges(self, merges: list[tuple[str, str]]) -> bpe.PairTable:
+    def _build_merges(self, merges: list[tuple[str, str]]) -> dict[int, int]:
         """Merge table: key left*width+right -> rank*width+merged (see bpe.py).
 
         Built with C-level maps (280k merges in ~0.1 s); a half or result missing
         from the vocabulary is a KeyError, turned into a TokenizerError naming the merge.
         """
         if not merges:
-            return bpe.PairTable()
+            return {}
         vocab, width = self._vocab, self._width
         lefts = [m[0] for m in merges]
         rights = [m[1] for m in merges]
@@ -128,7 +128,7 @@ class Tokenizer:
         keys = [a * width + b for a, b in zip(left_ids, right_ids)]
         values = [rank * width + m for rank, m in enumerate(merged_ids)]
         # reversed: when a pair repeats, its first (best) rank is written last and wins, as in llama.cpp
-        return bpe.PairTable(zip(reversed(keys), reversed(values)))
+        return dict(zip(reversed(keys), reversed(values)))
 
     def _build_bytes(self) -> list[bytes]:
         """Raw bytes of every token: all converted as normal tokens in bulk, then the few others fixed up."""
@@ -235,16 +235,8 @@ class Tokenizer:
             elif unk is not None:
                 out.append(unk)
 
-    @cached_property
-    def _score_pairs(self) -> bpe.ScorePairs:
-        return bpe.ScorePairs(self._tokens, self._vocab, self.spec.scores or [])
-
     def _encode_scored_chunk(self, chunk: str) -> tuple[int, ...]:
-        get, missing = self._vocab.get, self._missing
-        ids = [get(ch, missing) for ch in chunk]
-        if missing not in ids:
-            return tuple(bpe.merge_ranked(ids, self._score_pairs, self._width))
-        # A character with no token: merge on strings, exactly as llama.cpp does, then fall back to bytes.
+        get = self._vocab.get
         out: list[int] = []
         for piece in bpe.merge_scored(list(chunk), self._vocab, self.spec.scores or []):
             token = get(piece)
