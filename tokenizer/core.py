@@ -285,22 +285,33 @@ class Tokenizer:
 
     def _encode_into(self, text: str, parse_special: bool, out: list[int]) -> None:
         cutter = self._cut_all if parse_special else self._cut_user
-        spm = self.spec.kind is ModelKind.SENTENCEPIECE
-        prefix = spm and self.spec.add_space_prefix
-        after_special = True
-        lookup = self._cache.__getitem__
-        split = self._split
+        encode_fragment = self.encode_fragment
         for fragment, token_id in cutter.split(text):
             if token_id is not None:
                 out.append(token_id)
-                after_special = True
-                continue
-            if spm:
-                if prefix and after_special:
-                    fragment = " " + fragment
-                fragment = fragment.replace(" ", "\u2581")
-            out += chain.from_iterable(map(lookup, split(fragment)))
-            after_special = False
+            else:
+                out += encode_fragment(fragment)
+
+    def encode_fragment(self, fragment: str) -> list[int]:
+        """Ids of one text fragment: text that starts the input or follows a cut-out special token,
+        and holds no special token. (SentencePiece: llama.cpp prefixes a space to every such fragment,
+        so a fragment's ids depend on its text alone, which lets callers cache them.)"""
+        if self.spec.kind is ModelKind.SENTENCEPIECE:
+            if self.spec.add_space_prefix:
+                fragment = " " + fragment
+            fragment = fragment.replace(" ", "\u2581")
+        return list(chain.from_iterable(map(self._cache.__getitem__, self._split(fragment))))
+
+    def special_texts(self) -> dict[str, int]:
+        """Every token cut out of text with parse_special (control, user-defined, unknown), by text."""
+        return self._cut_all.ids
+
+    def literal_cutter(self, protected: Iterable[int]) -> SpecialCutter:
+        """The cutter for literal text (parse_special off: user-defined tokens only), minus ``protected``
+        ids — a chat message must never produce a turn marker, even one the vocabulary calls user-defined."""
+        keep = frozenset(protected)
+        return SpecialCutter([(t, i) for t, i in self._cut_user.ids.items() if i not in keep],
+                             self.spec.lstrip_ids, self.spec.rstrip_ids)
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
         """Concatenated raw bytes of the tokens (control tokens left out with skip_special)."""
@@ -345,6 +356,15 @@ class Tokenizer:
 
     def token_to_id(self, text: str) -> int | None:
         return self._vocab.get(text)
+
+    @property
+    def vocab(self) -> list[str]:
+        """Token texts by id (as the vocabulary spells them)."""
+        return self._tokens
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.spec.chat_template
 
     @property
     def bos_id(self) -> int | None:

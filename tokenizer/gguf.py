@@ -123,7 +123,8 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", "bool", False)),
         add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", "bool", model == "llama")),
         ignore_merges=pre.ignore_merges,
-        extra_eos_ids=extra_eos, rstrip_ids=rstrip, source=name, **ids,
+        extra_eos_ids=extra_eos, rstrip_ids=rstrip, source=name,
+        chat_template=meta.get("tokenizer.chat_template", "str"), **ids,
     )
     extras = {"chat_template": meta.get("tokenizer.chat_template", "str"),
               "name": meta.get("general.name", "str"), "architecture": meta.get("general.architecture", "str")}

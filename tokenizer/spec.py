@@ -83,6 +83,8 @@ class TokenizerSpec:
     rstrip_ids: frozenset[int] = field(default_factory=frozenset)
     #: where the spec came from, for error messages ("model.gguf", "tokenizer.json").
     source: str = "<spec>"
+    #: the model's Jinja chat template, if its file carries one (never run; chat formats are detected from it).
+    chat_template: str | None = None
 
 
 def _fail(spec: TokenizerSpec, message: str) -> TokenizerError:

@@ -1,0 +1,196 @@
+"""Messages -> prompt segments, following one ChatFormat record; no Jinja at run time.
+
+A segment is literal text or a special-token text. Message content is always literal: a user who
+types ``<|im_end|>`` gets those eleven characters, never the control token.
+
+Worked example, format "gemma" (system folded into the first user turn, contents trimmed)::
+
+    >>> format_text(FORMATS["gemma"], [{"role": "system", "content": "Be brief."},
+    ...                                {"role": "user", "content": " Hi "}], bos_token="<bos>")
+    '<bos><start_of_turn>user\\nBe brief.\\n\\nHi<end_of_turn>\\n<start_of_turn>model\\n'
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+from ..spec import TokenizerError
+from .formats import (
+    SYSTEM_FOLD_FIRST,
+    SYSTEM_FOLD_LAST,
+    SYSTEM_FORBIDDEN,
+    SYSTEM_TURN,
+    TRIM_CONTENT,
+    TRIM_FOLDED,
+    ChatFormat,
+)
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+class ChatFormatError(TokenizerError):
+    """A conversation the format cannot write (unknown role, broken alternation …)."""
+
+
+class Segment(NamedTuple):
+    """A piece of the prompt: literal text, or the text of a special token (``special=True``)."""
+
+    text: str
+    special: bool = False
+
+
+_HOLE = re.compile(r"\{(content|bos|eos|role)\}|\{today:([^}]*)\}")
+
+
+def _fill_today(text: str, now: datetime.datetime) -> str:
+    return re.sub(r"\{today:([^}]*)\}", lambda m: now.strftime(m.group(1)), text)
+
+
+class _Writer:
+    """Collects segments, cutting the format's marker texts out of template strings."""
+
+    def __init__(self, fmt: ChatFormat, bos_token: str, eos_token: str, now: datetime.datetime):
+        self.segments: list[Segment] = []
+        self._fmt = fmt
+        self._special = {"bos": bos_token, "eos": eos_token}
+        self._now = now
+        markers = sorted(fmt.markers, key=len, reverse=True)
+        self._marker_re = re.compile("|".join(map(re.escape, markers))) if markers else None
+
+    def template(self, text: str) -> None:
+        """Template text: marker texts become special segments, the rest literal."""
+        if not text:
+            return
+        if self._marker_re is None:
+            self.literal(text)
+            return
+        pos = 0
+        for m in self._marker_re.finditer(text):
+            self.literal(text[pos:m.start()])
+            self.segments.append(Segment(m.group(), True))
+            pos = m.end()
+        self.literal(text[pos:])
+
+    def literal(self, text: str) -> None:
+        if text:
+            self.segments.append(Segment(text, False))
+
+    def turn(self, pattern: str, role: str, content: str) -> None:
+        """Write one role string, its {content} hole filled with literal text."""
+        pos = 0
+        for m in _HOLE.finditer(pattern):
+            self.template(pattern[pos:m.start()])
+            hole = m.group(1)
+            if hole == "content":
+                self.literal(content)
+            elif hole == "role":
+                self.template(self._fmt.role_names.get(role, role))
+            elif hole in self._special:
+                self._write_special(self._special[hole])
+            else:
+                self.template(self._now.strftime(m.group(2)))
+            pos = m.end()
+        self.template(pattern[pos:])
+
+    def _write_special(self, text: str) -> None:
+        if text:
+            self.segments.append(Segment(text, True))
+
+
+def _check_roles(fmt: ChatFormat, messages: Sequence[Mapping[str, object]]) -> None:
+    if fmt.system == SYSTEM_FORBIDDEN and any(m.get("role") == "system" for m in messages):
+        raise ChatFormatError(f"chat format {fmt.name!r}: the model's template does not support a system message")
+    allowed = set(fmt.roles) | {"system"}
+    for i, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if role not in allowed:
+            raise ChatFormatError(f"chat format {fmt.name!r}: message {i} has role {role!r}; "
+                                  f"this format takes {', '.join(sorted(allowed))}")
+        if not isinstance(content, str):
+            raise ChatFormatError(f"chat format {fmt.name!r}: message {i} content must be a string, "
+                                  f"not {type(content).__name__}")
+        if role == "system" and i > 0 and fmt.system != SYSTEM_TURN:
+            raise ChatFormatError(f"chat format {fmt.name!r}: a system message may only come first")
+
+
+def _check_alternation(fmt: ChatFormat, turns: Sequence[Mapping[str, str]]) -> None:
+    for i, message in enumerate(turns):
+        expected = "user" if i % 2 == 0 else "assistant"
+        if message["role"] != expected:
+            raise ChatFormatError(f"chat format {fmt.name!r}: after the optional system message, roles must "
+                                  f"alternate user/assistant/user/…; message {i + 1} is {message['role']!r}")
+
+
+def _strip_think(mode: str, content: str) -> str:
+    """Reasoning is not kept in history: "<think>…</think>answer" -> "answer" (as the templates do)."""
+    if not mode or "</think>" not in content:
+        return content
+    content = content.split("</think>")[-1]
+    return content.lstrip("\n") if mode == "split_lstrip" else content
+
+
+def format_chat(fmt: ChatFormat, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True, *,
+                bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
+                now: datetime.datetime | None = None) -> list[Segment]:
+    """The prompt for ``messages`` as segments, exactly as the format's official template writes it.
+
+    ``bos_token``/``eos_token`` are the texts of the model's BOS and EOS tokens; ``thinking`` selects
+    a reasoning model's think prefill (None: the template's default); ``now`` fixes the date that some
+    formats write.
+    """
+    _check_roles(fmt, messages)
+    now = now or datetime.datetime.now()
+    writer = _Writer(fmt, bos_token, eos_token, now)
+    system: str | None = None
+    turns = [dict(m) for m in messages]
+    if turns and turns[0]["role"] == "system":
+        system = turns.pop(0)["content"]
+    if fmt.alternate:
+        _check_alternation(fmt, turns)
+    if system is None and fmt.default_system is not None:
+        system = _fill_today(fmt.default_system, now)
+    last_user = max((i for i, m in enumerate(turns) if m["role"] == "user"), default=-1)
+    for message in turns:
+        if message["role"] == "assistant":
+            message["content"] = _strip_think(fmt.strip_think, message["content"])
+        if fmt.trim == TRIM_CONTENT:
+            message["content"] = message["content"].strip()
+    if system is not None and fmt.system in (SYSTEM_FOLD_FIRST, SYSTEM_FOLD_LAST):
+        target = last_user if fmt.system == SYSTEM_FOLD_LAST else (0 if turns and turns[0]["role"] == "user" else -1)
+        if target >= 0:
+            turns[target]["content"] = fmt.fold.replace("{system}", system).replace(
+                "{content}", turns[target]["content"])
+        system = None
+    if fmt.trim == TRIM_FOLDED:
+        for message in turns:
+            message["content"] = message["content"].strip()
+    if fmt.bos:
+        writer.turn("{bos}", "", "")
+    if system is not None and not (fmt.skip_empty_system and not system):
+        if fmt.trim == TRIM_CONTENT and fmt.trim_system:
+            system = system.strip()
+        writer.turn(fmt.roles["system"], "system", system)
+    for message in turns:
+        if message["role"] == "system" and fmt.skip_empty_system and not message["content"]:
+            continue
+        writer.turn(fmt.roles[message["role"]], message["role"], message["content"])
+    if add_generation_prompt:
+        writer.turn(fmt.generation_prompt, "assistant", "")
+        writer.turn(fmt.think[{None: 0, True: 1, False: 2}[thinking]], "assistant", "")
+    else:
+        writer.turn(fmt.end_without_prompt, "assistant", "")
+    return writer.segments
+
+
+def segments_text(segments: Iterable[Segment]) -> str:
+    """The prompt as one string (what a Jinja template would have rendered)."""
+    return "".join(s.text for s in segments)
+
+
+def format_text(fmt: ChatFormat, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True,
+                **options: object) -> str:
+    """``format_chat`` joined into one string."""
+    return segments_text(format_chat(fmt, messages, add_generation_prompt, **options))  # type: ignore[arg-type]
