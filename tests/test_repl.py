@@ -1,0 +1,139 @@
+"""The REPL driven through prompt_toolkit's pipe input with the real SmolLM2 model."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import pty
+import select
+import sys
+import time
+
+import pytest
+from conftest import model_path
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from rml_chat.engine import Engine, Sampling
+from rml_chat.model import load_model
+from rml_chat.repl import Repl
+from rml_chat.session import ChatSession
+
+ENTER, ALT_ENTER = "\r", "\x1b\r"
+
+
+@pytest.fixture(scope="module")
+def session() -> ChatSession:
+    model = load_model(str(model_path("smollm2")))
+    engine = Engine(model.weights, n_ctx=2048, n_threads=2)
+    yield ChatSession(model, engine, Sampling(temp=0.0, max_tokens=12))
+    engine.close()
+
+
+def drive(session: ChatSession, keys: str, tmp_path, capsys) -> str:
+    session.conversation.messages.clear()
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        pipe.close()
+        repl = Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history")
+        assert repl.run() == 0
+    return capsys.readouterr().out
+
+
+def test_alt_enter_fence_and_bracketed_paste_each_make_one_multiline_message(session, tmp_path, capsys) -> None:
+    keys = ("first line" + ALT_ENTER + "second line" + ENTER
+            + '"""' + ENTER + "fenced one" + ENTER + "fenced two" + ENTER + '"""' + ENTER
+            + "\x1b[200~pasted one\npasted two\x1b[201~" + ENTER)
+    out = drive(session, keys, tmp_path, capsys)
+    users = [m["content"] for m in session.conversation.messages if m["role"] == "user"]
+    assert users == ["first line\nsecond line", "fenced one\nfenced two", "pasted one\npasted two"]
+    assert len(session.conversation.messages) == 6
+    assert out.count("prompt tokens evaluated") == 3 and "context " in out
+
+
+def test_undo_save_load_round_trip(session, tmp_path, capsys) -> None:
+    saved = tmp_path / "chat.json"
+    keys = ("one" + ENTER + "two" + ENTER + "/undo" + ENTER + f"/save {saved}" + ENTER + "/clear" + ENTER
+            + f"/load {saved}" + ENTER + "/system Be terse." + ENTER + "/info" + ENTER + "/set temp 0.2" + ENTER)
+    out = drive(session, keys, tmp_path, capsys)
+    data = json.loads(saved.read_text())
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant"] and data["messages"][0]["content"] == "one"
+    assert [m["content"] for m in session.conversation.messages] == [m["content"] for m in data["messages"]]
+    assert "last exchange dropped" in out and "loaded 2 messages" in out and "chat format: smollm2" in out
+    assert session.sampling.temp == 0.2 and session.conversation.system == "Be terse."
+    session.sampling.temp, session.conversation.system = 0.0, None
+
+
+def test_save_on_a_full_disk_keeps_the_old_file_and_says_so(session, tmp_path, capsys, monkeypatch) -> None:
+    target = tmp_path / "chat.json"
+    target.write_text("old")
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    out = drive(session, "hi" + ENTER + f"/save {target}" + ENTER + f"/save {tmp_path}/no/such/dir/x.json" + ENTER,
+                tmp_path, capsys)
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["chat.json", "history"]
+    assert "save failed (No space left on device); the old file is unchanged" in out
+    assert "can't write there" in out and len(session.conversation.messages) == 2
+
+
+def test_a_history_file_that_cannot_be_written_warns_once_and_chat_goes_on(session, tmp_path, capsys) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    session.conversation.messages.clear()
+    with create_pipe_input() as pipe:
+        pipe.send_text("a" + ENTER + "b" + ENTER)
+        pipe.close()
+        repl = Repl(session, input=pipe, output=DummyOutput(), history=blocker / "sub" / "history")
+        assert repl.run() == 0
+    out = capsys.readouterr().out
+    assert out.count("can't be used") == 1 and len(session.conversation.messages) == 4
+
+
+def test_unknown_command_and_bad_set_are_explained(session, tmp_path, capsys) -> None:
+    out = drive(session, "/frobnicate" + ENTER + "/set temp hot" + ENTER + "/set nope 1" + ENTER, tmp_path, capsys)
+    assert "unknown command /frobnicate" in out and "temp needs a float" in out and "usage: /set" in out
+
+
+def test_ctrl_c_mid_reply_keeps_the_partial_reply_marked_cut(tmp_path) -> None:
+    """A real terminal: rml-chat in a pty; Ctrl-C while the reply streams, then /save and Ctrl-D."""
+    saved = tmp_path / "cut.json"
+    env = {**os.environ, "RML_CHAT_HISTORY": str(tmp_path / "history"), "TERM": "dumb"}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(sys.executable, [sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "--temp", "0.9",
+                                   "--seed", "3", "-n", "4000", "-c", "4096"], env)
+    output = b""
+
+    def read_until(done, timeout: float = 60) -> None:
+        nonlocal output
+        end = time.time() + timeout
+        while not done() and time.time() < end:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    output += os.read(fd, 65536)
+                except OSError:
+                    break
+        assert done(), output[-2000:]
+
+    try:
+        read_until(lambda: output.endswith(b"> "))
+        os.write(fd, b"Write a very long story about a dragon and a knight.\r")
+        start = len(output)
+        read_until(lambda: len(output) - start > 300)  # the reply is streaming
+        os.write(fd, b"\x03")
+        read_until(lambda: b"reply cut by Ctrl-C" in output and output.endswith(b"> "))
+        os.write(fd, f"/save {saved}\r".encode())
+        read_until(lambda: b"saved 2 messages" in output and output.endswith(b"> "))
+        time.sleep(0.5)
+        os.write(fd, b"\x04")
+        read_until(lambda: output.endswith(b"\r\n"), 30)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    messages = json.loads(saved.read_text())["messages"]
+    assert messages[1]["role"] == "assistant" and messages[1]["cut"] is True and len(messages[1]["content"]) > 20
