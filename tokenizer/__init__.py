@@ -20,14 +20,24 @@ __all__ = ["ModelKind", "Tokenizer", "TokenizerError", "TokenizerSpec", "TokenTy
 
 
 def load(path: str | Path) -> Tokenizer:
-    """Build the tokenizer of a GGUF file (``*.gguf``)."""
+    """Build the tokenizer of a GGUF file, a tokenizer.json file, or a model directory (its tokenizer.json
+    and config files, else its single ``.gguf``)."""
     from .gguf import load_gguf
+    from .hf_config import load_hf
 
     p = Path(path)
     if not p.exists():
         raise TokenizerError(f"{p}: no such file or directory")
+    if p.is_dir() and not (p / "tokenizer.json").is_file():
+        ggufs = sorted(p.glob("*.gguf"))
+        if len(ggufs) != 1:
+            raise TokenizerError(f"{p}: no tokenizer.json and {len(ggufs)} .gguf files in the directory")
+        p = ggufs[0]
     with _no_gc_pauses():
-        spec, _extras = load_gguf(p)
+        if p.is_dir() or p.suffix.lower() == ".json":
+            spec = load_hf(p)
+        else:
+            spec, _extras = load_gguf(p)
         return Tokenizer.create(spec)
 
 

@@ -22,6 +22,7 @@ token), so chunks tokenize independently and can be cached like words.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from itertools import chain
@@ -37,6 +38,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 #: cache entries are dropped wholesale past this many words; longer words are not cached.
 _CACHE_LIMIT = 200_000
 _CACHE_MAX_WORD = 256
+
+
+def _normalize(text: str, steps: tuple[str, ...]) -> str:
+    for step in steps:
+        text = text.lower() if step == "lowercase" else unicodedata.normalize(step, text)
+    return text
 
 
 def _utf8(text: str) -> bytes:
@@ -85,7 +92,7 @@ class Tokenizer:
         default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
         self._pre = pretokenizers.lookup(spec.pre_split or default_pre)[0]
         if spec.pre_split_patterns:
-            split = pretokenizers.compile_split(spec.pre_split_patterns)
+            split = pretokenizers.compile_split(spec.pre_split_patterns, spec.pre_split_behaviors)
         else:
             split = pretokenizers.splitter_for(self._pre)
         if spec.kind is ModelKind.BYTE_LEVEL:
@@ -286,19 +293,27 @@ class Tokenizer:
     def _encode_into(self, text: str, parse_special: bool, out: list[int]) -> None:
         cutter = self._cut_all if parse_special else self._cut_user
         encode_fragment = self.encode_fragment
+        first = True
         for fragment, token_id in cutter.split(text):
             if token_id is not None:
                 out.append(token_id)
             else:
-                out += encode_fragment(fragment)
+                out += encode_fragment(fragment, first)
+            first = False
 
-    def encode_fragment(self, fragment: str) -> list[int]:
-        """Ids of one text fragment: text that starts the input or follows a cut-out special token,
-        and holds no special token. (SentencePiece: llama.cpp prefixes a space to every such fragment,
-        so a fragment's ids depend on its text alone, which lets callers cache them.)"""
-        if self.spec.kind is ModelKind.SENTENCEPIECE:
-            if self.spec.add_space_prefix:
+    def encode_fragment(self, fragment: str, first: bool = True) -> list[int]:
+        """Ids of one text fragment: text that starts the input (``first``) or follows a cut-out special
+        token, and holds no special token. (llama.cpp's SentencePiece prefixes a space to every such
+        fragment, so a fragment's ids depend on its text alone, which lets callers cache them.)"""
+        spec = self.spec
+        if spec.normalizers:
+            fragment = _normalize(fragment, spec.normalizers)
+        if spec.space_prefix:
+            if not fragment.startswith(" ") and (first or spec.space_prefix == "unless_space"):
                 fragment = " " + fragment
+        elif spec.add_space_prefix and spec.kind is ModelKind.SENTENCEPIECE:
+            fragment = " " + fragment
+        if spec.kind is ModelKind.SENTENCEPIECE:
             fragment = fragment.replace(" ", "\u2581")
         return list(chain.from_iterable(map(self._cache.__getitem__, self._split(fragment))))
 
@@ -322,7 +337,11 @@ class Tokenizer:
             raise self._out_of_range(next(i for i in ids if not 0 <= i < self.vocab_size))
         table = self._bytes_skip if skip_special else self._bytes
         parts = list(map(table.__getitem__, ids))
-        if self.spec.kind is ModelKind.SENTENCEPIECE and self.spec.add_space_prefix:
+        if self.spec.decode_strip_space:  # HF's Strip decoder: the decoded text's first space
+            joined = b"".join(parts)
+            return joined[1:] if joined.startswith(b" ") else joined
+        if self.spec.decode_strip_space is None and self.spec.kind is ModelKind.SENTENCEPIECE \
+                and self.spec.add_space_prefix:  # llama.cpp: the first text token's space
             for i, token_id in enumerate(ids):
                 if self._types[token_id] not in _SPECIAL_TYPES:
                     if parts[i].startswith(b" "):

@@ -319,9 +319,53 @@ def splitter_for(pre: PreSplit) -> Splitter:
     return compile_split((pre.fused,) if pre.fused else pre.patterns)
 
 
-def compile_split(patterns: tuple[str, ...]) -> Splitter:
-    """A function text -> pieces applying the patterns in sequence."""
-    splitters = [_split_one(re.compile(translate(_tiled(p))), "\\p{" in p) for p in patterns]
+def _merge_matches(parts: list[tuple[str, bool]], behavior: str) -> list[str]:
+    """HF's SplitDelimiterBehavior on (piece, is_delimiter) parts. With delimiter " " and "a  b":
+    Isolated a| | |b, Removed a|b, MergedWithPrevious "a "|" "|b, MergedWithNext a|" "|" b",
+    Contiguous a|"  "|b (a delimiter joins a neighbour only if that neighbour is not one)."""
+    if behavior == "Isolated":
+        return [p for p, _ in parts]
+    if behavior == "Removed":
+        return [p for p, delimiter in parts if not delimiter]
+    if behavior == "MergedWithNext":
+        return [p[::-1] for p in reversed(_merge_matches([(p[::-1], d) for p, d in reversed(parts)],
+                                                          "MergedWithPrevious"))]
+    out: list[str] = []
+    previous = False
+    for piece, delimiter in parts:
+        joins = previous if behavior == "Contiguous" else not previous
+        if delimiter and joins and out:
+            out[-1] += piece
+        else:
+            out.append(piece)
+        previous = delimiter
+    return out
+
+
+def _split_with(regex: re.Pattern[str], behavior: str, invert: bool) -> Splitter:
+    def split(text: str) -> list[str]:
+        parts: list[tuple[str, bool]] = []
+        pos = 0
+        for m in regex.finditer(text):
+            start, end = m.span()
+            if end == start:
+                continue
+            if start > pos:
+                parts.append((text[pos:start], invert))
+            parts.append((text[start:end], not invert))
+            pos = end
+        if pos < len(text):
+            parts.append((text[pos:], invert))
+        return _merge_matches(parts, behavior)
+
+    return split
+
+
+def compile_split(patterns: tuple[str, ...], behaviors: tuple[tuple[str, bool], ...] | None = None) -> Splitter:
+    """A function text -> pieces applying the patterns in sequence (each with its HF Split behavior)."""
+    steps = behaviors or (("Isolated", False),) * len(patterns)
+    splitters = [_split_one(re.compile(translate(_tiled(p))), "\\p{" in p) if step == ("Isolated", False)
+                 else _split_with(re.compile(translate(p)), *step) for p, step in zip(patterns, steps)]
     if not splitters:
         return lambda text: [text]
     if len(splitters) == 1:

@@ -55,6 +55,9 @@ class TokenizerSpec:
     pre_split: a name from ``pretokenizers.PRE_SPLITS`` (llama.cpp's ``tokenizer.ggml.pre``); empty means
         the kind's own default: "default" for byte-level, "none" (no pre-split) for SentencePiece.
     pre_split_patterns: explicit regexes (llama.cpp syntax) overriding the name's.
+    pre_split_behaviors: per pattern, how HF's Split treats matches: (behavior, invert), behavior one of
+        "Isolated" (llama.cpp's way; the default), "Removed", "MergedWithPrevious", "MergedWithNext",
+        "Contiguous".
     """
 
     kind: ModelKind
@@ -64,6 +67,15 @@ class TokenizerSpec:
     scores: list[float] | None = None
     pre_split: str = ""
     pre_split_patterns: tuple[str, ...] | None = None
+    pre_split_behaviors: tuple[tuple[str, bool], ...] | None = None
+    #: Unicode normalizations applied to each text fragment before splitting: NFC, NFKC, NFD, NFKD, lowercase.
+    normalizers: tuple[str, ...] = ()
+    #: how the space prefix is added: "" = llama.cpp (add_space_prefix: to every fragment);
+    #: "unless_space" = HF Metaspace "always" / ByteLevel add_prefix_space (not when it starts with a space);
+    #: "first_unless_space" = HF Metaspace "first" (only the fragment at the start of the text).
+    space_prefix: str = ""
+    #: decode drops the first text token's leading space (None: when add_space_prefix).
+    decode_strip_space: bool | None = None
     bos_id: int | None = None
     eos_id: int | None = None
     eot_id: int | None = None

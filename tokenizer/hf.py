@@ -1,0 +1,285 @@
+"""tokenizer.json (Hugging Face ``tokenizers``) and its model directory -> TokenizerSpec.
+
+One engine, two loaders: this file only translates HF's pipeline description into the same spec the
+GGUF loader builds. Components are read stage by stage (Sequences flattened):
+
+    normalizer      NFC/NFKC/NFD/NFKD/Lowercase -> spec.normalizers; Replace(" "->"▁")/Prepend("▁") -> spaces
+    pre_tokenizer   ByteLevel (+ Split before it) -> byte-level; Metaspace -> SentencePiece style
+    model           BPE only (vocab, merges as "a b" or [a, b], byte_fallback, ignore_merges, unk_token)
+    added_tokens    special -> CONTROL (cut only with parse_special), else USER_DEFINED (always cut)
+    post_processor  TemplateProcessing / Roberta / Bert -> which BOS/EOS add_special adds
+    decoder         Strip / Metaspace -> whether decode drops the leading space
+
+Example: Llama 3's Split(Regex "(?i:'s|…)|…", Isolated) + ByteLevel(use_regex=false) is recognised as
+llama.cpp's "llama3" pre-split (the fused fast path); an unknown regex runs through the general splitter.
+Anything else (WordPiece, Unigram, BertPreTokenizer …) is ``Unsupported`` naming the component.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import chain, repeat
+from pathlib import Path
+from typing import Any
+
+from .pretokenizers import _GROUPS
+from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
+
+_GPT2_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+_HF_CONTRACTIONS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+_LLAMA_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+#: single-pattern byte-level rows of the llama.cpp table, by pattern: a tokenizer.json with the same
+#: regex runs the same (fused, fast) splitter as its GGUF twin.
+_KNOWN_PATTERNS = {pre.patterns[0]: names[0] for names, pre in reversed(_GROUPS)
+                   if len(pre.patterns) == 1 and pre.byte_encode}
+_BYTE_TOKEN = re.compile("<0x[0-9A-F]{2}>")
+_NORMALIZERS = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD", "Lowercase": "lowercase"}
+_SPLIT_BEHAVIORS = ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+_METASPACE_SCHEMES = {"always": "unless_space", "first": "first_unless_space", "never": ""}
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TokenizerError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise TokenizerError(f"{path}: can't read ({err.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise TokenizerError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+    except RecursionError:
+        raise TokenizerError(f"{path}: JSON nested too deeply") from None
+
+
+def _flatten(component: Any, key: str, where: str, path: Path) -> list[dict]:
+    """A component or a Sequence of them, as a flat list of dicts with a "type"."""
+    if component is None:
+        return []
+    if not isinstance(component, dict) or not isinstance(component.get("type"), str):
+        raise TokenizerError(f"{path}: {where} must be an object with a 'type'")
+    if component["type"] == "Sequence":
+        items = component.get(key)
+        if not isinstance(items, list):
+            raise TokenizerError(f"{path}: {where} Sequence needs a '{key}' list")
+        return [c for item in items for c in _flatten(item, key, where, path)]
+    return [component]
+
+
+def _string(value: Any, what: str, path: Path) -> str:
+    if not isinstance(value, str):
+        raise TokenizerError(f"{path}: {what} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _pattern(split: dict, path: Path) -> str:
+    pattern = split.get("pattern")
+    if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
+        return pattern["Regex"]
+    if isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
+        return re.escape(pattern["String"])
+    raise TokenizerError(f"{path}: pre_tokenizer Split needs a pattern {{'Regex': …}} or {{'String': …}}")
+
+
+class _Builder:
+    """Collects spec fields from the components of one tokenizer.json."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fields: dict[str, Any] = {}
+        self.patterns: list[str] = []
+        self.behaviors: list[tuple[str, bool]] = []
+        self.byte_level = False
+        self.spaces: str | None = None  # how SentencePiece-style files write spaces: "metaspace" | "normalizer"
+
+    def unsupported(self, stage: str, component: dict) -> Unsupported:
+        return Unsupported(f"{self.path}: {stage} {component.get('type')!r} is not supported")
+
+    def normalizer(self, components: list[dict]) -> None:
+        steps = []
+        for c in components:
+            kind = c["type"]
+            if kind in _NORMALIZERS:
+                steps.append(_NORMALIZERS[kind])
+            elif kind == "Replace" and c.get("pattern") == {"String": " "} and c.get("content") == "\u2581":
+                self.spaces = "normalizer"
+            elif kind == "Prepend" and c.get("prepend") == "\u2581":
+                self.spaces = "normalizer"
+                self.fields["add_space_prefix"] = True
+            else:
+                raise self.unsupported("normalizer", c)
+        self.fields["normalizers"] = tuple(steps)
+
+    def pre_tokenizer(self, components: list[dict]) -> None:
+        for c in components:
+            kind = c["type"]
+            if kind == "ByteLevel":
+                self.byte_level = True
+                if c.get("use_regex", True):
+                    self._split(_GPT2_REGEX, "Isolated", False)
+                if c.get("add_prefix_space", False):
+                    self.fields["space_prefix"] = "unless_space"
+            elif kind == "Split":
+                behavior = c.get("behavior", "Isolated")
+                if behavior not in _SPLIT_BEHAVIORS:
+                    raise TokenizerError(f"{self.path}: pre_tokenizer Split behavior {behavior!r} is unknown")
+                self._split(_pattern(c, self.path), behavior, bool(c.get("invert", False)))
+            elif kind == "Digits":
+                self._split(r"\p{N}" if c.get("individual_digits") else r"\p{N}+", "Isolated", False)
+            elif kind == "Metaspace":
+                self._metaspace(c)
+            else:
+                raise self.unsupported("pre_tokenizer", c)
+
+    def _split(self, pattern: str, behavior: str, invert: bool) -> None:
+        self.patterns.append(pattern)
+        self.behaviors.append((behavior, invert))
+
+    def _metaspace(self, c: dict) -> None:
+        if c.get("replacement", "\u2581") != "\u2581":
+            raise TokenizerError(f"{self.path}: Metaspace replacement {c.get('replacement')!r} is not supported")
+        self.spaces = "metaspace"
+        scheme = c.get("prepend_scheme", "always" if c.get("add_prefix_space", True) else "never")
+        if scheme not in _METASPACE_SCHEMES:
+            raise TokenizerError(f"{self.path}: Metaspace prepend_scheme {scheme!r} is unknown")
+        self.fields["space_prefix"] = _METASPACE_SCHEMES[scheme]
+        if c.get("split", False):
+            self._split("\u2581", "MergedWithNext", False)
+
+    def decoder(self, components: list[dict]) -> None:
+        strip = False
+        for c in components:
+            if c["type"] == "Strip" and c.get("content") == " " and c.get("start", 0) >= 1:
+                strip = True
+            elif c["type"] == "Metaspace" and c.get("prepend_scheme", "always") != "never":
+                strip = True
+        self.fields["decode_strip_space"] = strip
+
+    def finish_pre_split(self) -> None:
+        if self.byte_level and self.spaces:
+            raise TokenizerError(f"{self.path}: both ByteLevel and SentencePiece-style spaces (Metaspace or a "
+                                 "'▁' normalizer); a tokenizer writes spaces one way")
+        if not self.byte_level and not self.spaces:
+            raise Unsupported(f"{self.path}: neither ByteLevel nor Metaspace / '▁' normalizer: can't tell how "
+                              "this tokenizer writes spaces")
+        if self.byte_level and len(self.patterns) == 1 and self.behaviors[0] == ("Isolated", False):
+            key = self.patterns[0].replace(_HF_CONTRACTIONS, _LLAMA_CONTRACTIONS)
+            if key in _KNOWN_PATTERNS:
+                self.fields["pre_split"] = _KNOWN_PATTERNS[key]
+                return
+        self.fields["pre_split_patterns"] = tuple(self.patterns)
+        self.fields["pre_split_behaviors"] = tuple(self.behaviors)
+
+
+def _vocabulary(model: dict, added: list[dict], path: Path) -> tuple[list[str], list[int]]:
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict):
+        raise TokenizerError(f"{path}: model.vocab must be an object of token -> id")
+    values = vocab.values()
+    if vocab and (set(map(type, values)) != {int} or min(values) < 0 or max(values) >= 1 << 24):
+        bad = next(t for t, i in vocab.items() if type(i) is not int or not 0 <= i < 1 << 24)
+        raise TokenizerError(f"{path}: model.vocab id of {bad!r} must be an integer in 0..2^24, not {vocab[bad]!r}")
+    by_id = dict(zip(values, vocab))
+    types = {}
+    for token in added:
+        by_id[token["id"]] = token["content"]
+        types[token["id"]] = TokenType.CONTROL if token.get("special") else TokenType.USER_DEFINED
+    n = max(by_id, default=-1) + 1
+    if len(by_id) != n:
+        missing = next(i for i in range(n) if i not in by_id)
+        raise TokenizerError(f"{path}: token ids are not contiguous: no token has id {missing}")
+    tokens = list(map(by_id.__getitem__, range(n)))
+    kinds = [TokenType.NORMAL] * n
+    for i, kind in types.items():
+        kinds[i] = kind
+    return tokens, kinds
+
+
+def _merges(model: dict, path: Path) -> list[tuple[str, str]]:
+    """Merges as pairs. Fast path (C-level maps) when every entry has one shape; else a checked loop."""
+    merges = model.get("merges", [])
+    if not isinstance(merges, list):
+        raise TokenizerError(f"{path}: model.merges must be a list")
+    shapes = set(map(type, merges))
+    if shapes == {str}:
+        pairs = list(map(str.split, merges, repeat(" ")))
+        if set(map(len, pairs)) == {2}:
+            return pairs  # type: ignore[return-value]
+    elif shapes == {list} and set(map(len, merges)) == {2} and set(map(type, chain.from_iterable(merges))) == {str}:
+        return merges
+    out = []
+    for i, m in enumerate(merges):
+        if isinstance(m, str) and m.count(" ") == 1:
+            left, right = m.split(" ")
+        elif isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m):
+            left, right = m
+        else:
+            raise TokenizerError(f"{path}: merge {i} must be \"a b\" or [a, b], not {str(m)[:40]!r}")
+        out.append((left, right))
+    return out
+
+
+def _added_tokens(data: dict, path: Path) -> list[dict]:
+    added = data.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise TokenizerError(f"{path}: added_tokens must be a list")
+    for i, token in enumerate(added):
+        if not (isinstance(token, dict) and isinstance(token.get("id"), int) and isinstance(token.get("content"), str)
+                and 0 <= token["id"] < 1 << 24):
+            raise TokenizerError(f"{path}: added_tokens[{i}] needs an integer 'id' and a string 'content'")
+    return added
+
+
+def _post_processor(component: Any, ids: dict[str, int], path: Path) -> dict[str, Any]:
+    """Which BOS/EOS ``add_special`` adds, from TemplateProcessing / RobertaProcessing / BertProcessing."""
+    fields: dict[str, Any] = {}
+    for c in _flatten(component, "processors", "post_processor", path):
+        if c["type"] == "TemplateProcessing":
+            single = c.get("single") or []
+            names = [next(iter(item.values())).get("id") if isinstance(item, dict) and item else None for item in single]
+            kinds = [next(iter(item)) if isinstance(item, dict) and item else None for item in single]
+            if kinds and kinds[0] == "SpecialToken" and names[0] in ids:
+                fields.update(add_bos=True, bos_id=ids[names[0]])
+            if len(kinds) > 1 and kinds[-1] == "SpecialToken" and names[-1] in ids:
+                fields.update(add_eos=True, eos_id=ids[names[-1]])
+        elif c["type"] in ("RobertaProcessing", "BertProcessing"):
+            cls, sep = c.get("cls"), c.get("sep")
+            if isinstance(cls, list) and isinstance(sep, list) and len(cls) == len(sep) == 2:
+                fields.update(add_bos=True, bos_id=cls[1], add_eos=True, eos_id=sep[1])
+    return fields
+
+
+def spec_from_tokenizer_json(path: Path) -> TokenizerSpec:
+    """The spec of one tokenizer.json file (no neighbouring config files)."""
+    data = _read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise TokenizerError(f"{path}: not a tokenizer.json (no 'model' object)")
+    model = data["model"]
+    kind = model.get("type", "BPE" if "merges" in model else None)
+    if kind != "BPE":
+        raise Unsupported(f"{path}: model type {kind!r} is not supported (only BPE)")
+    added = _added_tokens(data, path)
+    tokens, types = _vocabulary(model, added, path)
+    if model.get("byte_fallback"):
+        types = [TokenType.BYTE if t == TokenType.NORMAL and _BYTE_TOKEN.fullmatch(text) else t
+                 for text, t in zip(tokens, types)]
+    ids = {text: i for i, text in enumerate(tokens)}
+    builder = _Builder(path)
+    builder.normalizer(_flatten(data.get("normalizer"), "normalizers", "normalizer", path))
+    builder.pre_tokenizer(_flatten(data.get("pre_tokenizer"), "pretokenizers", "pre_tokenizer", path))
+    builder.decoder(_flatten(data.get("decoder"), "decoders", "decoder", path))
+    builder.finish_pre_split()
+    unk = model.get("unk_token")
+    unk_id = ids.get(unk) if isinstance(unk, str) else None
+    fields = builder.fields
+    fields.update(_post_processor(data.get("post_processor"), ids, path))
+    return TokenizerSpec(
+        kind=ModelKind.BYTE_LEVEL if builder.byte_level else ModelKind.SENTENCEPIECE,
+        tokens=tokens, types=[int(t) for t in types], merges=_merges(model, path),
+        unk_id=unk_id, byte_fallback=bool(model.get("byte_fallback", False)),
+        ignore_merges=bool(model.get("ignore_merges", False)), unk_for_missing_bytes=unk_id is not None,
+        lstrip_ids=frozenset(t["id"] for t in added if t.get("lstrip")),
+        rstrip_ids=frozenset(t["id"] for t in added if t.get("rstrip")),
+        source=str(path), **fields)

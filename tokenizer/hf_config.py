@@ -1,0 +1,81 @@
+"""A Hugging Face model directory: tokenizer.json plus the config files that complete it.
+
+    tokenizer_config.json     bos_token / eos_token, add_bos_token / add_eos_token, chat_template
+                              (a string, or a list of {name, template}: "default" wins)
+    chat_template.jinja       the chat template, preferred over tokenizer_config's (as transformers does)
+    generation_config.json,   eos_token_id (an int or a list) -> more ids that end generation
+    config.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from .hf import _read_json, spec_from_tokenizer_json
+from .spec import TokenizerError, TokenizerSpec
+
+
+def _token_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
+
+
+def _chat_template(config: dict, folder: Path) -> str | None:
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        try:
+            return jinja.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise TokenizerError(f"{jinja}: can't read ({err})") from None
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default", next(iter(named.values()), None))
+    return template if isinstance(template, str) else None
+
+
+def _eos_ids(folder: Path) -> list[int]:
+    ids: list[int] = []
+    for name in ("generation_config.json", "config.json"):
+        path = folder / name
+        if path.is_file():
+            data = _read_json(path)
+            value = data.get("eos_token_id") if isinstance(data, dict) else None
+            values = value if isinstance(value, list) else [value]
+            ids += [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    return ids
+
+
+def load_hf(path: Path) -> TokenizerSpec:
+    """The spec of a tokenizer.json file, or of a model directory holding one (configs included)."""
+    folder = path if path.is_dir() else path.parent
+    file = folder / "tokenizer.json" if path.is_dir() else path
+    if not file.is_file():
+        raise TokenizerError(f"{folder}: no tokenizer.json in the directory")
+    spec = spec_from_tokenizer_json(file)
+    config_path = folder / "tokenizer_config.json"
+    config = _read_json(config_path) if config_path.is_file() else {}
+    if not isinstance(config, dict):
+        raise TokenizerError(f"{config_path}: must be a JSON object")
+    ids = {text: i for i, text in enumerate(spec.tokens)}
+    changes: dict[str, Any] = {"chat_template": _chat_template(config, folder)}
+    for key, field in (("bos_token", "bos_id"), ("eos_token", "eos_id"), ("unk_token", "unk_id"), ("pad_token", "pad_id")):
+        text = _token_text(config.get(key))
+        if text is not None and text in ids:
+            changes[field] = ids[text]
+    for key, field in (("add_bos_token", "add_bos"), ("add_eos_token", "add_eos")):
+        if isinstance(config.get(key), bool):
+            changes[field] = config[key]
+    n = len(spec.tokens)
+    extra = [i for i in _eos_ids(folder) if 0 <= i < n and i != changes.get("eos_id", spec.eos_id)]
+    changes["extra_eos_ids"] = tuple(dict.fromkeys(spec.extra_eos_ids + tuple(extra)))
+    if changes.get("add_bos") and changes.get("bos_id", spec.bos_id) is None:
+        changes["add_bos"] = False
+    if changes.get("add_eos") and changes.get("eos_id", spec.eos_id) is None:
+        changes["add_eos"] = False
+    return dataclasses.replace(spec, **changes)
