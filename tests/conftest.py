@@ -15,6 +15,8 @@ _spec = importlib.util.spec_from_file_location("fetch_test_data", ROOT / "script
 fetch = importlib.util.module_from_spec(_spec)
 sys.modules["fetch_test_data"] = fetch
 _spec.loader.exec_module(fetch)  # type: ignore[union-attr]
+sys.path.insert(0, str(ROOT / "scripts"))
+import make_hf_test_files as hf_files  # noqa: E402
 
 #: every llama.cpp test vocabulary with .inp/.out that is BPE or SentencePiece.
 VOCABS = ["command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "gpt-2", "llama-bpe", "llama-spm",
@@ -27,6 +29,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     fetch.fetch_llama_cpp_models(lambda m: print(m, file=sys.stderr))
     fetch.fetch_smollm(lambda m: print(m, file=sys.stderr))
     fetch.fetch_gemma(lambda m: print(m, file=sys.stderr))
+    hf_files.build()
 
 
 def model_path(name: str) -> Path:

@@ -112,3 +112,21 @@ def test_an_unreadable_gguf_is_a_clear_error(tmp_path) -> None:
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 20)
     with pytest.raises(ModelError, match="broken.gguf"):
         load_model(str(bad))
+
+
+def test_a_model_directory_with_tokenizer_json_chats_like_its_gguf(tmp_path) -> None:
+    from conftest import hf_files
+
+    gguf = load_model(str(model_path("smollm2")))
+    (tmp_path / "tokenizer.json").write_bytes((hf_files.out_dir() / "smollm2" / "tokenizer.json").read_bytes())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": gguf.tokenizer.chat_template,
+                                                                "eos_token": "<|im_end|>"}))
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 0]}))
+    (tmp_path / "weights.gguf").symlink_to(model_path("smollm2"))
+    model = load_model(str(tmp_path))
+    assert model.detection.format.name == "smollm2" and model.weights.name == "weights.gguf"
+    assert set(gguf.stop_ids) <= set(model.stop_ids)
+    conversation = [{"role": "user", "content": "Hello there! 1234 ½"}]
+    assert model.encoder.encode(model.encoder.format(conversation)) == gguf.encoder.encode(gguf.encoder.format(conversation))
+    done = _cli(str(tmp_path), "-p", "Say hi.", "--temp", "0", "-n", "12", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["reply"], done.stderr
