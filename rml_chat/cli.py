@@ -72,6 +72,14 @@ def open_session(args: argparse.Namespace, say) -> ChatSession:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("\nrml-chat: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     scripted = args.prompt is not None or not sys.stdin.isatty()
     quiet_progress = args.json or (scripted and not args.verbose)

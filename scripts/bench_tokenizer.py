@@ -105,6 +105,7 @@ def bench(name: str, docs: list[str], size: float, hf_root: Path | None) -> dict
         from tokenizers import Tokenizer as HfTokenizer
 
         out["load HF"], hf = timed(lambda: HfTokenizer.from_file(str(hf_file)))
+        out["load ours json"], _ = timed(lambda: tokenizer.load(hf_file))
         out["HF tokenizers"] = rate(lambda d: hf.encode(d, add_special_tokens=False).ids, docs, size)
     if name in HF_PATTERNS:
         enc = tiktoken_encoding(tok, name)
@@ -128,6 +129,8 @@ def main() -> None:
         ratios = [f"steady/{k} {r['ours steady'] / r[k]:.2f}x" for k in ("llama.cpp", "HF tokenizers", "tiktoken") if k in r]
         ratios += [f"first/{k} {r['ours first'] / r[k]:.2f}x" for k in ("llama.cpp", "HF tokenizers") if k in r]
         ratios.append(f"load ours/llama.cpp {r['load ours'] / r['load llama.cpp']:.2f}x")
+        if "load HF" in r:
+            ratios.append(f"load ours-json/HF {r['load ours json'] / r['load HF']:.2f}x")
         print(f"{name:10} | " + " | ".join(parts) + "\n           | " + " | ".join(ratios), flush=True)
 
 

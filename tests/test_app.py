@@ -130,3 +130,8 @@ def test_a_model_directory_with_tokenizer_json_chats_like_its_gguf(tmp_path) -> 
     assert model.encoder.encode(model.encoder.format(conversation)) == gguf.encoder.encode(gguf.encoder.format(conversation))
     done = _cli(str(tmp_path), "-p", "Say hi.", "--temp", "0", "-n", "12", "--json")
     assert done.returncode == 0 and json.loads(done.stdout)["reply"], done.stderr
+
+
+def test_empty_stdin_is_a_one_line_error() -> None:
+    done = _cli(str(model_path("smollm2")), stdin="")
+    assert done.returncode == 1 and "empty prompt" in done.stderr

@@ -95,7 +95,8 @@ def _small(**changes) -> dict:
 
 
 @pytest.mark.parametrize(("data", "error", "message"), [
-    ('{"model": {"type": "BPE",\n "vocab": {"a": 0,}}}', TokenizerError, r"tokenizer.json:2:19: invalid JSON: Expecting property name"),
+    ('{"model": {"type": "BPE",\n "vocab": {"a": 0,}}}', TokenizerError,
+     r"tokenizer.json:2:19: invalid JSON: Expecting property name"),
     (_small(model_type="WordPiece"), Unsupported, "model type 'WordPiece' is not supported"),
     (_small(pre_tokenizer={"type": "BertPreTokenizer"}), Unsupported, "pre_tokenizer 'BertPreTokenizer'"),
     (_small(normalizer={"type": "BertNormalizer"}), Unsupported, "normalizer 'BertNormalizer'"),

@@ -98,42 +98,91 @@ def test_unknown_command_and_bad_set_are_explained(session, tmp_path, capsys) ->
     assert "unknown command /frobnicate" in out and "temp needs a float" in out and "usage: /set" in out
 
 
-def test_ctrl_c_mid_reply_keeps_the_partial_reply_marked_cut(tmp_path) -> None:
-    """A real terminal: rml-chat in a pty; Ctrl-C while the reply streams, then /save and Ctrl-D."""
-    saved = tmp_path / "cut.json"
-    env = {**os.environ, "RML_CHAT_HISTORY": str(tmp_path / "history"), "TERM": "dumb"}
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(sys.executable, [sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "--temp", "0.9",
-                                   "--seed", "3", "-n", "4000", "-c", "4096"], env)
-    output = b""
+class Terminal:
+    """rml-chat in a real pty: write keys, read until a condition holds."""
 
-    def read_until(done, timeout: float = 60) -> None:
-        nonlocal output
+    def __init__(self, tmp_path, *args: str):
+        env = {**os.environ, "RML_CHAT_HISTORY": str(tmp_path / "history"), "TERM": "dumb"}
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execve(sys.executable, [sys.executable, "-m", "rml_chat", str(model_path("smollm2")), *args], env)
+        self.output = b""
+
+    def read_until(self, done, timeout: float = 60) -> None:
         end = time.time() + timeout
-        while not done() and time.time() < end:
-            if select.select([fd], [], [], 0.1)[0]:
+        while not done(self.output) and time.time() < end:
+            if select.select([self.fd], [], [], 0.1)[0]:
                 try:
-                    output += os.read(fd, 65536)
+                    self.output += os.read(self.fd, 65536)
                 except OSError:
                     break
-        assert done(), output[-2000:]
+        assert done(self.output), self.output[-2000:]
 
-    try:
-        read_until(lambda: output.endswith(b"> "))
-        os.write(fd, b"Write a very long story about a dragon and a knight.\r")
-        start = len(output)
-        read_until(lambda: len(output) - start > 300)  # the reply is streaming
-        os.write(fd, b"\x03")
-        read_until(lambda: b"reply cut by Ctrl-C" in output and output.endswith(b"> "))
-        os.write(fd, f"/save {saved}\r".encode())
-        read_until(lambda: b"saved 2 messages" in output and output.endswith(b"> "))
-        time.sleep(0.5)
-        os.write(fd, b"\x04")
-        read_until(lambda: output.endswith(b"\r\n"), 30)
-        _, status = os.waitpid(pid, 0)
-    finally:
-        os.close(fd)
-    assert os.waitstatus_to_exitcode(status) == 0
+    def prompt_ready(self) -> None:
+        self.read_until(lambda out: out.endswith(b"> "))
+        time.sleep(0.3)  # prompt_toolkit may still be switching the terminal to raw mode
+
+    def send(self, keys: bytes) -> None:
+        """Write in small pieces, draining output between them (the child echoes what it reads: with
+        both pty buffers full, a blocking write would deadlock)."""
+        while keys:
+            readable, writable, _ = select.select([self.fd], [self.fd], [], 1)
+            if readable:
+                self.output += os.read(self.fd, 65536)
+            if writable:
+                keys = keys[os.write(self.fd, keys[:512]):]
+
+    def finish(self) -> int:
+        self.send(b"\x04")
+        self.read_until(lambda out: out.endswith(b"\r\n"), 30)
+        _, status = os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        return os.waitstatus_to_exitcode(status)
+
+
+def test_ctrl_c_mid_reply_keeps_the_partial_reply_marked_cut(tmp_path) -> None:
+    saved = tmp_path / "cut.json"
+    term = Terminal(tmp_path, "--temp", "0.9", "--seed", "3", "-n", "4000", "-c", "4096")
+    term.prompt_ready()
+    term.send(b"Write a very long story about a dragon and a knight.\r")
+    start = len(term.output)
+    term.read_until(lambda out: len(out) - start > 300)  # the reply is streaming
+    term.send(b"\x03")
+    term.read_until(lambda out: b"reply cut by Ctrl-C" in out)
+    term.prompt_ready()
+    term.send(f"/save {saved}\r".encode())
+    term.read_until(lambda out: b"saved 2 messages" in out)
+    term.prompt_ready()
+    assert term.finish() == 0
     messages = json.loads(saved.read_text())["messages"]
     assert messages[1]["role"] == "assistant" and messages[1]["cut"] is True and len(messages[1]["content"]) > 20
+
+
+def test_ctrl_c_during_prompt_evaluation_keeps_the_message(tmp_path) -> None:
+    saved = tmp_path / "eval.json"
+    term = Terminal(tmp_path, "-c", "8192")
+    term.prompt_ready()
+    message = "word " * 4000
+    before = len(term.output)
+    term.send(b"\x1b[200~" + message.encode() + b"\x1b[201~\r")  # pasted
+    term.read_until(lambda out: len(out) > before and out.endswith(b"\r\n"))  # accepted: the prompt is done
+    time.sleep(0.8)  # the terminal is back in cooked mode (Ctrl-C is a signal again); evaluation takes seconds
+    term.send(b"\x03")
+    term.read_until(lambda out: b"reply cut by Ctrl-C" in out)
+    term.prompt_ready()
+    term.send(f"/save {saved}\r".encode())
+    term.read_until(lambda out: b"saved 2 messages" in out)
+    term.prompt_ready()
+    assert term.finish() == 0
+    messages = json.loads(saved.read_text())["messages"]
+    assert messages[0]["content"] == message and messages[1]["cut"] is True
+
+
+def test_ctrl_c_while_loading_is_one_line_and_exit_130(tmp_path) -> None:
+    term = Terminal(tmp_path)
+    time.sleep(0.2)
+    term.send(b"\x03")
+    term.read_until(lambda out: b"interrupted" in out, 30)
+    _, status = os.waitpid(term.pid, 0)
+    os.close(term.fd)
+    assert os.waitstatus_to_exitcode(status) == 130 and b"Traceback" not in term.output

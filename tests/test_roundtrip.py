@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from conftest import BYTE_LEVEL_VOCABS, corpus, ours
 from hypothesis import given, settings
@@ -40,3 +42,36 @@ def test_encode_never_raises_and_ids_in_range(text: str, parse_special: bool) ->
         ids = tok.encode(text, parse_special=parse_special)
         assert all(0 <= i < tok.vocab_size for i in ids)
         tok.decode(ids)
+
+
+def _every_loader_kind():
+    """GGUF byte-level and SentencePiece, tokenizer.json byte-level and SentencePiece style."""
+    from conftest import hf_files
+
+    import tokenizer
+
+    return [ours("qwen2"), ours("gemma3"), tokenizer.load(hf_files.out_dir() / "trained-llama3"),
+            tokenizer.load(hf_files.out_dir() / "trained-spm-bytefallback")]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=60), st.booleans(), st.booleans())
+def test_every_loader_kind_encodes_any_str_lone_surrogates_included(text: str, add: bool, parse: bool) -> None:
+    for tok in _LOADERS():
+        ids = tok.encode(text, add_special=add, parse_special=parse)
+        assert all(0 <= i < tok.vocab_size for i in ids)
+        if tok.spec.kind.value == "byte_level" and not parse and not add:
+            # lone surrogates (not Unicode) are encoded as U+FFFD: documented
+            assert tok.decode(ids) == "".join("\ufffd" if 0xD800 <= ord(c) < 0xE000 else c for c in text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=10**9), max_size=40), st.booleans())
+def test_decoding_any_ids_in_range_never_raises(raw: list[int], skip: bool) -> None:
+    for tok in _LOADERS():
+        ids = [i % tok.vocab_size for i in raw]
+        assert isinstance(tok.decode(ids, skip_special=skip), str)
+        assert isinstance(tok.decode_bytes(ids), bytes)
+
+
+_LOADERS = functools.lru_cache(maxsize=1)(_every_loader_kind)

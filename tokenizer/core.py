@@ -35,6 +35,7 @@ from .specials import SpecialCutter
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
 _SPECIAL_TYPES = frozenset({TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN})
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_BYTE_TOKEN = re.compile("<0x[0-9A-Fa-f]{2}>")
 #: cache entries are dropped wholesale past this many words; longer words are not cached.
 _CACHE_LIMIT = 200_000
 _CACHE_MAX_WORD = 256
@@ -92,7 +93,10 @@ class Tokenizer:
         default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
         self._pre = pretokenizers.lookup(spec.pre_split or default_pre)[0]
         if spec.pre_split_patterns:
-            split = pretokenizers.compile_split(spec.pre_split_patterns, spec.pre_split_behaviors)
+            try:
+                split = pretokenizers.compile_split(spec.pre_split_patterns, spec.pre_split_behaviors)
+            except (re.error, ValueError, TypeError) as err:
+                raise TokenizerError(f"{spec.source}: a pre-split pattern is not a valid regex ({err})") from None
         else:
             split = pretokenizers.splitter_for(self._pre)
         if spec.kind is ModelKind.BYTE_LEVEL:
@@ -164,7 +168,7 @@ class Tokenizer:
         if kind in _SPECIAL_TYPES:
             return _utf8(text)
         if kind == TokenType.BYTE:
-            if len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+            if _BYTE_TOKEN.fullmatch(text):
                 return bytes([int(text[3:5], 16)])
             return as_normal
         return b""  # unused / undefined tokens print nothing, as in llama.cpp

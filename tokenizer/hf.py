@@ -68,10 +68,8 @@ def _flatten(component: Any, key: str, where: str, path: Path) -> list[dict]:
     return [component]
 
 
-def _string(value: Any, what: str, path: Path) -> str:
-    if not isinstance(value, str):
-        raise TokenizerError(f"{path}: {what} must be a string, not {type(value).__name__}")
-    return value
+def _int(value: Any) -> int:
+    return value if type(value) is int else 0
 
 
 def _pattern(split: dict, path: Path) -> str:
@@ -151,7 +149,7 @@ class _Builder:
     def decoder(self, components: list[dict]) -> None:
         strip = False
         for c in components:
-            if c["type"] == "Strip" and c.get("content") == " " and c.get("start", 0) >= 1:
+            if c["type"] == "Strip" and c.get("content") == " " and _int(c.get("start")) >= 1:
                 strip = True
             elif c["type"] == "Metaspace" and c.get("prepend_scheme", "always") != "never":
                 strip = True
@@ -237,23 +235,38 @@ def _post_processor(component: Any, ids: dict[str, int], path: Path) -> dict[str
     fields: dict[str, Any] = {}
     for c in _flatten(component, "processors", "post_processor", path):
         if c["type"] == "TemplateProcessing":
-            single = c.get("single") or []
-            names = [next(iter(item.values())).get("id") if isinstance(item, dict) and item else None for item in single]
-            kinds = [next(iter(item)) if isinstance(item, dict) and item else None for item in single]
+            single = c.get("single") if isinstance(c.get("single"), list) else []
+            items = [next(iter(item.items())) if isinstance(item, dict) and len(item) == 1 else (None, {})
+                     for item in single]
+            kinds = [kind for kind, _ in items]
+            names = [body.get("id") if isinstance(body, dict) and isinstance(body.get("id"), str) else None
+                     for _, body in items]
             if kinds and kinds[0] == "SpecialToken" and names[0] in ids:
                 fields.update(add_bos=True, bos_id=ids[names[0]])
             if len(kinds) > 1 and kinds[-1] == "SpecialToken" and names[-1] in ids:
                 fields.update(add_eos=True, eos_id=ids[names[-1]])
         elif c["type"] in ("RobertaProcessing", "BertProcessing"):
             cls, sep = c.get("cls"), c.get("sep")
-            if isinstance(cls, list) and isinstance(sep, list) and len(cls) == len(sep) == 2:
+            if isinstance(cls, list) and isinstance(sep, list) and len(cls) == len(sep) == 2 \
+                    and all(type(x[1]) is int and 0 <= x[1] < len(ids) for x in (cls, sep)):
                 fields.update(add_bos=True, bos_id=cls[1], add_eos=True, eos_id=sep[1])
     return fields
 
 
 def spec_from_tokenizer_json(path: Path) -> TokenizerSpec:
-    """The spec of one tokenizer.json file (no neighbouring config files)."""
-    data = _read_json(path)
+    """The spec of one tokenizer.json file (no neighbouring config files).
+
+    The components are checked where they are read; a value of a shape no check foresaw (a list where an
+    object belongs, deep inside a component) still ends as a TokenizerError naming the file."""
+    try:
+        return _spec_from_json(path, _read_json(path))
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError) as err:
+        if isinstance(err, TokenizerError):
+            raise
+        raise TokenizerError(f"{path}: malformed tokenizer.json ({type(err).__name__}: {err})") from None
+
+
+def _spec_from_json(path: Path, data: Any) -> TokenizerSpec:
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise TokenizerError(f"{path}: not a tokenizer.json (no 'model' object)")
     model = data["model"]
