@@ -13,7 +13,6 @@ it all there and does nothing. Usage: ``python scripts/fetch_test_data.py [--qui
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tarfile
@@ -26,11 +25,8 @@ SMOLLM_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 
 
-def cache_dir() -> Path:
-    if os.environ.get("RML_CHAT_CACHE"):
-        return Path(os.environ["RML_CHAT_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rml-chat"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from rml_chat.model import cache_dir  # noqa: E402  (one definition of the cache folder)
 
 
 def llama_cpp_version() -> str:

@@ -139,6 +139,17 @@ class Terminal:
         os.close(self.fd)
         return os.waitstatus_to_exitcode(status)
 
+    def interrupt_save_and_leave(self, saved) -> list[dict]:
+        """Ctrl-C, then /save the conversation and Ctrl-D; the saved messages."""
+        self.send(b"\x03")
+        self.read_until(lambda out: b"reply cut by Ctrl-C" in out)
+        self.prompt_ready()
+        self.send(f"/save {saved}\r".encode())
+        self.read_until(lambda out: b"saved 2 messages" in out)
+        self.prompt_ready()
+        assert self.finish() == 0
+        return json.loads(saved.read_text())["messages"]
+
 
 def test_ctrl_c_mid_reply_keeps_the_partial_reply_marked_cut(tmp_path) -> None:
     saved = tmp_path / "cut.json"
@@ -147,14 +158,7 @@ def test_ctrl_c_mid_reply_keeps_the_partial_reply_marked_cut(tmp_path) -> None:
     term.send(b"Write a very long story about a dragon and a knight.\r")
     start = len(term.output)
     term.read_until(lambda out: len(out) - start > 300)  # the reply is streaming
-    term.send(b"\x03")
-    term.read_until(lambda out: b"reply cut by Ctrl-C" in out)
-    term.prompt_ready()
-    term.send(f"/save {saved}\r".encode())
-    term.read_until(lambda out: b"saved 2 messages" in out)
-    term.prompt_ready()
-    assert term.finish() == 0
-    messages = json.loads(saved.read_text())["messages"]
+    messages = term.interrupt_save_and_leave(saved)
     assert messages[1]["role"] == "assistant" and messages[1]["cut"] is True and len(messages[1]["content"]) > 20
 
 
@@ -167,14 +171,7 @@ def test_ctrl_c_during_prompt_evaluation_keeps_the_message(tmp_path) -> None:
     term.send(b"\x1b[200~" + message.encode() + b"\x1b[201~\r")  # pasted
     term.read_until(lambda out: len(out) > before and out.endswith(b"\r\n"))  # accepted: the prompt is done
     time.sleep(0.8)  # the terminal is back in cooked mode (Ctrl-C is a signal again); evaluation takes seconds
-    term.send(b"\x03")
-    term.read_until(lambda out: b"reply cut by Ctrl-C" in out)
-    term.prompt_ready()
-    term.send(f"/save {saved}\r".encode())
-    term.read_until(lambda out: b"saved 2 messages" in out)
-    term.prompt_ready()
-    assert term.finish() == 0
-    messages = json.loads(saved.read_text())["messages"]
+    messages = term.interrupt_save_and_leave(saved)
     assert messages[0]["content"] == message and messages[1]["cut"] is True
 
 
