@@ -324,11 +324,16 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--format", choices=("gguf", "json", "both"), default="both")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-rss-mb", type=int, default=256,
+                        help="fail if the process ever held more (the loaders allocate at most ~ the file's size)")
     args = parser.parse_args()
     sys.setrecursionlimit(10000)
     kinds = ("gguf", "json") if args.format == "both" else (args.format,)
     escaped = sum(run(kind, args.iterations, args.seed)["ESCAPE"] for kind in kinds)
-    sys.exit(1 if escaped else 0)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if peak_mb > args.max_rss_mb:
+        print(f"peak RSS {peak_mb:.0f} MB is over the bound of {args.max_rss_mb} MB")
+    sys.exit(1 if escaped or peak_mb > args.max_rss_mb else 0)
 
 
 if __name__ == "__main__":

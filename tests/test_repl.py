@@ -93,6 +93,16 @@ def test_a_history_file_that_cannot_be_written_warns_once_and_chat_goes_on(sessi
     assert out.count("can't be used") == 1 and len(session.conversation.messages) == 4
 
 
+def test_regen_replaces_the_last_reply_and_help_and_stats_answer(session, tmp_path, capsys) -> None:
+    keys = "/regen" + ENTER + "Name a fruit." + ENTER + "/set temp 1.5" + ENTER + "/set seed 7" + ENTER + "/regen" + ENTER
+    out = drive(session, keys + "/stats" + ENTER + "/help" + ENTER, tmp_path, capsys)
+    assert "no reply to generate again" in out
+    assert [m["role"] for m in session.conversation.messages] == ["user", "assistant"]
+    assert out.count("prompt tokens evaluated") == 3  # two replies and /stats
+    assert "/regen" in out and "/undo" in out and "drop the last exchange" in out
+    session.sampling.temp, session.sampling.seed = 0.0, -1
+
+
 def test_unknown_command_and_bad_set_are_explained(session, tmp_path, capsys) -> None:
     out = drive(session, "/frobnicate" + ENTER + "/set temp hot" + ENTER + "/set nope 1" + ENTER, tmp_path, capsys)
     assert "unknown command /frobnicate" in out and "temp needs a float" in out and "usage: /set" in out
