@@ -84,7 +84,6 @@ class Tokenizer:
         self._width = n + 1
         self._missing = n  # sentinel id: a unit with no token (never merges)
         self._merges = self._build_merges(spec.merges or [])
-        self._bytes = self._build_bytes()
         self._byte_tokens = self._build_byte_tokens()
         specials = [(spec.tokens[i], i) for i, t in enumerate(self._types) if t in _SPECIAL_TYPES]
         user = [(text, i) for text, i in specials if self._types[i] == TokenType.USER_DEFINED]
@@ -123,8 +122,7 @@ class Tokenizer:
         if not merges:
             return {}
         vocab, width = self._vocab, self._width
-        lefts = [m[0] for m in merges]
-        rights = [m[1] for m in merges]
+        lefts, rights = zip(*merges)
         try:
             left_ids = list(map(vocab.__getitem__, lefts))
             right_ids = list(map(vocab.__getitem__, rights))
@@ -136,13 +134,15 @@ class Tokenizer:
                         raise TokenizerError(f"{self.spec.source}: merge #{rank} ({left!r} {right!r}): "
                                              f"{what} {part!r} is not in the vocabulary") from None
             raise
-        keys = [a * width + b for a, b in zip(left_ids, right_ids)]
-        values = [rank * width + m for rank, m in enumerate(merged_ids)]
+        keys = list(map(int.__add__, map(width.__mul__, left_ids), right_ids))
+        values = list(map(int.__add__, range(0, len(merged_ids) * width, width), merged_ids))
         # reversed: when a pair repeats, its first (best) rank is written last and wins, as in llama.cpp
         return dict(zip(reversed(keys), reversed(values)))
 
-    def _build_bytes(self) -> list[bytes]:
-        """Raw bytes of every token: all converted as normal tokens in bulk, then the few others fixed up."""
+    @cached_property
+    def _bytes(self) -> list[bytes]:
+        """Raw bytes of every token, built on the first decode (encoding never needs them): all converted
+        as normal tokens in bulk, then the few others fixed up."""
         tokens = self._tokens
         try:
             if self.spec.kind is ModelKind.BYTE_LEVEL:
