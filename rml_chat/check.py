@@ -83,10 +83,9 @@ def _mismatch(tok, text: str, ours: list[int], theirs: list[int]) -> dict:
 def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckReport:
     tok = model.tokenizer
     report = CheckReport(model.name, model.detection.format.name, model.detection.source, list(model.stop_ids))
-    llm = engine._llm
     for text in SAMPLE:
         ours = tok.encode(text)
-        theirs = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        theirs = engine.llama_tokenize(text, special=False)
         report.sample_total += 1
         if ours == theirs:
             report.sample_matched += 1
@@ -97,7 +96,7 @@ def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckRepo
                                f"sample texts differ from llama.cpp")
     segments = model.encoder.format(CHAT)
     ids = model.encoder.encode(segments)
-    theirs = llm.tokenize(segments_text(segments).encode("utf-8"), add_bos=False, special=True)
+    theirs = engine.llama_tokenize(segments_text(segments), special=True)
     report.prompt_tokens = len(ids)
     report.prompt_matches = ids == theirs
     if not report.prompt_matches:

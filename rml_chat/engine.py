@@ -86,10 +86,9 @@ class Engine:
     def close(self) -> None:
         self._llm.close()
 
-    @property
-    def cached(self) -> list[int]:
-        """The ids whose keys and values llama.cpp holds."""
-        return list(self._llm._input_ids)
+    def llama_tokenize(self, text: str, special: bool) -> list[int]:
+        """llama.cpp's own tokenization — only for --check, which compares ours against it."""
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
 
     def reusable_prefix(self, ids: Sequence[int]) -> int:
         """How many leading ids need no evaluation (as ``Llama.generate`` decides: one is replayed

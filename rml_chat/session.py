@@ -11,6 +11,7 @@ message is kept either way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -86,7 +87,7 @@ class Conversation:
                 os.fsync(out.fileno())
             os.replace(tmp, path)
         except OSError as err:
-            with _ignore_os_errors():
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise ChatError(f"{path}: save failed ({err.strerror}); the old file is unchanged") from None
 
@@ -100,14 +101,6 @@ class Conversation:
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ChatError(f"{path}: not valid JSON ({err})") from None
         return cls.from_json(data, str(path))
-
-
-class _ignore_os_errors:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, value, tb) -> bool:
-        return kind is not None and issubclass(kind, OSError)
 
 
 @dataclass
