@@ -135,7 +135,13 @@ class Repl:
         body = text.lstrip()[len(FENCE):]
         lines = [body]
         while not (lines[-1].rstrip().endswith(FENCE) and (len(lines) > 1 or body.strip() != "")):
-            lines.append(self.prompt.prompt("… "))
+            try:
+                lines.append(self.prompt.prompt("… "))
+            except EOFError:  # Ctrl-D inside a block ends the block
+                lines.append(FENCE)
+            except KeyboardInterrupt:  # the block so far goes to the history: Up brings it back
+                self.prompt.history.append_string(FENCE + "\n".join(lines))
+                raise
         joined = "\n".join(lines).rstrip()
         return joined[:-len(FENCE)].strip("\n")
 

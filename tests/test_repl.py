@@ -52,6 +52,11 @@ def test_alt_enter_fence_and_bracketed_paste_each_make_one_multiline_message(ses
     assert out.count("prompt tokens evaluated") == 3 and "context " in out
 
 
+def test_a_fenced_block_ended_by_ctrl_d_is_sent_not_lost(session, tmp_path, capsys) -> None:
+    drive(session, '"""' + ENTER + "line one" + ENTER + "line two" + ENTER, tmp_path, capsys)
+    assert session.conversation.messages[0]["content"] == "line one\nline two"
+
+
 def test_undo_save_load_round_trip(session, tmp_path, capsys) -> None:
     saved = tmp_path / "chat.json"
     keys = ("one" + ENTER + "two" + ENTER + "/undo" + ENTER + f"/save {saved}" + ENTER + "/clear" + ENTER
