@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 #: words longer than this use the heap-based loop.
@@ -70,17 +71,17 @@ def _ranked_pair(merges: dict[int, int], width: int, a: int, b: int) -> tuple[in
     return None if value is None else (value, value % width)
 
 
-def merge_scored(symbols: list[str], vocab: dict[str, int], scores: list[float]) -> list[str]:
-    """Apply score-based merges (SentencePiece BPE) to a list of symbol strings."""
+def merge_scored(symbols: list[str], cost: dict[str, float]) -> list[str]:
+    """Apply score-based merges (SentencePiece BPE) to a list of symbol strings.
+
+    ``cost`` maps every token's text to its negated score, so that one C-level ``dict.get`` with a
+    default prices a pair (lower merges first; absent pairs cost ``_WORST``).
+    Example with costs {"ab": -3, "bc": -5, "abc": -1}: a|b|c -> a|bc (cost -5) -> abc.
+    """
     if len(symbols) > SHORT_WORD:
-        return _merge_heap(symbols, lambda a, b: _scored_pair(vocab, scores, a, b))
-    get = vocab.get
-
-    def priority(pair: str) -> float:
-        token = get(pair)
-        return _WORST if token is None else -scores[token]
-
-    values = [priority(a + b) for a, b in zip(symbols, symbols[1:])]
+        return _merge_heap(symbols, lambda a, b: _scored_pair(cost, a, b))
+    get = cost.get
+    values = list(map(get, map(str.__add__, symbols, symbols[1:]), repeat(_WORST)))
     while values:
         best = min(values)
         if best == _WORST:
@@ -91,15 +92,15 @@ def merge_scored(symbols: list[str], vocab: dict[str, int], scores: list[float])
         del symbols[at + 1]
         del values[at]
         if at:
-            values[at - 1] = priority(symbols[at - 1] + merged)
+            values[at - 1] = get(symbols[at - 1] + merged, _WORST)
         if at < len(values):
-            values[at] = priority(merged + symbols[at + 1])
+            values[at] = get(merged + symbols[at + 1], _WORST)
     return symbols
 
 
-def _scored_pair(vocab: dict[str, int], scores: list[float], a: str, b: str) -> tuple[float, str] | None:
-    token = vocab.get(a + b)
-    return None if token is None else (-scores[token], a + b)
+def _scored_pair(cost: dict[str, float], a: str, b: str) -> tuple[float, str] | None:
+    value = cost.get(a + b)
+    return None if value is None else (value, a + b)
 
 
 def _merge_heap(symbols: list[Any], pair: Callable[[Any, Any], tuple[Any, Any] | None]) -> list[Any]:

@@ -246,10 +246,16 @@ class Tokenizer:
             elif unk is not None:
                 out.append(unk)
 
+    @cached_property
+    def _costs(self) -> dict[str, float]:
+        """Token text -> negated score, for the score-based merge loop (built on first encode).
+        Later duplicates win, as in the vocabulary index."""
+        return dict(zip(self._tokens, map(float.__neg__, map(float, self.spec.scores or []))))
+
     def _encode_scored_chunk(self, chunk: str) -> tuple[int, ...]:
         get = self._vocab.get
         out: list[int] = []
-        for piece in bpe.merge_scored(list(chunk), self._vocab, self.spec.scores or []):
+        for piece in bpe.merge_scored(list(chunk), self._costs):
             token = get(piece)
             if token is None:
                 self._byte_fallback(piece, out)
