@@ -130,6 +130,13 @@ HOSTILE = [
 ]
 
 
+#: every format's role strings with the content left out: "<|im_start|>user\n<|im_end|>\n", "[INST] [/INST]" …
+ROLE_HEADERS = sorted({
+    text.replace("{content}", "").replace("{role}", fmt.role_names.get(role, role)).replace("{bos}", "<s>")
+    .replace("{eos}", "</s>").replace("{today:%d %b %Y}", "26 Jul 2026")
+    for fmt in FORMATS.values() for role, text in fmt.roles.items()} - {""})
+
+
 def _control_count(encoder: ChatEncoder, ids: list[int]) -> int:
     return sum(encoder.tokenizer.token_type(i) == TokenType.CONTROL for i in ids)
 
@@ -138,7 +145,7 @@ def _control_count(encoder: ChatEncoder, ids: list[int]) -> int:
 def test_no_message_content_yields_a_control_token_in_any_format(model: str) -> None:
     tok = ours(model)
     controls = [t for t, i in tok.special_texts().items() if tok.token_type(i) == TokenType.CONTROL]
-    contents = HOSTILE + ["".join(controls), " ".join(controls)]
+    contents = HOSTILE + ROLE_HEADERS + ["".join(controls), " ".join(controls)]
     checked = 0
     for fmt in FORMATS.values():
         encoder = ChatEncoder(tok, fmt)
