@@ -1,0 +1,26 @@
+"""The long-word merge loop (heap) against the short-word loop (scan), which is the definition."""
+
+from __future__ import annotations
+
+from conftest import ours
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenizer import bpe
+
+
+def _merged_with(short_word: int, ids: list[int], tok) -> list[int]:
+    saved = bpe.SHORT_WORD
+    try:
+        bpe.SHORT_WORD = short_word
+        return bpe.merge_ranked(list(ids), tok._merges, tok._width)
+    finally:
+        bpe.SHORT_WORD = saved
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(list(" etaoinshrdlu\n0123456789.,'")), min_size=1, max_size=400))
+def test_heap_and_scan_loops_merge_alike(chars: list[str]) -> None:
+    tok = ours("llama-bpe")
+    ids = [tok._byte_tokens[ord(c)] for c in chars]
+    assert _merged_with(0, ids, tok) == _merged_with(10**9, ids, tok)
