@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from tokenizer.chat import segments_text
 
 from .engine import Engine, Generation, Sampling
-from .model import Model, ModelError, load_model
+from .model import Model, load_model
 from .stream import ReplyStream
 
 SAMPLE = [
@@ -137,10 +137,7 @@ def format_report(r: CheckReport) -> str:
 def run_check(args: argparse.Namespace, say) -> int:
     say(f"checking {args.model or 'SmolLM2-135M-Instruct (default)'} …")
     model = load_model(args.model, weights=args.weights, chat_format=args.chat_format)
-    try:
-        engine = Engine(model.weights, n_ctx=min(args.ctx_size, 2048), n_threads=args.threads, verbose=args.verbose)
-    except (ValueError, RuntimeError, OSError) as err:
-        raise ModelError(f"{model.weights}: llama.cpp could not load the weights ({err})") from None
+    engine = Engine(model.weights, n_ctx=min(args.ctx_size, 2048), n_threads=args.threads, verbose=args.verbose)
     try:
         report = check_model(model, engine)
     finally:

@@ -4,7 +4,6 @@ turn (-p / stdin / --json) or the smoke test (--check). Errors are one line and 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 
@@ -59,11 +58,7 @@ def open_session(args: argparse.Namespace, say) -> ChatSession:
     if args.verbose:
         for line in model.describe():
             say(line)
-    threads = args.threads or os.cpu_count() or 1
-    try:
-        engine = Engine(model.weights, n_ctx=args.ctx_size, n_threads=threads, verbose=args.verbose)
-    except (ValueError, RuntimeError, OSError) as err:
-        raise ModelError(f"{model.weights}: llama.cpp could not load the weights ({err})") from None
+    engine = Engine(model.weights, n_ctx=args.ctx_size, n_threads=args.threads, verbose=args.verbose)
     thinking = {"on": True, "off": False, None: None}[args.think]
     session = ChatSession(model, engine, sampling_from(args), overflow=args.overflow,
                           stop_strings=tuple(args.stop), thinking=thinking)

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .model import ModelError
+
 
 @dataclass
 class Sampling:
@@ -76,11 +78,16 @@ class Engine:
     """One llama.cpp context over a GGUF's weights."""
 
     def __init__(self, weights: Path, *, n_ctx: int = 4096, n_threads: int | None = None, verbose: bool = False):
+        """Load the weights (llama.cpp's chatter silenced unless verbose); ``n_threads`` None: all cores.
+        A file llama.cpp can't load is a ModelError naming it."""
         import llama_cpp
 
-        with quiet_stderr(not verbose):
-            self._llm = llama_cpp.Llama(model_path=str(weights), n_ctx=n_ctx, n_threads=n_threads,
-                                        verbose=verbose, n_batch=512)
+        try:
+            with quiet_stderr(not verbose):
+                self._llm = llama_cpp.Llama(model_path=str(weights), n_ctx=n_ctx, verbose=verbose, n_batch=512,
+                                            n_threads=n_threads or os.cpu_count() or 1)
+        except (ValueError, RuntimeError, OSError) as err:
+            raise ModelError(f"{weights}: llama.cpp could not load the weights ({err})") from None
         self.n_ctx = self._llm.n_ctx()
 
     def close(self) -> None:

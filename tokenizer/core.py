@@ -28,14 +28,14 @@ from functools import cached_property
 from itertools import chain
 
 from . import bpe, pretokenizers
-from .byte_alphabet import BYTE_TO_CHAR, UNSPELL_TABLE, spell, unspell
+from .byte_alphabet import BYTE_TO_CHAR, spell
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, validate
 from .specials import SpecialCutter
+from .token_bytes import SPECIAL_TYPES as _SPECIAL_TYPES
+from .token_bytes import byte_table
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
-_SPECIAL_TYPES = frozenset({TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN})
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_BYTE_TOKEN = re.compile("<0x[0-9A-Fa-f]{2}>")
 #: cache entries are dropped wholesale past this many words; longer words are not cached.
 _CACHE_LIMIT = 200_000
 _CACHE_MAX_WORD = 256
@@ -45,14 +45,6 @@ def _normalize(text: str, steps: tuple[str, ...]) -> str:
     for step in steps:
         text = text.lower() if step == "lowercase" else unicodedata.normalize(step, text)
     return text
-
-
-def _utf8(text: str) -> bytes:
-    """UTF-8 of a token string; undecodable bytes kept by the loaders come back as they were."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace")
 
 
 class _WordCache(dict):
@@ -141,37 +133,8 @@ class Tokenizer:
 
     @cached_property
     def _bytes(self) -> list[bytes]:
-        """Raw bytes of every token, built on the first decode (encoding never needs them): all converted
-        as normal tokens in bulk, then the few others fixed up."""
-        tokens = self._tokens
-        try:
-            if self.spec.kind is ModelKind.BYTE_LEVEL:
-                table = [t.translate(UNSPELL_TABLE).encode("latin-1") for t in tokens]
-            else:
-                table = [t.replace("\u2581", " ").encode("utf-8") for t in tokens]
-        except UnicodeError:  # a token outside the byte alphabet, or one with undecodable bytes
-            table = list(map(self._normal_bytes, tokens))
-        for i, kind in enumerate(self._types):
-            if kind != TokenType.NORMAL:
-                table[i] = self._other_bytes(i, table[i])
-        return table
-
-    def _normal_bytes(self, text: str) -> bytes:
-        if self.spec.kind is ModelKind.BYTE_LEVEL:
-            raw = unspell(text)
-            return raw if raw is not None else _utf8(text)
-        return _utf8(text.replace("\u2581", " "))
-
-    def _other_bytes(self, token_id: int, as_normal: bytes) -> bytes:
-        """Bytes of a token that is not NORMAL, as llama.cpp's token_to_piece gives them."""
-        text, kind = self._tokens[token_id], self._types[token_id]
-        if kind in _SPECIAL_TYPES:
-            return _utf8(text)
-        if kind == TokenType.BYTE:
-            if _BYTE_TOKEN.fullmatch(text):
-                return bytes([int(text[3:5], 16)])
-            return as_normal
-        return b""  # unused / undefined tokens print nothing, as in llama.cpp
+        """Raw bytes of every token (``token_bytes.byte_table``), built on the first decode."""
+        return byte_table(self.spec.kind, self._tokens, self._types)
 
     @cached_property
     def _bytes_skip(self) -> list[bytes]:

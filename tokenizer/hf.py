@@ -23,7 +23,7 @@ from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
-from .pretokenizers import _GROUPS
+from .pretokenizers import PRE_SPLITS
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
 
 _GPT2_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -31,9 +31,10 @@ _HF_CONTRACTIONS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 _LLAMA_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #: single-pattern byte-level rows of the llama.cpp table, by pattern: a tokenizer.json with the same
 #: regex runs the same (fused, fast) splitter as its GGUF twin.
-_KNOWN_PATTERNS = {pre.patterns[0]: names[0] for names, pre in reversed(_GROUPS)
+_KNOWN_PATTERNS = {pre.patterns[0]: name for name, pre in reversed(PRE_SPLITS.items())  # first name wins
                    if len(pre.patterns) == 1 and pre.byte_encode}
-_BYTE_TOKEN = re.compile("<0x[0-9A-F]{2}>")
+#: the byte tokens HF's byte fallback emits (always upper-case hex, unlike the GGUF BYTE type's text)
+_BYTE_FALLBACK_TOKEN = re.compile("<0x[0-9A-F]{2}>")
 _NORMALIZERS = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD", "Lowercase": "lowercase"}
 _SPLIT_BEHAVIORS = ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 _METASPACE_SCHEMES = {"always": "unless_space", "first": "first_unless_space", "never": ""}
@@ -276,7 +277,7 @@ def _spec_from_json(path: Path, data: Any) -> TokenizerSpec:
     added = _added_tokens(data, path)
     tokens, types = _vocabulary(model, added, path)
     if model.get("byte_fallback"):
-        types = [TokenType.BYTE if t == TokenType.NORMAL and _BYTE_TOKEN.fullmatch(text) else t
+        types = [TokenType.BYTE if t == TokenType.NORMAL and _BYTE_FALLBACK_TOKEN.fullmatch(text) else t
                  for text, t in zip(tokens, types)]
     ids = {text: i for i, text in enumerate(tokens)}
     builder = _Builder(path)

@@ -42,11 +42,12 @@ class Segment(NamedTuple):
     special: bool = False
 
 
-_HOLE = re.compile(r"\{(content|bos|eos|role)\}|\{today:([^}]*)\}")
+_TODAY = r"\{today:([^}]*)\}"  # a date written with strftime, e.g. {today:%d %b %Y}
+_HOLE = re.compile(r"\{(content|bos|eos|role)\}|" + _TODAY)
 
 
 def _fill_today(text: str, now: datetime.datetime) -> str:
-    return re.sub(r"\{today:([^}]*)\}", lambda m: now.strftime(m.group(1)), text)
+    return re.sub(_TODAY, lambda m: now.strftime(m.group(1)), text)
 
 
 class _Writer:

@@ -1,0 +1,57 @@
+"""The decode table: the raw bytes each token stands for, as llama.cpp's token_to_piece gives them.
+
+    byte-level   "Ġhello" -> b" hello"   (the byte alphabet undone)
+    SentencePiece "▁hello" -> b" hello", "<0x0A>" -> b"\\n" (byte tokens)
+    special      "<|im_end|>" -> its text;  unused / undefined tokens -> b""
+
+Built on the first decode (encoding never needs it): every token converted as a normal one in bulk
+(one C-level ``translate``/``replace`` + ``encode`` each), then the few other tokens fixed up.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .byte_alphabet import UNSPELL_TABLE, unspell
+from .spec import ModelKind, TokenType
+
+SPECIAL_TYPES = frozenset({TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN})
+BYTE_TOKEN = re.compile("<0x[0-9A-Fa-f]{2}>")
+
+
+def utf8(text: str) -> bytes:
+    """UTF-8 of a token string; undecodable bytes kept by the loaders come back as they were."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
+def _normal_bytes(kind: ModelKind, text: str) -> bytes:
+    if kind is ModelKind.BYTE_LEVEL:
+        raw = unspell(text)
+        return raw if raw is not None else utf8(text)
+    return utf8(text.replace("\u2581", " "))
+
+
+def _other_bytes(text: str, token_type: int, as_normal: bytes) -> bytes:
+    if token_type in SPECIAL_TYPES:
+        return utf8(text)
+    if token_type == TokenType.BYTE:
+        return bytes([int(text[3:5], 16)]) if BYTE_TOKEN.fullmatch(text) else as_normal
+    return b""  # unused / undefined tokens print nothing, as in llama.cpp
+
+
+def byte_table(kind: ModelKind, tokens: list[str], types: list[int]) -> list[bytes]:
+    """Raw bytes of every token, by id."""
+    try:
+        if kind is ModelKind.BYTE_LEVEL:
+            table = [t.translate(UNSPELL_TABLE).encode("latin-1") for t in tokens]
+        else:
+            table = [t.replace("\u2581", " ").encode("utf-8") for t in tokens]
+    except UnicodeError:  # a token outside the byte alphabet, or one with undecodable bytes
+        table = [_normal_bytes(kind, t) for t in tokens]
+    for i, token_type in enumerate(types):
+        if token_type != TokenType.NORMAL:
+            table[i] = _other_bytes(tokens[i], token_type, table[i])
+    return table
