@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import ChainMap
+from collections.abc import Mapping
 from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ _LLAMA_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]
 _KNOWN_PATTERNS = {pre.patterns[0]: name for name, pre in reversed(PRE_SPLITS.items())  # first name wins
                    if len(pre.patterns) == 1 and pre.byte_encode}
 #: the byte tokens HF's byte fallback emits (always upper-case hex, unlike the GGUF BYTE type's text)
-_BYTE_FALLBACK_TOKEN = re.compile("<0x[0-9A-F]{2}>")
+_BYTE_FALLBACK_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 _NORMALIZERS = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD", "Lowercase": "lowercase"}
 _SPLIT_BEHAVIORS = ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 _METASPACE_SCHEMES = {"always": "unless_space", "first": "first_unless_space", "never": ""}
@@ -180,16 +182,17 @@ def _vocabulary(model: dict, added: list[dict], path: Path) -> tuple[list[str], 
     if vocab and (set(map(type, values)) != {int} or min(values) < 0 or max(values) >= 1 << 24):
         bad = next(t for t, i in vocab.items() if type(i) is not int or not 0 <= i < 1 << 24)
         raise TokenizerError(f"{path}: model.vocab id of {bad!r} must be an integer in 0..2^24, not {vocab[bad]!r}")
-    by_id = dict(zip(values, vocab))
-    types = {}
+    types = {token["id"]: TokenType.CONTROL if token.get("special") else TokenType.USER_DEFINED for token in added}
+    if list(values) == list(range(len(vocab))) and all(i >= len(vocab) for i in types):
+        tokens = [*vocab, *(None for _ in range(max(types, default=len(vocab) - 1) + 1 - len(vocab)))]
+    else:  # ids out of order or overridden by added tokens: by id
+        by_id = dict(zip(values, vocab))
+        tokens = list(map(by_id.get, range(max(chain(values, types), default=-1) + 1)))
     for token in added:
-        by_id[token["id"]] = token["content"]
-        types[token["id"]] = TokenType.CONTROL if token.get("special") else TokenType.USER_DEFINED
-    n = max(by_id, default=-1) + 1
-    if len(by_id) != n:
-        missing = next(i for i in range(n) if i not in by_id)
-        raise TokenizerError(f"{path}: token ids are not contiguous: no token has id {missing}")
-    tokens = list(map(by_id.__getitem__, range(n)))
+        tokens[token["id"]] = token["content"]
+    n = len(tokens)
+    if None in tokens:
+        raise TokenizerError(f"{path}: token ids are not contiguous: no token has id {tokens.index(None)}")
     kinds = [TokenType.NORMAL] * n
     for i, kind in types.items():
         kinds[i] = kind
@@ -231,7 +234,7 @@ def _added_tokens(data: dict, path: Path) -> list[dict]:
     return added
 
 
-def _post_processor(component: Any, ids: dict[str, int], path: Path) -> dict[str, Any]:
+def _post_processor(component: Any, ids: Mapping[str, int], n: int, path: Path) -> dict[str, Any]:
     """Which BOS/EOS ``add_special`` adds, from TemplateProcessing / RobertaProcessing / BertProcessing."""
     fields: dict[str, Any] = {}
     for c in _flatten(component, "processors", "post_processor", path):
@@ -249,7 +252,7 @@ def _post_processor(component: Any, ids: dict[str, int], path: Path) -> dict[str
         elif c["type"] in ("RobertaProcessing", "BertProcessing"):
             cls, sep = c.get("cls"), c.get("sep")
             if isinstance(cls, list) and isinstance(sep, list) and len(cls) == len(sep) == 2 \
-                    and all(type(x[1]) is int and 0 <= x[1] < len(ids) for x in (cls, sep)):
+                    and all(type(x[1]) is int and 0 <= x[1] < n for x in (cls, sep)):
                 fields.update(add_bos=True, bos_id=cls[1], add_eos=True, eos_id=sep[1])
     return fields
 
@@ -276,10 +279,13 @@ def _spec_from_json(path: Path, data: Any) -> TokenizerSpec:
         raise Unsupported(f"{path}: model type {kind!r} is not supported (only BPE)")
     added = _added_tokens(data, path)
     tokens, types = _vocabulary(model, added, path)
+    # texts -> ids without a third index of the whole vocabulary: the added tokens, then the model's own map
+    ids = ChainMap({t["content"]: t["id"] for t in added}, model["vocab"])
     if model.get("byte_fallback"):
-        types = [TokenType.BYTE if t == TokenType.NORMAL and _BYTE_FALLBACK_TOKEN.fullmatch(text) else t
-                 for text, t in zip(tokens, types)]
-    ids = {text: i for i, text in enumerate(tokens)}
+        for text in _BYTE_FALLBACK_TOKENS:
+            i = ids.get(text)
+            if i is not None and types[i] == TokenType.NORMAL:
+                types[i] = TokenType.BYTE
     builder = _Builder(path)
     builder.normalizer(_flatten(data.get("normalizer"), "normalizers", "normalizer", path))
     builder.pre_tokenizer(_flatten(data.get("pre_tokenizer"), "pretokenizers", "pre_tokenizer", path))
@@ -288,7 +294,7 @@ def _spec_from_json(path: Path, data: Any) -> TokenizerSpec:
     unk = model.get("unk_token")
     unk_id = ids.get(unk) if isinstance(unk, str) else None
     fields = builder.fields
-    fields.update(_post_processor(data.get("post_processor"), ids, path))
+    fields.update(_post_processor(data.get("post_processor"), ids, len(tokens), path))
     return TokenizerSpec(
         kind=ModelKind.BYTE_LEVEL if builder.byte_level else ModelKind.SENTENCEPIECE,
         tokens=tokens, types=[int(t) for t in types], merges=_merges(model, path),

@@ -51,6 +51,20 @@ def _eos_ids(folder: Path) -> list[int]:
     return ids
 
 
+class _TextIndex:
+    """Id of a token text (the last one, if listed twice) for the few texts configs name, without a
+    dictionary of the whole vocabulary: each lookup is one C-level scan."""
+
+    def __init__(self, tokens: list[str]):
+        self._reversed = tokens[::-1]
+
+    def __contains__(self, text: str) -> bool:
+        return text in self._reversed
+
+    def __getitem__(self, text: str) -> int:
+        return len(self._reversed) - 1 - self._reversed.index(text)
+
+
 def load_hf(path: Path) -> TokenizerSpec:
     """The spec of a tokenizer.json file, or of a model directory holding one (configs included)."""
     folder = path if path.is_dir() else path.parent
@@ -62,7 +76,7 @@ def load_hf(path: Path) -> TokenizerSpec:
     config = _read_json(config_path) if config_path.is_file() else {}
     if not isinstance(config, dict):
         raise TokenizerError(f"{config_path}: must be a JSON object")
-    ids = {text: i for i, text in enumerate(spec.tokens)}
+    ids = _TextIndex(spec.tokens)
     changes: dict[str, Any] = {"chat_template": _chat_template(config, folder)}
     for key, field in (("bos_token", "bos_id"), ("eos_token", "eos_id"), ("unk_token", "unk_id"), ("pad_token", "pad_id")):
         text = _token_text(config.get(key))
