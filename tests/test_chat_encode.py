@@ -70,7 +70,8 @@ def _encoder(model: str) -> ChatEncoder:
 
 def _has_special_text(conversation, encoder: ChatEncoder) -> bool:
     """Content holding the text of a token that llama.cpp would cut out with special=True and we keep literal."""
-    kept_literal = set(encoder.tokenizer.special_texts()) - set(encoder.tokenizer.literal_cutter(()).ids)
+    tok = encoder.tokenizer
+    kept_literal = {t for t, i in tok.special_texts().items() if tok.token_type(i) != TokenType.USER_DEFINED}
     return any(text in m["content"] for m in conversation for text in kept_literal)
 
 

@@ -29,7 +29,7 @@ def _refuse_to_build(monkeypatch: pytest.MonkeyPatch) -> None:
     """After this, only a load from the cache can succeed."""
     def fail(*_args):
         raise AssertionError("the merge table was built again: the cache entry was not used")
-    monkeypatch.setattr(Tokenizer, "_build_merges", fail)
+    monkeypatch.setattr(tokenizer.bpe, "build_merge_table", fail)
     monkeypatch.setattr(tokenizer.gguf, "load_gguf", fail)
 
 

@@ -30,7 +30,7 @@ from itertools import chain
 from . import bpe, pretokenizers
 from .byte_alphabet import BYTE_TO_CHAR, spell
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, validate
-from .specials import SpecialCutter
+from .specials import ASCII_SPACE, UNICODE_SPACE, SpecialCutter
 from .token_bytes import SPECIAL_TYPES as _SPECIAL_TYPES
 from .token_bytes import byte_table
 
@@ -67,7 +67,7 @@ class Tokenizer:
     """Text <-> token ids for one vocabulary. Build with ``Tokenizer.create(spec)``."""
 
     def __init__(self, spec: TokenizerSpec, merge_table: dict[int, int] | None = None):
-        """``merge_table``: the table ``_build_merges`` made for this very spec (``table_cache``), else None."""
+        """``merge_table``: the table ``bpe.build_merge_table`` made for this very spec (``table_cache``), else None."""
         validate(spec)
         self.spec = spec
         self.vocab_size = n = len(spec.tokens)
@@ -76,12 +76,16 @@ class Tokenizer:
         self._vocab = dict(zip(spec.tokens, range(n)))  # later duplicates win, as in llama.cpp
         self._width = n + 1
         self._missing = n  # sentinel id: a unit with no token (never merges)
-        self._merges = self._build_merges(spec.merges or []) if merge_table is None else merge_table
+        self._merges = (bpe.build_merge_table(spec.merges or [], self._vocab, self._width, spec.source)
+                        if merge_table is None else merge_table)
         self._byte_tokens = self._build_byte_tokens()
         specials = [(spec.tokens[i], i) for i, t in enumerate(self._types) if t in _SPECIAL_TYPES]
-        user = [(text, i) for text, i in specials if self._types[i] == TokenType.USER_DEFINED]
-        self._cut_all = SpecialCutter(specials, spec.lstrip_ids, spec.rstrip_ids)
-        self._cut_user = SpecialCutter(user, spec.lstrip_ids, spec.rstrip_ids)
+        self._special_texts = {text: i for text, i in specials if text}
+        raw = [(text, i) for text, i in specials if i not in spec.normalized_ids]
+        self._cut_all = self._cutter(raw)
+        self._cut_user = self._cutter([(text, i) for text, i in raw if self._types[i] == TokenType.USER_DEFINED])
+        self._cut_normalized = self._cutter([(_normalize(text, spec.normalizers), i) for text, i in specials
+                                             if i in spec.normalized_ids]) if spec.normalized_ids else None
         default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
         self._pre = pretokenizers.lookup(spec.pre_split or default_pre)[0]
         if spec.pre_split_patterns:
@@ -111,31 +115,10 @@ class Tokenizer:
 
     # ----- building -------------------------------------------------------------------
 
-    def _build_merges(self, merges: list[tuple[str, str]]) -> dict[int, int]:
-        """Merge table: key left*width+right -> rank*width+merged (see bpe.py).
-
-        Built with C-level maps (280k merges in ~0.1 s); a half or result missing
-        from the vocabulary is a KeyError, turned into a TokenizerError naming the merge.
-        """
-        if not merges:
-            return {}
-        vocab, width = self._vocab, self._width
-        lefts, rights = zip(*merges)
-        try:
-            left_ids = list(map(vocab.__getitem__, lefts))
-            right_ids = list(map(vocab.__getitem__, rights))
-            merged_ids = list(map(vocab.__getitem__, map(str.__add__, lefts, rights)))
-        except KeyError:
-            for rank, (left, right) in enumerate(zip(lefts, rights)):
-                for part, what in ((left, "left half"), (right, "right half"), (left + right, "result")):
-                    if part not in vocab:
-                        raise TokenizerError(f"{self.spec.source}: merge #{rank} ({left!r} {right!r}): "
-                                             f"{what} {part!r} is not in the vocabulary") from None
-            raise
-        keys = list(map(int.__add__, map(width.__mul__, left_ids), right_ids))
-        values = list(map(int.__add__, range(0, len(merged_ids) * width, width), merged_ids))
-        # reversed: when a pair repeats, its first (best) rank is written last and wins, as in llama.cpp
-        return dict(zip(reversed(keys), reversed(values)))
+    def _cutter(self, specials: Iterable[tuple[str, int]]) -> SpecialCutter:
+        spec = self.spec
+        return SpecialCutter(specials, spec.lstrip_ids, spec.rstrip_ids, spec.single_word_ids,
+                             UNICODE_SPACE if spec.unicode_strip else ASCII_SPACE)
 
     @cached_property
     def _bytes(self) -> list[bytes]:
@@ -270,23 +253,40 @@ class Tokenizer:
         return out
 
     def _encode_into(self, text: str, parse_special: bool, out: list[int]) -> None:
-        cutter = self._cut_all if parse_special else self._cut_user
+        self._encode_cut(text, self._cut_all if parse_special else self._cut_user, self._cut_normalized, out)
+
+    def _encode_cut(self, text: str, cutter: SpecialCutter, normalized_cutter: SpecialCutter | None,
+                    out: list[int]) -> None:
         encode_fragment = self.encode_fragment
         first = True
         for fragment, token_id in cutter.split(text):
             if token_id is not None:
                 out.append(token_id)
             else:
-                out += encode_fragment(fragment, first)
+                out += encode_fragment(fragment, first, normalized_cutter)
             first = False
 
-    def encode_fragment(self, fragment: str, first: bool = True) -> list[int]:
+    def encode_fragment(self, fragment: str, first: bool = True,
+                        normalized_cutter: SpecialCutter | None | bool = True) -> list[int]:
         """Ids of one text fragment: text that starts the input (``first``) or follows a cut-out special
         token, and holds no special token. (llama.cpp's SentencePiece prefixes a space to every such
-        fragment, so a fragment's ids depend on its text alone, which lets callers cache them.)"""
+        fragment, so a fragment's ids depend on its text alone, which lets callers cache them.)
+        Added tokens matched on normalized text (``spec.normalized_ids``) are cut here, after the
+        normalizers, by ``normalized_cutter`` (True: this tokenizer's own)."""
         spec = self.spec
         if spec.normalizers:
             fragment = _normalize(fragment, spec.normalizers)
+        cutter = self._cut_normalized if normalized_cutter is True else normalized_cutter
+        if not cutter:
+            return self._encode_normalized(fragment, first)
+        out: list[int] = []
+        for piece, token_id in cutter.split(fragment):  # type: ignore[union-attr]
+            out += [token_id] if token_id is not None else self._encode_normalized(piece, first)
+            first = False
+        return out
+
+    def _encode_normalized(self, fragment: str, first: bool) -> list[int]:
+        spec = self.spec
         if spec.space_prefix:
             if not fragment.startswith(" ") and (first or spec.space_prefix == "unless_space"):
                 fragment = " " + fragment
@@ -298,14 +298,23 @@ class Tokenizer:
 
     def special_texts(self) -> dict[str, int]:
         """Every token cut out of text with parse_special (control, user-defined, unknown), by text."""
-        return self._cut_all.ids
+        return self._special_texts
 
-    def literal_cutter(self, protected: Iterable[int]) -> SpecialCutter:
-        """The cutter for literal text (parse_special off: user-defined tokens only), minus ``protected``
-        ids — a chat message must never produce a turn marker, even one the vocabulary calls user-defined."""
+    def literal_encoder(self, protected: Iterable[int]) -> Callable[[str], list[int]]:
+        """Encode literal text (parse_special off: user-defined tokens only) where the ``protected`` ids
+        stay text — a chat message must never produce a turn marker, even one the vocabulary calls
+        user-defined."""
         keep = frozenset(protected)
-        return SpecialCutter([(t, i) for t, i in self._cut_user.ids.items() if i not in keep],
-                             self.spec.lstrip_ids, self.spec.rstrip_ids)
+        cutter = self._cutter((t, i) for t, i in self._cut_user.ids.items() if i not in keep)
+        normalized = self._cut_normalized and self._cutter(
+            (t, i) for t, i in self._cut_normalized.ids.items() if i not in keep)
+
+        def encode(text: str) -> list[int]:
+            out: list[int] = []
+            self._encode_cut(text, cutter, normalized, out)
+            return out
+
+        return encode
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
         """Concatenated raw bytes of the tokens (control tokens left out with skip_special)."""

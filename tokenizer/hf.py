@@ -6,7 +6,8 @@ GGUF loader builds. Components are read stage by stage (Sequences flattened):
     normalizer      NFC/NFKC/NFD/NFKD/Lowercase -> spec.normalizers; Replace(" "->"▁")/Prepend("▁") -> spaces
     pre_tokenizer   ByteLevel (+ Split before it) -> byte-level; Metaspace -> SentencePiece style
     model           BPE only (vocab, merges as "a b" or [a, b], byte_fallback, ignore_merges, unk_token)
-    added_tokens    special -> CONTROL (cut only with parse_special), else USER_DEFINED (always cut)
+    added_tokens    special -> CONTROL (cut only with parse_special), else USER_DEFINED (always cut);
+                    lstrip/rstrip (Unicode spaces), single_word, normalized (non-special: cut after normalizing)
     post_processor  TemplateProcessing / Roberta / Bert -> which BOS/EOS add_special adds
     decoder         Strip / Metaspace -> whether decode drops the leading space
 
@@ -301,5 +302,8 @@ def _spec_from_json(path: Path, data: Any) -> TokenizerSpec:
         unk_id=unk_id, byte_fallback=bool(model.get("byte_fallback", False)),
         ignore_merges=bool(model.get("ignore_merges", False)), unk_for_missing_bytes=unk_id is not None,
         lstrip_ids=frozenset(t["id"] for t in added if t.get("lstrip")),
-        rstrip_ids=frozenset(t["id"] for t in added if t.get("rstrip")),
+        rstrip_ids=frozenset(t["id"] for t in added if t.get("rstrip")), unicode_strip=True,
+        single_word_ids=frozenset(t["id"] for t in added if t.get("single_word")),
+        # HF matches special tokens on the raw text always (their default is normalized: false)
+        normalized_ids=frozenset(t["id"] for t in added if t.get("normalized", True) and not t.get("special")),
         source=str(path), **fields)

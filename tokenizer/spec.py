@@ -93,6 +93,13 @@ class TokenizerSpec:
     #: token ids whose surrounding spaces are stripped when the token is cut out (llama.cpp attrs).
     lstrip_ids: frozenset[int] = field(default_factory=frozenset)
     rstrip_ids: frozenset[int] = field(default_factory=frozenset)
+    #: lstrip/rstrip take Unicode White_Space (HF) instead of C isspace() (llama.cpp).
+    unicode_strip: bool = False
+    #: added tokens cut only where they stand alone: no word character (HF's \w) just before or after.
+    single_word_ids: frozenset[int] = field(default_factory=frozenset)
+    #: user-defined added tokens matched on the normalized text (HF ``normalized: true``): cut after the
+    #: normalizers ran, against their own normalized text; all others are cut from the raw text first.
+    normalized_ids: frozenset[int] = field(default_factory=frozenset)
     #: where the spec came from, for error messages ("model.gguf", "tokenizer.json").
     source: str = "<spec>"
     #: the model's Jinja chat template, if its file carries one (never run; chat formats are detected from it).

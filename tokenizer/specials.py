@@ -15,11 +15,23 @@ Worked example: {"<s>", "</s>", "<sep>"} compiles to ``<(?:/s>|s(?:>|ep>))``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 
+from ._unicode_tables import WHITESPACE
+
 #: C isspace() — what llama.cpp strips next to lstrip/rstrip tokens.
 ASCII_SPACE = " \t\n\v\f\r"
+#: Unicode White_Space (Rust's \s) — what HF strips next to lstrip/rstrip added tokens.
+UNICODE_SPACE = "".join(map(chr, WHITESPACE))
+#: categories of Rust regex's Unicode \w (Alphabetic ~ letters and Nl, marks, decimal digits, connectors).
+_WORD_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Nl", "Mn", "Mc", "Me", "Nd", "Pc"})
+
+
+def is_word_char(ch: str) -> bool:
+    """HF's test for single_word tokens: "A<mask>" and "é<mask>" touch a word, "-<mask>" does not."""
+    return unicodedata.category(ch) in _WORD_CATEGORIES or ch in "\u200c\u200d"
 
 
 def _trie_pattern(strings: list[str]) -> str:
@@ -46,10 +58,13 @@ def _trie_pattern(strings: list[str]) -> str:
 class SpecialCutter:
     """Splits text into (text, None) and (piece, token_id) parts."""
 
-    def __init__(self, specials: Iterable[tuple[str, int]], lstrip: frozenset[int], rstrip: frozenset[int]):
+    def __init__(self, specials: Iterable[tuple[str, int]], lstrip: frozenset[int], rstrip: frozenset[int],
+                 single_word: frozenset[int] = frozenset(), spaces: str = ASCII_SPACE):
         self.ids = {text: token_id for text, token_id in specials if text}
         self._lstrip = lstrip
         self._rstrip = rstrip
+        self._single_word = single_word
+        self._spaces = spaces
 
     @cached_property
     def _regex(self) -> re.Pattern[str] | None:
@@ -68,15 +83,21 @@ class SpecialCutter:
             if start < pos:  # inside whitespace an rstrip token already consumed
                 continue
             token_id = self.ids[m.group()]
+            if token_id in self._single_word and not self._alone(text, start, end):
+                continue  # inside a word: stays text (the next match is looked for after it, as in HF)
             left = text[pos:start]
             if token_id in self._lstrip:
-                left = left.rstrip(ASCII_SPACE)
+                left = left.rstrip(self._spaces)
             if left:
                 yield left, None
             yield m.group(), token_id
             pos = end
             if token_id in self._rstrip:
-                while pos < len(text) and text[pos] in ASCII_SPACE:
+                while pos < len(text) and text[pos] in self._spaces:
                     pos += 1
         if pos < len(text):
             yield text[pos:], None
+
+    @staticmethod
+    def _alone(text: str, start: int, end: int) -> bool:
+        return (start == 0 or not is_word_char(text[start - 1])) and (end == len(text) or not is_word_char(text[end]))

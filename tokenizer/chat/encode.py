@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..core import Tokenizer
-from ..specials import ASCII_SPACE
+from ..specials import ASCII_SPACE, UNICODE_SPACE
 from .formats import ChatFormat
 from .render import Segment, format_chat
 
@@ -37,12 +37,13 @@ class ChatEncoder:
         protected = {specials[m] for m in fmt.markers if m in specials} | set(self.stop_ids)
         protected |= {i for i in (tokenizer.bos_id, tokenizer.spec.eos_id) if i is not None}
         self._specials = specials
-        self._literal = tokenizer.literal_cutter(protected)
+        self._encode_literal = tokenizer.literal_encoder(protected)
         self._runs: dict[str, tuple[int, ...]] = {}
         self.bos_text = tokenizer.id_to_token(tokenizer.bos_id) if tokenizer.bos_id is not None else ""
         eos = tokenizer.spec.eos_id
         self.eos_text = tokenizer.id_to_token(eos) if eos is not None else ""
         self.writes_bos = fmt.bos or any("{bos}" in text for text in fmt.roles.values())
+        self._spaces = UNICODE_SPACE if tokenizer.spec.unicode_strip else ASCII_SPACE
 
     def format(self, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True,
                **options: object) -> list[Segment]:
@@ -74,19 +75,16 @@ class ChatEncoder:
         text = "".join(run)
         run.clear()
         if strip_left:
-            text = text.lstrip(ASCII_SPACE)
+            text = text.lstrip(self._spaces)
         if strip_right:
-            text = text.rstrip(ASCII_SPACE)
+            text = text.rstrip(self._spaces)
         if not text:
             return
         ids = self._runs.get(text)
         if ids is None:
-            pieces: list[int] = []
-            for fragment, token_id in self._literal.split(text):
-                pieces += [token_id] if token_id is not None else self.tokenizer.encode_fragment(fragment)
             if len(self._runs) >= _RUN_CACHE_LIMIT:
                 self._runs.clear()
-            ids = self._runs[text] = tuple(pieces)
+            ids = self._runs[text] = tuple(self._encode_literal(text))
         out += ids
 
 
