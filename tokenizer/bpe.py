@@ -35,6 +35,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from .spec import TokenizerError
@@ -56,7 +57,8 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
     """
     if not merges:
         return {}
-    lefts, rights = zip(*merges)
+    lefts = list(map(itemgetter(0), merges))  # faster than zip(*merges) over 10^5 pairs
+    rights = list(map(itemgetter(1), merges))
     try:
         left_ids = list(map(vocab.__getitem__, lefts))
         right_ids = list(map(vocab.__getitem__, rights))
