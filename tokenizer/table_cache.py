@@ -126,11 +126,12 @@ def read(source: Path) -> Entry | None:
     if root is None:
         return None
     try:
-        blob = _entry_path(root, source.resolve()).read_bytes()
+        source = source.resolve()
+        blob = _entry_path(root, source).read_bytes()
         if len(blob) < 4 or zlib.crc32(blob[4:]) != int.from_bytes(blob[:4], "little"):
             return None
         stamp, fields, table, warnings = marshal.loads(blob[4:])
-        if stamp != _stamp(source.resolve()):
+        if stamp != _stamp(source):
             return None
         fields["kind"] = ModelKind(fields["kind"])
         if fields["merges"] is not None:
