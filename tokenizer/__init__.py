@@ -25,7 +25,7 @@ def load(path: str | Path) -> Tokenizer:
     and config files, else its single ``.gguf``). The built tables of a big vocabulary are cached on disk
     (``table_cache``): the next load of the same, unchanged file reads them back."""
     from .gguf import load_gguf
-    from .hf_config import load_hf
+    from .hf_config import is_hf_source, load_hf
 
     p = Path(path)
     if not p.exists():
@@ -41,7 +41,7 @@ def load(path: str | Path) -> Tokenizer:
             table_cache.replay(cached.warnings)
             return Tokenizer(cached.spec, cached.merge_table)
         with table_cache.captured_warnings() as warnings:
-            spec = load_hf(p) if p.is_dir() or p.suffix.lower() == ".json" else load_gguf(p)[0]
+            spec = load_hf(p) if is_hf_source(p) else load_gguf(p)[0]
             tok = Tokenizer.create(spec)
         table_cache.write(p, spec, tok.merge_table, warnings)
         return tok

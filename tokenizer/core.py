@@ -267,20 +267,20 @@ class Tokenizer:
             first = False
 
     def encode_fragment(self, fragment: str, first: bool = True,
-                        normalized_cutter: SpecialCutter | None | bool = True) -> list[int]:
+                        normalized_cutter: SpecialCutter | None = None) -> list[int]:
         """Ids of one text fragment: text that starts the input (``first``) or follows a cut-out special
         token, and holds no special token. (llama.cpp's SentencePiece prefixes a space to every such
         fragment, so a fragment's ids depend on its text alone, which lets callers cache them.)
         Added tokens matched on normalized text (``spec.normalized_ids``) are cut here, after the
-        normalizers, by ``normalized_cutter`` (True: this tokenizer's own)."""
+        normalizers, by ``normalized_cutter`` (None: this tokenizer's own)."""
         spec = self.spec
         if spec.normalizers:
             fragment = _normalize(fragment, spec.normalizers)
-        cutter = self._cut_normalized if normalized_cutter is True else normalized_cutter
-        if not cutter:
+        cutter = normalized_cutter or self._cut_normalized
+        if cutter is None:
             return self._encode_normalized(fragment, first)
         out: list[int] = []
-        for piece, token_id in cutter.split(fragment):  # type: ignore[union-attr]
+        for piece, token_id in cutter.split(fragment):
             out += [token_id] if token_id is not None else self._encode_normalized(piece, first)
             first = False
         return out
@@ -306,7 +306,7 @@ class Tokenizer:
         user-defined."""
         keep = frozenset(protected)
         cutter = self._cutter((t, i) for t, i in self._cut_user.ids.items() if i not in keep)
-        normalized = self._cut_normalized and self._cutter(
+        normalized = None if self._cut_normalized is None else self._cutter(
             (t, i) for t, i in self._cut_normalized.ids.items() if i not in keep)
 
         def encode(text: str) -> list[int]:

@@ -185,7 +185,7 @@ def _vocabulary(model: dict, added: list[dict], path: Path) -> tuple[list[str], 
         raise TokenizerError(f"{path}: model.vocab id of {bad!r} must be an integer in 0..2^24, not {vocab[bad]!r}")
     types = {token["id"]: TokenType.CONTROL if token.get("special") else TokenType.USER_DEFINED for token in added}
     if list(values) == list(range(len(vocab))) and all(i >= len(vocab) for i in types):
-        tokens = [*vocab, *(None for _ in range(max(types, default=len(vocab) - 1) + 1 - len(vocab)))]
+        tokens = [*vocab] + [None] * (max(types, default=-1) + 1 - len(vocab))
     else:  # ids out of order or overridden by added tokens: by id
         by_id = dict(zip(values, vocab))
         tokens = list(map(by_id.get, range(max(chain(values, types), default=-1) + 1)))
@@ -258,8 +258,8 @@ def _post_processor(component: Any, ids: Mapping[str, int], n: int, path: Path) 
     return fields
 
 
-def spec_from_tokenizer_json(path: Path) -> TokenizerSpec:
-    """The spec of one tokenizer.json file (no neighbouring config files).
+def spec_from_tokenizer_json(path: Path) -> tuple[TokenizerSpec, Mapping[str, int]]:
+    """The spec of one tokenizer.json file (no neighbouring config files), and its text -> id lookup.
 
     The components are checked where they are read; a value of a shape no check foresaw (a list where an
     object belongs, deep inside a component) still ends as a TokenizerError naming the file."""
@@ -271,7 +271,7 @@ def spec_from_tokenizer_json(path: Path) -> TokenizerSpec:
         raise TokenizerError(f"{path}: malformed tokenizer.json ({type(err).__name__}: {err})") from None
 
 
-def _spec_from_json(path: Path, data: Any) -> TokenizerSpec:
+def _spec_from_json(path: Path, data: Any) -> tuple[TokenizerSpec, Mapping[str, int]]:
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise TokenizerError(f"{path}: not a tokenizer.json (no 'model' object)")
     model = data["model"]
@@ -296,7 +296,7 @@ def _spec_from_json(path: Path, data: Any) -> TokenizerSpec:
     unk_id = ids.get(unk) if isinstance(unk, str) else None
     fields = builder.fields
     fields.update(_post_processor(data.get("post_processor"), ids, len(tokens), path))
-    return TokenizerSpec(
+    spec = TokenizerSpec(
         kind=ModelKind.BYTE_LEVEL if builder.byte_level else ModelKind.SENTENCEPIECE,
         tokens=tokens, types=[int(t) for t in types], merges=_merges(model, path),
         unk_id=unk_id, byte_fallback=bool(model.get("byte_fallback", False)),
@@ -307,3 +307,4 @@ def _spec_from_json(path: Path, data: Any) -> TokenizerSpec:
         # HF matches special tokens on the raw text always (their default is normalized: false)
         normalized_ids=frozenset(t["id"] for t in added if t.get("normalized", True) and not t.get("special")),
         source=str(path), **fields)
+    return spec, ids

@@ -51,32 +51,32 @@ def _eos_ids(folder: Path) -> list[int]:
     return ids
 
 
-class _TextIndex:
-    """Id of a token text (the last one, if listed twice) for the few texts configs name, without a
-    dictionary of the whole vocabulary: each lookup is one C-level scan."""
+#: the config files ``load_hf`` reads beside tokenizer.json.
+CONFIG_FILES = ("tokenizer_config.json", "chat_template.jinja", "generation_config.json", "config.json")
 
-    def __init__(self, tokens: list[str]):
-        self._reversed = tokens[::-1]
 
-    def __contains__(self, text: str) -> bool:
-        return text in self._reversed
+def is_hf_source(path: Path) -> bool:
+    """A model directory or a tokenizer.json file (anything else is read as a GGUF)."""
+    return path.is_dir() or path.suffix.lower() == ".json"
 
-    def __getitem__(self, text: str) -> int:
-        return len(self._reversed) - 1 - self._reversed.index(text)
+
+def source_files(path: Path) -> list[Path]:
+    """Every file ``load_hf(path)`` may read: the tokenizer.json, then ``CONFIG_FILES`` beside it."""
+    folder = path if path.is_dir() else path.parent
+    return [folder / "tokenizer.json" if path.is_dir() else path, *(folder / name for name in CONFIG_FILES)]
 
 
 def load_hf(path: Path) -> TokenizerSpec:
     """The spec of a tokenizer.json file, or of a model directory holding one (configs included)."""
     folder = path if path.is_dir() else path.parent
-    file = folder / "tokenizer.json" if path.is_dir() else path
+    file = source_files(path)[0]
     if not file.is_file():
         raise TokenizerError(f"{folder}: no tokenizer.json in the directory")
-    spec = spec_from_tokenizer_json(file)
+    spec, ids = spec_from_tokenizer_json(file)
     config_path = folder / "tokenizer_config.json"
     config = _read_json(config_path) if config_path.is_file() else {}
     if not isinstance(config, dict):
         raise TokenizerError(f"{config_path}: must be a JSON object")
-    ids = _TextIndex(spec.tokens)
     changes: dict[str, Any] = {"chat_template": _chat_template(config, folder)}
     for key, field in (("bos_token", "bos_id"), ("eos_token", "eos_id"), ("unk_token", "unk_id"), ("pad_token", "pad_id")):
         text = _token_text(config.get(key))

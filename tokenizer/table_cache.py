@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from functools import cache, cached_property
 from pathlib import Path
 
+from . import hf_config
 from .spec import ModelKind, TokenizerSpec
 
 log = logging.getLogger("tokenizer")
@@ -41,8 +42,6 @@ log = logging.getLogger("tokenizer")
 #: bump when the layout of an entry changes (the source hash covers changes of meaning).
 FORMAT = 1
 MIN_TOKENS = 10_000
-#: files beside a tokenizer.json that the directory loader reads (see ``hf_config.load_hf``).
-HF_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json", "config.json")
 
 
 def cache_dir() -> Path:
@@ -71,13 +70,7 @@ def _code_hash() -> str:
 
 
 def _stamp(source: Path) -> tuple:
-    if source.is_dir() or source.suffix.lower() == ".json":
-        folder = source if source.is_dir() else source.parent
-        files = [folder / name for name in HF_FILES]
-        if not source.is_dir():
-            files[0] = source
-    else:
-        files = [source]
+    files = hf_config.source_files(source) if hf_config.is_hf_source(source) else [source]
     stats = []
     for file in files:
         try:
