@@ -17,6 +17,7 @@ import argparse
 import importlib.util
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -138,27 +139,40 @@ def bench(name: str, docs: list[str], size: float, hf_root: Path | None) -> dict
     return out
 
 
+def ratios(r: dict[str, float]) -> dict[str, float]:
+    """Ours over theirs, from one round (so both sides ran under the same machine load)."""
+    out = {f"steady/{k}": r["ours steady"] / r[k] for k in ("llama.cpp", "HF tokenizers", "tiktoken") if k in r}
+    out |= {f"first/{k}": r["ours first"] / r[k] for k in ("llama.cpp", "HF tokenizers") if k in r}
+    out["load ours/llama.cpp cold"] = r["load ours"] / r["load llama.cpp"]
+    out["load ours/llama.cpp warm"] = r["load ours warm"] / r["load llama.cpp"]
+    if "load HF" in r:
+        out["load ours-json/HF cold"] = r["load ours json"] / r["load HF"]
+        out["load ours-json/HF warm"] = r["load ours json warm"] / r["load HF"]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("corpus", type=Path)
     parser.add_argument("--hf-root", type=Path)
     parser.add_argument("--names", default="gpt-2,llama-bpe,qwen2,smollm2,llama-spm,gemma3")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat each vocabulary; print medians (ratios: median of the rounds' ratios, and range)")
     args = parser.parse_args()
     text = args.corpus.read_text(encoding="utf-8")
     docs = [d for d in text.split("\n\n") if d]
     size = len(text.encode()) / 1e6
-    print(f"{len(docs)} documents, {size:.2f} MB; rates in MB/s, loads in s")
+    print(f"{len(docs)} documents, {size:.2f} MB; rates in MB/s, loads in s; median of {args.rounds} round(s)")
     for name in args.names.split(","):
-        r = bench(name, docs, size, args.hf_root)
-        parts = [f"{k} {v:.2f}" for k, v in r.items()]
-        ratios = [f"steady/{k} {r['ours steady'] / r[k]:.2f}x" for k in ("llama.cpp", "HF tokenizers", "tiktoken") if k in r]
-        ratios += [f"first/{k} {r['ours first'] / r[k]:.2f}x" for k in ("llama.cpp", "HF tokenizers") if k in r]
-        ratios.append(f"load ours/llama.cpp cold {r['load ours'] / r['load llama.cpp']:.2f}x "
-                  f"warm {r['load ours warm'] / r['load llama.cpp']:.2f}x")
-        if "load HF" in r:
-            ratios.append(f"load ours-json/HF cold {r['load ours json'] / r['load HF']:.2f}x "
-                          f"warm {r['load ours json warm'] / r['load HF']:.2f}x")
-        print(f"{name:10} | " + " | ".join(parts) + "\n           | " + " | ".join(ratios), flush=True)
+        rounds = [bench(name, docs, size, args.hf_root) for _ in range(args.rounds)]
+        per_round = [ratios(r) for r in rounds]
+        parts = [f"{k} {statistics.median(r[k] for r in rounds):.2f}" for k in rounds[0]]
+        shown = []
+        for k in per_round[0]:
+            values = [r[k] for r in per_round]
+            spread = f" ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
+            shown.append(f"{k} {statistics.median(values):.2f}x{spread}")
+        print(f"{name:10} | " + " | ".join(parts) + "\n           | " + " | ".join(shown), flush=True)
     shutil.rmtree(WARM_DIR, ignore_errors=True)
 
 
