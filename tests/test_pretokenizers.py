@@ -7,6 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tokenizer import llama_regex as lr
 from tokenizer import pretokenizers as pt
 
 TEXT = st.text(alphabet=st.sampled_from(list("ab Z'1 2\t\n\r.,!é中😀\u3000\u00a0") + ["\U0001d400", "\u0301"]), max_size=60)
@@ -15,7 +16,7 @@ TEXT = st.text(alphabet=st.sampled_from(list("ab Z'1 2\t\n\r.,!é中😀\u3000\u
 @settings(max_examples=400, deadline=None)
 @given(st.text(max_size=30))
 def test_astral_check_by_size_equals_max(text: str) -> None:
-    assert pt._wide_by_size(text) == pt._wide_by_max(text)
+    assert lr._wide_by_size(text) == lr._wide_by_max(text)
 
 
 @settings(max_examples=400, deadline=None)
@@ -29,16 +30,16 @@ def test_fused_starcoder_split_equals_the_sequence(text: str) -> None:
 @given(TEXT)
 def test_tiled_class_patterns_equal_the_gap_aware_split(text: str) -> None:
     for pattern in (r"\p{N}", r"\p{N}+", r"[\r\n]", r"[\p{P}\$\+<=>\^~\|]+"):
-        plain = pt._split_one(re.compile(pt.translate(pattern)), "\\p{" in pattern)
+        plain = lr.split_one(re.compile(lr.translate(pattern)), "\\p{" in pattern)
         assert pt.compile_split((pattern,))(text) == plain(text)
         assert "".join(plain(text)) == text
 
 
 def test_tiling_only_touches_single_class_patterns() -> None:
-    assert pt._tiled(r"\p{N}") == r"\p{N}|[^\p{N}]+"
-    assert pt._tiled(r"[\r\n]") == r"[\r\n]|[^\r\n]+"
-    assert pt._tiled("[0-9][0-9][0-9]") == "[0-9][0-9][0-9]"
-    assert pt._tiled(r"[^\n]+|[\n]+") == r"[^\n]+|[\n]+"
+    assert lr.tiled(r"\p{N}") == r"\p{N}|[^\p{N}]+"
+    assert lr.tiled(r"[\r\n]") == r"[\r\n]|[^\r\n]+"
+    assert lr.tiled("[0-9][0-9][0-9]") == "[0-9][0-9][0-9]"
+    assert lr.tiled(r"[^\n]+|[\n]+") == r"[^\n]+|[\n]+"
 
 
 def test_gpt2_example() -> None:

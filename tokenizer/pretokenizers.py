@@ -19,13 +19,10 @@ when it is one for llama.cpp, whatever Unicode version this Python ships.
 
 from __future__ import annotations
 
-import bisect
 import re
-import sys
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from . import _unicode_tables as ut
+from .llama_regex import CUSTOM, Splitter, split_one, tiled, translate
 
 _C = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 # GPT-2's regex ends in \s+(?!\S), which leaves a lone space before a non-space unmatched; that gap is
@@ -81,17 +78,26 @@ _GPT2 = PreSplit((_G2,))
 # piece, and a space run before a digit ends there as it would at the end of a piece.
 _STARCODER = PreSplit((r"\p{N}", _G2), fused=r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
                                               r"|\s+(?![^\s\p{N}])|\s+")
+_UPPER_LOWER_M = r"((?=[\p{L}\p{M}])([^a-z]))*((?=[\p{L}\p{M}])([^A-Z]))+"
+_UPPER_ONLY_M = r"((?=[\p{L}\p{M}])([^a-z]))+((?=[\p{L}\p{M}])([^A-Z]))*"
+_LETTERS_CASED = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+_LETTERS_UPPER = r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
 _GPT4O_TAIL = r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|" + _T
+# AFMoE's Asian scripts, code point for code point as llama.cpp's source spells them (U+8C48, not U+F900).
+_AFMOE_ASIAN = ("[\u4e00-\u9fff\u3400-\u4dbf\u8c48-\ufaff\u3040-\u309f\u30a0-\u30ff\uff65-\uff9f\u2f00-\u2fdf"
+                "\u0e40-\u0e7f\u0e80-\u0eff\u1780-\u17ff\u1000-\u109f\uaa60-\uaa7f\ua9e0-\ua9ff\uac00-\ud7af\u1100-\u11ff]+")
 _PORO = r" ?[^(\s|.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c)]+"
 
 _GROUPS: list[tuple[tuple[str, ...], PreSplit]] = [
     (("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"), _LLAMA3),
     (("dbrx", "smaug-bpe"), PreSplit(_LLAMA3.patterns)),
-    (("chatglm-bpe", "glm4"), PreSplit(_LLAMA3.patterns)),
+    (("chatglm-bpe",), PreSplit(_LLAMA3.patterns)),
+    (("glm4", "glm5"), PreSplit(_LLAMA3.patterns, ignore_merges=True)),
     (("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2"), _QWEN2),
     (("qwen35",), PreSplit((_C + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|" + _T,))),
     (("gpt-2", "phi-2", "mpt", "olmo", "jais", "trillion", "granite-docling", "roberta-bpe", "gigachat", "a.x-4.0",
-      "exaone4", "modern-bert", "jina-v1-en", "jina-v2-en", "jina-v2-es", "jina-v2-de", "jina-v2-code", "mellum"), _GPT2),
+      "exaone4", "modern-bert", "jina-v1-en", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de",
+      "jina-v2-code", "mellum"), _GPT2),
     (("starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"), _STARCODER),
     (("falcon",), PreSplit((r"[\p{P}\$\+<=>\^~\|`]+", _G2, "[0-9][0-9][0-9]"))),
     (("default",), PreSplit((r"[\p{P}\$\+<=>\^~\|]+", _G2, r"\p{N}+", "[0-9][0-9][0-9]"))),
@@ -111,13 +117,37 @@ _GROUPS: list[tuple[tuple[str, ...], PreSplit]] = [
     (("poro-chat", "bloom", "gpt3-finnish"), PreSplit((_PORO,))),
     (("viking",), PreSplit((_PORO, r"\p{N}"))),
     (("ufakzeka",), PreSplit((r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|" + _T,))),
-    (("bailingmoe", "llada-moe"), PreSplit((r"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-                                           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",))),
+    (("bailingmoe", "bailingmoe2", "llada-moe"),
+     PreSplit((r"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",))),
     (("minicpm5",), PreSplit((r"\p{N}{1,3}", _C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|" + _T),
                              ignore_merges=True)),
     (("laguna",), PreSplit(("[^\\n]+|[\\n]+", _QWEN2.patterns[0]))),
-    (("gemma4",), PreSplit(("[^\\n]+|[\\n]+",), byte_encode=False, add_bos=True, newline_runs_whole=True)),
+    (("gemma4", "granite-embed-multi-311m"),
+     PreSplit(("[^\\n]+|[\\n]+",), byte_encode=False, add_bos=True, newline_runs_whole=True)),
     (("sarvam-moe",), PreSplit(("[^\\n]+|[\\n]+",), byte_encode=False)),
+    (("jais-2",), PreSplit((_C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
+                            + "|".join(f"\\s{{{n}}}(?!\\S)" for n in (512, 256, 128, 64, 32, 16, 8, 4))
+                            + r"|\s{1,2}(?!\S)|\s{1}",))),
+    (("spark2_5",), PreSplit((r"\p{N}{1,3}", _CJK_KANA,
+                              _PUN + r"|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+", r"\p{N}"))),
+    (("youtu",), PreSplit(("[\uac00-\ud7a3\u3131-\u318e]+|[\uff01\u2026\u201c\u201d\u2018\u2019\u2014\uff1a\uff1b\uff0c"
+                           "\u3001-\u303f\ufe30-\ufe4f]+|[\u3105-\u312f]+|[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+                           _LETTERS_CASED + _C + "?|" + _LETTERS_UPPER + _C + r"?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|" + _T),
+                          ignore_merges=True)),
+    (("exaone-moe",), PreSplit((_C + r"|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}"
+                                     r"| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+",))),
+    (("granite-embed-multi-97m",),
+     PreSplit(("[^\\r\\n\\p{L}\\p{N}]?" + _UPPER_LOWER_M + _C + "?|[^\\r\\n\\p{L}\\p{N}]?" + _UPPER_ONLY_M + _C + "?"
+               + _GPT4O_TAIL,), ignore_merges=True)),
+    (("tiny_aya", "cohere2moe"), PreSplit((r"\d{1,3}(?=(?:\d{3})*\b)", _LETTERS_CASED + _C + "?|" + _LETTERS_UPPER + _C + "?"
+                                           + _GPT4O_TAIL))),
+    (("superbpe",), PreSplit((r"\p{N}+", r"(?=(\d{3})+(?!\d))"))),
+    (("afmoe",), PreSplit((r"\p{AFMoE_digits}", _AFMOE_ASIAN,
+                           _PUN + r"|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|" + _T))),
+    (("kimi-k2",), PreSplit((r"\p{Han}+",))),
+    (("chameleon",), PreSplit(("<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\t\n]|    |  )", r"\p{N}",
+                               r"[\p{P}!-/:-@\[-`{-~]", _G2), add_bos=True)),
     # SentencePiece ("llama" GGUF models): no pre-split, the whole segment is one word.
     (("none",), PreSplit((), byte_encode=False)),
     (("whitespace",), PreSplit((r"\S+",), byte_encode=False)),
@@ -129,194 +159,10 @@ PRE_SPLITS: dict[str, PreSplit] = {name: pre for names, pre in _GROUPS for name 
 FALLBACK_NAME = "default"
 
 
-# --- translation of llama.cpp regex syntax to Python's re -------------------------
-
-def _ranges_to_class(ranges: tuple[tuple[int, int], ...]) -> str:
-    return "".join(f"\\U{a:08X}" if a == b else f"\\U{a:08X}-\\U{b:08X}" for a, b in ranges)
-
-
-# Performance: Python's re compiles a class of BMP-only ranges into a 64k bitmap
-# (one lookup per character) but falls back to a linear scan of every range as
-# soon as one range lies above U+FFFF — 7x slower on our corpus. So the classes
-# hold only their BMP part, and before matching, each astral code point of the
-# text is replaced by a BMP stand-in of the same llama.cpp class (offsets do not
-# move: one code point for one); pieces are then cut from the original text.
-# llama.cpp's regex path does the same ("collapsed" text). The stand-ins are
-# members of their class, so a real one in the text is classified the same way.
-_CLASSES = {name: getattr(ut, name) for name in ("L", "N", "P", "S", "M")}
-_STAND_IN = {"L": "\u00aa", "N": "\u00b2", "P": "\u00a1", "S": "\u00a2", "M": "\u0300", None: "\u0378"}
-_ASTRAL_STARTS: list[int] = []
-_ASTRAL_STAND_INS: list[str] = []
-
-
-def _build_astral_index() -> None:
-    spans = sorted((max(a, 0x10000), b, name) for name, rs in _CLASSES.items() for a, b in rs if b > 0xFFFF)
-    pos = 0x10000
-    for a, b, name in spans:
-        if a > pos:
-            _ASTRAL_STARTS.append(pos)
-            _ASTRAL_STAND_INS.append(_STAND_IN[None])
-        _ASTRAL_STARTS.append(a)
-        _ASTRAL_STAND_INS.append(_STAND_IN[name])
-        pos = b + 1
-    _ASTRAL_STARTS.append(pos)
-    _ASTRAL_STAND_INS.append(_STAND_IN[None])
-
-
-_build_astral_index()
-_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
-
-
-def _stand_in(match: re.Match[str]) -> str:
-    return _ASTRAL_STAND_INS[bisect.bisect_right(_ASTRAL_STARTS, ord(match.group())) - 1]
-
-
-def collapse_astral(text: str) -> str:
-    """Replace each astral code point by a BMP member of its class (same length)."""
-    return _ASTRAL.sub(_stand_in, text)
-
-
-# CPython stores a str with 1, 2 or 4 bytes per code point, 4 only when one is above U+FFFF, so the
-# object's size tells in O(1) what max(text) would find in O(n) (17 % of encode time on a warm cache).
-# The rule is checked once at import; anywhere it does not hold, max() is used.
-_COMPACT_BASE = sys.getsizeof("\u0100") - 2 * 2
-
-
-def _wide_by_size(text: str) -> bool:
-    return not text.isascii() and sys.getsizeof(text) - _COMPACT_BASE >= 4 * (len(text) + 1)
-
-
-def _wide_by_max(text: str) -> bool:
-    return bool(text) and max(text) > "\uffff"
-
-
-_SIZE_RULE_HOLDS = all(_wide_by_size(t) == _wide_by_max(t)
-                       for t in ("", "a", "\xe9", "\u4e2d\xe9", "\U0001F600", "a\U0001F600b", "\u4e2d" * 9))
-has_astral = _wide_by_size if _SIZE_RULE_HOLDS else _wide_by_max
-
-
-def _bmp(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-    return tuple((a, min(b, 0xFFFF)) for a, b in ranges if a <= 0xFFFF)
-
-
-_CLASS_BODY = {name: _ranges_to_class(_bmp(rs)) for name, rs in _CLASSES.items()}
-# llama.cpp folds the letter subcategories into LETTER (its regex path has no finer classes).
-_CLASS_BODY.update({sub: _CLASS_BODY["L"] for sub in ("Lu", "Ll", "Lt", "Lm", "Lo")})
-_SPACE_BODY = _ranges_to_class(tuple((c, c) for c in ut.WHITESPACE))
-_ESCAPE = re.compile(r"\\p\{(\w+)\}|\\[sSd]|\\.|\[|\]|\((?!\?)")
-
-
-def translate(pattern: str) -> str:
-    """Rewrite a llama.cpp/HF regex for Python's re with llama.cpp's classes.
-
-    ``\\p{L}`` -> [letters], ``\\s`` -> [its 25 spaces], ``\\S`` -> [^...],
-    ``\\d`` -> [0-9]; capturing groups become non-capturing (findall returns
-    whole matches). Inside a [...] class the bodies are spliced in place.
-    """
-    out: list[str] = []
-    pos = 0
-    depth = 0
-    for m in _ESCAPE.finditer(pattern):
-        out.append(pattern[pos:m.start()])
-        pos = m.end()
-        token = m.group(0)
-        if m.group(1):
-            if m.group(1) not in _CLASS_BODY:
-                raise ValueError(f"unsupported Unicode class {token} in pre-split pattern")
-            body = _CLASS_BODY[m.group(1)]
-            out.append(body if depth else f"[{body}]")
-        elif token == r"\s":
-            out.append(_SPACE_BODY if depth else f"[{_SPACE_BODY}]")
-        elif token == r"\S":
-            if depth:
-                raise ValueError(r"\S inside a character class is not supported")
-            out.append(f"[^{_SPACE_BODY}]")
-        elif token == r"\d":
-            out.append("0-9" if depth else "[0-9]")
-        elif token == "[":
-            depth += 1
-            out.append(token)
-        elif token == "]":
-            depth = max(0, depth - 1)
-            out.append(token)
-        elif token == "(":
-            out.append("(" if depth else "(?:")
-        else:
-            out.append(token)
-    out.append(pattern[pos:])
-    return "".join(out)
-
-
-Splitter = Callable[[str], list[str]]
-
-
-_NON_ASCII_SPACE = re.compile("[" + "".join(f"\\U{c:08X}" for c in ut.WHITESPACE if c > 0x7F) + "]")
-
-
-def spaces_to_vt(text: str) -> str:
-    """llama.cpp's wregex path (patterns without \\p{..}) sees every non-ASCII space as U+000B."""
-    return _NON_ASCII_SPACE.sub("\x0b", text)
-
-
-def _split_one(regex: re.Pattern[str], uses_classes: bool) -> Splitter:
-    """Matches and the text between them, in order, as pieces.
-
-    Before matching, the text is rewritten the way llama.cpp rewrites it for the
-    same kind of pattern (same length, so offsets carry over to the original).
-    """
-    findall = regex.findall
-    finditer = regex.finditer
-
-    def split(text: str) -> list[str]:
-        if uses_classes:
-            if has_astral(text):
-                return _cut(text, finditer(collapse_astral(text)))
-        elif _NON_ASCII_SPACE.search(text):
-            return _cut(text, finditer(spaces_to_vt(text)))
-        pieces = findall(text)
-        if sum(map(len, pieces)) == len(text):  # the usual case: the matches tile the text
-            return pieces
-        return _cut(text, finditer(text))
-
-    return split
-
-
-def _cut(text: str, matches: Iterator[re.Match[str]]) -> list[str]:
-    """Pieces of text at the match boundaries, gaps between matches included."""
-    pieces = []
-    pos = 0
-    for m in matches:
-        start, end = m.span()
-        if start > pos:
-            pieces.append(text[pos:start])
-        if end > start:
-            pieces.append(text[start:end])
-        pos = end
-    if pos < len(text):
-        pieces.append(text[pos:])
-    return pieces
-
-
-_ONE_CLASS = re.compile(r"(\\p\{\w+\}|\[(?!\^)(?:\\.|[^\]\\])*\])\+?")
-
-
-def _tiled(pattern: str) -> str:
-    """A pattern that is one character class (``\\p{N}``, ``[\\r\\n]+``) gets ``|[^class]+`` added.
-
-    The added alternative matches exactly the gaps the pattern leaves (maximal runs
-    of other characters), so findall tiles the text and the gap-aware path is not needed.
-    """
-    m = _ONE_CLASS.fullmatch(pattern)
-    if not m:
-        return pattern
-    body = m.group(1)
-    members = body if body.startswith("\\p") else body[1:-1]
-    return f"{pattern}|[^{members}]+"
-
-
 def splitter_for(pre: PreSplit) -> Splitter:
-    """The fastest exact splitter of a table row: its fused regex if it has one."""
-    return compile_split((pre.fused,) if pre.fused else pre.patterns)
+    """The fastest exact splitter of a table row: its fused regex if it has one. A pattern that llama.cpp
+    runs through a hand-written splitter (``llama_regex.CUSTOM``) gets ours."""
+    return compile_split((pre.fused,) if pre.fused else pre.patterns, custom=True)
 
 
 def _merge_matches(parts: list[tuple[str, bool]], behavior: str) -> list[str]:
@@ -361,10 +207,14 @@ def _split_with(regex: re.Pattern[str], behavior: str, invert: bool) -> Splitter
     return split
 
 
-def compile_split(patterns: tuple[str, ...], behaviors: tuple[tuple[str, bool], ...] | None = None) -> Splitter:
-    """A function text -> pieces applying the patterns in sequence (each with its HF Split behavior)."""
+def compile_split(patterns: tuple[str, ...], behaviors: tuple[tuple[str, bool], ...] | None = None,
+                  custom: bool = False) -> Splitter:
+    """A function text -> pieces applying the patterns in sequence (each with its HF Split behavior).
+    ``custom``: patterns that name one of llama.cpp's hand-written splitters run it (table rows; never
+    a tokenizer.json pattern, which HF runs as the regex it is)."""
     steps = behaviors or (("Isolated", False),) * len(patterns)
-    splitters = [_split_one(re.compile(translate(_tiled(p))), "\\p{" in p) if step == ("Isolated", False)
+    splitters = [CUSTOM[p] if custom and p in CUSTOM
+                 else split_one(re.compile(translate(tiled(p))), "\\p{" in p) if step == ("Isolated", False)
                  else _split_with(re.compile(translate(p)), *step) for p, step in zip(patterns, steps)]
     if not splitters:
         return lambda text: [text]
