@@ -11,8 +11,11 @@ wrong row fails here — the names without a test vocabulary of their own includ
 
 from __future__ import annotations
 
+import random
 import re
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import gguf
@@ -72,21 +75,45 @@ def with_pre(data: bytes, name: str) -> bytes:
     return data[:at + 4] + struct.pack("<Q", len(new)) + new + data[at + 12 + old:]
 
 
-@pytest.mark.parametrize("name", sorted(set(PRE_SPLITS) - set(NOT_HERE)))
-def test_name_matches_llama_cpp(name: str, base_file: bytes, tmp_path: Path) -> None:
+@contextmanager
+def both(base_file: bytes, tmp_path: Path, name: str) -> Iterator[tuple[tokenizer.Tokenizer, object]]:
+    """Ours and llama.cpp's tokenizer (vocab only) for the base vocabulary under pre name ``name``."""
     import llama_cpp
 
     path = tmp_path / f"{name}.gguf"
     path.write_bytes(with_pre(base_file, name))
-    ours = tokenizer.load(path)
     ref = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
     try:
+        yield tokenizer.load(path), ref
+    finally:
+        ref.close()
+
+
+@pytest.mark.parametrize("name", sorted(set(PRE_SPLITS) - set(NOT_HERE)))
+def test_name_matches_llama_cpp(name: str, base_file: bytes, tmp_path: Path) -> None:
+    with both(base_file, tmp_path, name) as (ours, ref):
         diffs = [t for t in _texts() if ours.encode(t) != ref.tokenize(t.encode(), add_bos=False, special=False)]
         assert not diffs, f"{name}: {len(diffs)} of {len(_texts())} texts differ; first: {diffs[0]!r}"
         for text in ("hi", ""):
             assert ours.encode(text, add_special=True) == ref.tokenize(text.encode(), add_bos=True, special=False)
-    finally:
-        ref.close()
+
+
+#: characters whose neighbours decide the split somewhere in the table: cases, marks, digits of other
+#: scripts (Nd, Nl, No), Han (BMP and astral), Thai, Hangul, kana, unassigned code points, odd spaces.
+_ALPHABET = [*"aAbZzé'sStT  \t\n\r1234567890-.,!?/", "\u0301", "\u0663", "\u0664", "Ⅻ", "½", "²", "中", "文",
+             "\U00020000", "\U0002a6e0", "\u0378", "ก", "ร", "가", "ア", "\u2028", "\xa0", "\u3000", "😀", "\U0001d7ce"]
+#: one name per row of the table (names of a row share its PreSplit)
+_ROWS = sorted({id(pre): name for name, pre in sorted(PRE_SPLITS.items(), reverse=True) if name not in NOT_HERE}.values())
+
+
+@pytest.mark.parametrize("name", _ROWS)
+def test_random_text_matches_llama_cpp(name: str, base_file: bytes, tmp_path: Path) -> None:
+    """Seeded random strings over the characters above: the splits' corners, beyond the corpus."""
+    rng = random.Random(name)
+    texts = ["".join(rng.choice(_ALPHABET) for _ in range(rng.randint(1, 24))) for _ in range(400)]
+    with both(base_file, tmp_path, name) as (ours, ref):
+        diffs = [t for t in texts if ours.encode(t) != ref.tokenize(t.encode(), add_bos=False, special=False)]
+        assert not diffs, f"{name}: {len(diffs)} of {len(texts)} differ; first: {diffs[0]!r}"
 
 
 def test_the_vocabulary_makes_ignore_merges_visible(base_file: bytes, tmp_path: Path) -> None:
