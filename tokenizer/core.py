@@ -80,6 +80,7 @@ class Tokenizer:
                         if merge_table is None else merge_table)
         self._byte_tokens = self._build_byte_tokens()
         specials = [(spec.tokens[i], i) for i, t in enumerate(self._types) if t in _SPECIAL_TYPES]
+        specials += [(spec.tokens[i], i) for i in sorted(spec.added_byte_ids)]
         self._special_texts = {text: i for text, i in specials if text}
         raw = [(text, i) for text, i in specials if i not in spec.normalized_ids]
         self._cut_all = self._cutter(raw)

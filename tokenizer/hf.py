@@ -166,6 +166,9 @@ class _Builder:
         if not self.byte_level and not self.spaces:
             raise Unsupported(f"{self.path}: neither ByteLevel nor Metaspace / '▁' normalizer: can't tell how "
                               "this tokenizer writes spaces")
+        if not self.patterns:  # ByteLevel(use_regex=false) alone, or Metaspace without split: the text is one word
+            self.fields["pre_split"] = "none"
+            return
         if self.byte_level and len(self.patterns) == 1 and self.behaviors[0] == ("Isolated", False):
             key = self.patterns[0].replace(_HF_CONTRACTIONS, _LLAMA_CONTRACTIONS)
             if key in _KNOWN_PATTERNS:
@@ -282,10 +285,13 @@ def _spec_from_json(path: Path, data: Any) -> tuple[TokenizerSpec, Mapping[str, 
     tokens, types = _vocabulary(model, added, path)
     # texts -> ids without a third index of the whole vocabulary: the added tokens, then the model's own map
     ids = ChainMap({t["content"]: t["id"] for t in added}, model["vocab"])
-    if model.get("byte_fallback"):
+    added_bytes = set()
+    if model.get("byte_fallback"):  # HF's ByteFallback decoder turns these into bytes, added tokens or not
         for text in _BYTE_FALLBACK_TOKENS:
             i = ids.get(text)
-            if i is not None and types[i] == TokenType.NORMAL:
+            if i is not None:
+                if types[i] != TokenType.NORMAL:
+                    added_bytes.add(i)
                 types[i] = TokenType.BYTE
     builder = _Builder(path)
     builder.normalizer(_flatten(data.get("normalizer"), "normalizers", "normalizer", path))
@@ -306,5 +312,6 @@ def _spec_from_json(path: Path, data: Any) -> tuple[TokenizerSpec, Mapping[str, 
         single_word_ids=frozenset(t["id"] for t in added if t.get("single_word")),
         # HF matches special tokens on the raw text always (their default is normalized: false)
         normalized_ids=frozenset(t["id"] for t in added if t.get("normalized", True) and not t.get("special")),
+        added_byte_ids=frozenset(added_bytes),
         source=str(path), **fields)
     return spec, ids

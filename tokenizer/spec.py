@@ -100,6 +100,9 @@ class TokenizerSpec:
     #: user-defined added tokens matched on the normalized text (HF ``normalized: true``): cut after the
     #: normalizers ran, against their own normalized text; all others are cut from the raw text first.
     normalized_ids: frozenset[int] = field(default_factory=frozenset)
+    #: byte tokens (type BYTE: they decode and print as their byte) that a tokenizer.json also lists as
+    #: added tokens; HF cuts their text "<0xE5>" out of the input, so they are cut like control tokens.
+    added_byte_ids: frozenset[int] = field(default_factory=frozenset)
     #: where the spec came from, for error messages ("model.gguf", "tokenizer.json").
     source: str = "<spec>"
     #: the model's Jinja chat template, if its file carries one (never run; chat formats are detected from it).
