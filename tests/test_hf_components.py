@@ -9,6 +9,7 @@ the Prepend/Replace normalizers. Our ids and decoded text must equal HF's on a s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -89,3 +90,22 @@ def test_byte_tokens_that_are_also_added_tokens(tmp_path: Path) -> None:
     assert [ours.token_type(i) for i in ids].count(tokenizer.TokenType.BYTE) == 3
     # by design: HF's skip_special_tokens drops those bytes ("12"); ours keeps the text
     assert ours.decode(ids, skip_special=True) == "1⁄2" != hf.decode(ids, skip_special_tokens=True)
+
+
+@pytest.mark.parametrize("fuse_unk", [False, True])
+@pytest.mark.parametrize("byte_fallback", [False, True])
+def test_unknown_characters_unk_and_fuse_unk(byte_fallback: bool, fuse_unk: bool, tmp_path: Path) -> None:
+    """Characters the vocabulary lacks: with byte fallback, their <0xXX> tokens only when all of them
+    exist (<0xF0> is removed here, so a 4-byte emoji is one unk); else one unk each, or one per run
+    with fuse_unk."""
+    data = json.loads((hf_files.out_dir() / SPM / "tokenizer.json").read_text(encoding="utf-8"))
+    model = data["model"]
+    model["vocab"]["<0xF0>x"] = model["vocab"].pop("<0xF0>")
+    model.update(byte_fallback=byte_fallback, fuse_unk=fuse_unk)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    hf = HFTokenizer.from_file(str(path))
+    texts = ["x\U0001F9FF\U0001FA80 y", "\U00020000\U00020001a\U0001FA80", "😀é😀", "ab\u0378\u0379 \u0378"]
+    ours = tokenizer.load(path)
+    for text in texts + corpus()[::12]:
+        assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text

@@ -183,21 +183,22 @@ class Tokenizer:
         if self._missing in ids:  # a byte the vocabulary lacks: dropped (llama.cpp) or unk (HF)
             unk = self.spec.unk_id if self.spec.unk_for_missing_bytes else None
             ids = [unk if i == self._missing else i for i in ids if i != self._missing or unk is not None]
+            if self.spec.fuse_unk and unk is not None:  # HF fuse_unk: a run of unks is one
+                ids = [i for n, i in enumerate(ids) if i != unk or not n or ids[n - 1] != unk]
         return tuple(ids)
 
-    def _byte_fallback(self, piece: str, out: list[int]) -> None:
-        """A piece with no token: its <0xXX> byte tokens (unk for a missing one), or one unk without byte fallback."""
+    def _byte_fallback(self, char: str, out: list[int]) -> None:
+        """A character with no token: its <0xXX> byte tokens when the vocabulary has every one of them
+        (byte fallback), else one unk — none without an unk token; with ``fuse_unk`` an unk right after
+        another in the same word is not repeated. HF's rule: "😀" lacking <0xF0> is one unk, not 3 bytes."""
+        if self.spec.byte_fallback:
+            tokens = [self._byte_tokens[b] for b in char.encode("utf-8")]
+            if self._missing not in tokens:
+                out += tokens
+                return
         unk = self.spec.unk_id
-        if not self.spec.byte_fallback:
-            if unk is not None:
-                out.append(unk)
-            return
-        for b in piece.encode("utf-8"):
-            token = self._byte_tokens[b]
-            if token != self._missing:
-                out.append(token)
-            elif unk is not None:
-                out.append(unk)
+        if unk is not None and not (self.spec.fuse_unk and out and out[-1] == unk):
+            out.append(unk)
 
     @cached_property
     def _costs(self) -> dict[str, float]:

@@ -281,6 +281,9 @@ def _spec_from_json(path: Path, data: Any) -> tuple[TokenizerSpec, Mapping[str, 
     kind = model.get("type", "BPE" if "merges" in model else None)
     if kind != "BPE":
         raise Unsupported(f"{path}: model type {kind!r} is not supported (only BPE)")
+    for option in ("continuing_subword_prefix", "end_of_word_suffix", "dropout"):  # would change the ids
+        if model.get(option) not in (None, "", 0, 0.0):
+            raise Unsupported(f"{path}: BPE model option {option}={model[option]!r} is not supported")
     added = _added_tokens(data, path)
     tokens, types = _vocabulary(model, added, path)
     # texts -> ids without a third index of the whole vocabulary: the added tokens, then the model's own map
@@ -307,6 +310,7 @@ def _spec_from_json(path: Path, data: Any) -> tuple[TokenizerSpec, Mapping[str, 
         tokens=tokens, types=[int(t) for t in types], merges=_merges(model, path),
         unk_id=unk_id, byte_fallback=bool(model.get("byte_fallback", False)),
         ignore_merges=bool(model.get("ignore_merges", False)), unk_for_missing_bytes=unk_id is not None,
+        fuse_unk=bool(model.get("fuse_unk", False)),
         lstrip_ids=frozenset(t["id"] for t in added if t.get("lstrip")),
         rstrip_ids=frozenset(t["id"] for t in added if t.get("rstrip")), unicode_strip=True,
         single_word_ids=frozenset(t["id"] for t in added if t.get("single_word")),

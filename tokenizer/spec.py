@@ -90,6 +90,8 @@ class TokenizerSpec:
     byte_fallback: bool = True
     #: byte-level: a byte the vocabulary lacks becomes unk_id (HF) instead of being dropped (llama.cpp).
     unk_for_missing_bytes: bool = False
+    #: consecutive unknown characters (bytes, byte-level) of one word give one unk (HF BPE ``fuse_unk``).
+    fuse_unk: bool = False
     #: token ids whose surrounding spaces are stripped when the token is cut out (llama.cpp attrs).
     lstrip_ids: frozenset[int] = field(default_factory=frozenset)
     rstrip_ids: frozenset[int] = field(default_factory=frozenset)
