@@ -28,6 +28,8 @@ from tokenizer.pretokenizers import PRE_SPLITS
 
 MERGES = 9_000  # 9,260 tokens: under the table cache's threshold, so ~90 files leave no entries behind
 UNREACHED = ["Ġzqxjv", "zqxjv", "ĠQzxWv"]
+CONTROLS = ["<mask>", "[MASK]", "<|endoftext|>"]  # llama.cpp strips spaces around the masks for some names
+SPECIAL_TEXTS = ["a <mask> b", "a  [MASK]  b", "x <|endoftext|> y", " <mask>"]
 #: names llama.cpp cannot run on a GPT-2-style vocabulary, and why.
 NOT_HERE = {
     "none": "our name for SentencePiece's no-split ('llama' models), not one of llama.cpp's",
@@ -46,16 +48,17 @@ def _texts() -> list[str]:
     return corpus()[::8] + EDGES
 
 
-@pytest.fixture(scope="module")
-def base_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+def write_base(path: Path, general_name: str | None = None) -> bytes:
+    """The test vocabulary: GPT-2's first merges, the unreached words, and three control tokens."""
     spec, _ = load_gguf(model_path("gpt-2"))
-    tokens = [*spec.tokens[:256 + MERGES], *UNREACHED, "<|endoftext|>"]
-    path = tmp_path_factory.mktemp("pre") / "base.gguf"
+    tokens = [*spec.tokens[:256 + MERGES], *UNREACHED, *CONTROLS]
     writer = gguf.GGUFWriter(str(path), arch="llama")
+    if general_name:
+        writer.add_name(general_name)
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("gpt-2")
     writer.add_token_list(tokens)
-    writer.add_token_types([1] * (len(tokens) - 1) + [3])
+    writer.add_token_types([1] * (len(tokens) - len(CONTROLS)) + [3] * len(CONTROLS))
     writer.add_token_merges([f"{a} {b}" for a, b in spec.merges[:MERGES]])
     writer.add_bos_token_id(len(tokens) - 1)
     writer.add_eos_token_id(len(tokens) - 1)
@@ -63,6 +66,11 @@ def base_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     writer.write_kv_data_to_file()
     writer.close()
     return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def base_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return write_base(tmp_path_factory.mktemp("pre") / "base.gguf")
 
 
 def with_pre(data: bytes, name: str) -> bytes:
@@ -96,6 +104,8 @@ def test_name_matches_llama_cpp(name: str, base_file: bytes, tmp_path: Path) -> 
         assert not diffs, f"{name}: {len(diffs)} of {len(_texts())} texts differ; first: {diffs[0]!r}"
         for text in ("hi", ""):
             assert ours.encode(text, add_special=True) == ref.tokenize(text.encode(), add_bos=True, special=False)
+        for text in SPECIAL_TEXTS:
+            assert ours.encode(text, parse_special=True) == ref.tokenize(text.encode(), add_bos=False, special=True)
 
 
 #: characters whose neighbours decide the split somewhere in the table: cases, marks, digits of other
@@ -125,6 +135,23 @@ def test_the_vocabulary_makes_ignore_merges_visible(base_file: bytes, tmp_path: 
         path.write_bytes(with_pre(base_file, name))
         ids[name] = tokenizer.load(path).encode(" zqxjv")
     assert len(ids["llama3"]) == 1 and len(ids["dbrx"]) > 1
+
+
+def test_modernbert_strips_the_space_before_its_mask(tmp_path: Path) -> None:
+    """llama.cpp recognises ModernBERT by general.name (Phi-3's rule, also by name, runs on the real
+    Phi-3 test vocabulary in test_live_llama; it needs </s> and <unk>, which this vocabulary lacks)."""
+    import llama_cpp
+
+    path = tmp_path / "named.gguf"
+    write_base(path, "ModernBERT modern-bert base")
+    ours = tokenizer.load(path)
+    ref = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    try:
+        for text in SPECIAL_TEXTS:
+            assert ours.encode(text, parse_special=True) == ref.tokenize(text.encode(), add_bos=False, special=True)
+    finally:
+        ref.close()
+    assert [ours.id_to_token(i) for i in ours.spec.lstrip_ids] == ["[MASK]"]
 
 
 def test_every_name_llama_cpp_knows_is_in_the_table() -> None:

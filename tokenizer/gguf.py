@@ -102,7 +102,7 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         value = meta.get(f"tokenizer.ggml.{key}", "int")
         if value is not None:
             ids[field] = value
-    wanted = {*EOG_TEXTS, *_EOT_TEXTS, *_FIM_TEXTS, "<unk>", "<s>", "<|plamo:eos|>"}
+    wanted = {*EOG_TEXTS, *_EOT_TEXTS, *_FIM_TEXTS, "<unk>", "<s>", "<|plamo:eos|>", "<mask>", "[MASK]"}
     by_text = {t: i for i, t in enumerate(tokens) if t in wanted}  # only the texts we look up
     _promote_control(types, by_text)
     if "eot_id" not in ids:
@@ -111,8 +111,8 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
 
     spm = not pre.byte_encode  # "llama" and gemma4: raw UTF-8 with spaces as "▁"
     add_bos_default = model == "llama" or pre.add_bos
-    general_name = (meta.get("general.name", "str", "") or "").lower()
-    rstrip = _phi3_rstrip(types, by_text) if "phi-3" in general_name or "phi3" in general_name else frozenset()
+    lstrip, rstrip = _strip_attributes(pre_name, meta.get("general.architecture", "str", "") or "",
+                                       (meta.get("general.name", "str", "") or "").lower(), types, by_text)
     spec = TokenizerSpec(
         kind=ModelKind.SENTENCEPIECE if spm else ModelKind.BYTE_LEVEL,
         tokens=tokens, types=types, merges=merges,
@@ -123,7 +123,7 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", "bool", False)),
         add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", "bool", model == "llama")),
         ignore_merges=pre.ignore_merges,
-        extra_eos_ids=extra_eos, rstrip_ids=rstrip, source=name,
+        extra_eos_ids=extra_eos, lstrip_ids=lstrip, rstrip_ids=rstrip, source=name,
         chat_template=meta.get("tokenizer.chat_template", "str"), **ids,
     )
     extras = {"chat_template": meta.get("tokenizer.chat_template", "str"),
@@ -164,6 +164,22 @@ def _end_of_generation(types: list[int], by_text: dict[str, int]) -> tuple[int, 
             eog.remove(text)
             types[by_text[text]] = new_type
     return tuple(by_text[t] for t in eog)
+
+
+def _strip_attributes(pre: str, arch: str, name: str, types: list[int],
+                      by_text: dict[str, int]) -> tuple[frozenset[int], frozenset[int]]:
+    """The spaces llama.cpp strips around some special tokens, chosen by model names (its own if-chain,
+    first match wins): Jina v2 / nomic-bert-moe / jina-bert-v3 strip before <mask>; Phi-3 after its
+    special tokens; ModernBERT before [MASK]. Returns (lstrip ids, rstrip ids)."""
+    none: frozenset[int] = frozenset()
+    if any(n in pre for n in ("jina-v2-de", "jina-v2-es", "jina-v2-code")) or \
+            any(n in arch for n in ("nomic-bert-moe", "jina-bert-v3")):
+        return frozenset({by_text["<mask>"]} if "<mask>" in by_text else ()), none
+    if "phi-3" in name or "phi3" in name:
+        return none, _phi3_rstrip(types, by_text)
+    if "modern-bert" in name:
+        return frozenset({by_text["[MASK]"]} if "[MASK]" in by_text else ()), none
+    return none, none
 
 
 def _phi3_rstrip(types: list[int], by_text: dict[str, int]) -> frozenset[int]:
