@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from conftest import VOCABS, corpus, oracle, ours
 
+import tokenizer
+
 MODELS = [*VOCABS, "smollm2", "gemma3"]
 
 
@@ -52,3 +54,17 @@ def test_decode_matches_llama_cpp_detokenize(name: str) -> None:
             expected = expected[1:]
         assert tok.decode_bytes(ids) == expected, text
         assert tok.decode(ids, skip_special=True) == expected.decode("utf-8", "replace"), text
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_end_of_generation_and_control_tokens_match_llama_cpp(name: str) -> None:
+    """eos_ids is llama.cpp's end-of-generation set (EOS, EOT, EOM, the EOG texts, FIM pad/repo/sep);
+    control tokens are the ones llama.cpp marks control (types from the file plus those it forces)."""
+    import llama_cpp
+
+    tok, ref = ours(name), oracle(name)
+    vocab = llama_cpp.llama_model_get_vocab(ref.model)  # type: ignore[attr-defined]
+    ids = range(tok.vocab_size)
+    assert set(tok.eos_ids) == {i for i in ids if llama_cpp.llama_vocab_is_eog(vocab, i)}
+    assert {i for i in ids if tok.token_type(i) == tokenizer.TokenType.CONTROL} == {
+        i for i in ids if llama_cpp.llama_vocab_is_control(vocab, i)}

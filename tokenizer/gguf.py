@@ -31,12 +31,16 @@ EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<
              "<｜end▁of▁sentence｜>", "[e~[")
 _EOT_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
               "_<EOT>", "<end_of_utterance>", "<｜end▁of▁sentence｜>")
+#: fill-in-the-middle markers that also end generation in llama.cpp: GGUF key -> the texts that stand for
+#: it when the key is absent (in llama.cpp's order; the first one present is taken).
+_FIM_EOG = {"fim_pad_token_id": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"),
+            "fim_rep_token_id": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
+            "fim_sep_token_id": ("<|file_sep|>",)}
 #: other texts llama.cpp forces to CONTROL (fill-in-the-middle markers).
-_FIM_TEXTS = ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
-              "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
-              "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
-              "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-              "<REPO>", "<reponame>", "<|file_sep|>")
+_FIM_TEXTS = ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>",
+              "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+              "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
+              "▁<MID>", "<|code_middle|>", "<|middle|>", *(t for texts in _FIM_EOG.values() for t in texts))
 
 
 class _Meta:
@@ -107,7 +111,7 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     _promote_control(types, by_text)
     if "eot_id" not in ids:
         ids["eot_id"] = next((by_text[t] for t in _EOT_TEXTS if t in by_text), None)
-    extra_eos = _end_of_generation(types, by_text)
+    extra_eos = _end_of_generation(types, by_text) + _fim_end_of_generation(meta, by_text, n)
 
     spm = not pre.byte_encode  # "llama" and gemma4: raw UTF-8 with spaces as "▁"
     add_bos_default = model == "llama" or pre.add_bos
@@ -150,6 +154,19 @@ def _promote_control(types: list[int], by_text: dict[str, int]) -> None:
         token_id = by_text.get(text)
         if token_id is not None and types[token_id] != TokenType.CONTROL:
             types[token_id] = TokenType.CONTROL
+
+
+def _fim_end_of_generation(meta: _Meta, by_text: dict[str, int], n: int) -> tuple[int, ...]:
+    """llama.cpp's FIM pad, repo and file-separator tokens end generation too: each from its GGUF key,
+    else from the first of its texts present."""
+    ids = []
+    for key, texts in _FIM_EOG.items():
+        token_id = meta.get(f"tokenizer.ggml.{key}", "int")
+        if token_id is None:
+            token_id = next((by_text[t] for t in texts if t in by_text), None)
+        if token_id is not None and 0 <= token_id < n:
+            ids.append(token_id)
+    return tuple(ids)
 
 
 def _end_of_generation(types: list[int], by_text: dict[str, int]) -> tuple[int, ...]:
