@@ -24,7 +24,11 @@ import tokenizer
 
 BYTES, SPM = "trained-gpt2", "trained-spm-bytefallback"
 EDGES = ["  lead", "trail  ", "a  b", "x\n\n y", "Hello World", "ÉCOLE ﬁ Ǆ ① ½", "e\u0301", "1234567 12", "",
-         "<|im_start|>x", "a<0xE5>b"]
+         "<|im_start|>x", "a<0xE5>b", "camelCaseWord HTTPServer getHTTPResponse", "𝐀𝐁c 𝐚B ǅb Ǆa", "x١٢٣4 𝟎𝟏𝟐 1234567"]
+#: the letter-case regex of o200k / Llama 4 / Tekken-style files (HF's \p{Lu} is an upper-case letter)
+O200K = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+         r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+         r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 Make = Callable[[], object]
 
 
@@ -41,6 +45,9 @@ CASES: dict[str, tuple[str, Make | None, Make | None]] = {
        for invert in (False, True)},
     **{f"split-string-{behavior}": (BYTES, None, _byte_level(lambda b=behavior: pt.Split(" ", b)))
        for behavior in ("isolated", "merged_with_previous", "merged_with_next")},
+    "split-o200k-letter-case": (BYTES, None, _byte_level(lambda: pt.Split(Regex(O200K), "isolated"))),
+    "split-digit-groups": (BYTES, None, _byte_level(lambda: pt.Split(Regex(r"\d{1,3}(?=(?:\d{3})*\b)"), "isolated"))),
+    "split-letters-merged": (BYTES, None, _byte_level(lambda: pt.Split(Regex(r"\p{Lu}\p{L}*"), "merged_with_next"))),
     **{f"digits-individual{ind}": (BYTES, None, _byte_level(lambda i=ind: pt.Digits(individual_digits=i)))
        for ind in (True, False)},
     **{f"normalizer-{name}": (BYTES, make, lambda: pt.ByteLevel(add_prefix_space=False))
@@ -109,3 +116,42 @@ def test_unknown_characters_unk_and_fuse_unk(byte_fallback: bool, fuse_unk: bool
     ours = tokenizer.load(path)
     for text in texts + corpus()[::12]:
         assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text
+
+
+_BEHAVIORS = {"isolated": "Isolated", "removed": "Removed", "merged_with_previous": "MergedWithPrevious",
+              "merged_with_next": "MergedWithNext", "contiguous": "Contiguous"}
+
+
+@pytest.mark.parametrize("behavior", sorted(_BEHAVIORS))
+def test_split_pieces_equal_hf_for_every_behavior(behavior: str) -> None:
+    """The splitter alone, piece for piece against HF's Split: empty matches (HF's engine finds them
+    its own way), inverted splits, Contiguous runs of either kind."""
+    from tokenizer.pretokenizers import compile_split
+
+    texts = ["ab cd bb", "  a  b ", "xxbx", "", "b", "aab a", "abab  ab", "1️⃣ ١٢٣4 x"]
+    for pattern in [r"\b", r"(?=b)", r"b*", " ", r"\s*", "x?", "(?<=a)", r"\B|b", r"\s+", r"a|\b", "(?:ab)*"]:
+        for invert in (False, True):
+            ours = compile_split((pattern,), ((_BEHAVIORS[behavior], invert),))
+            hf = pt.Split(Regex(pattern), behavior, invert=invert)
+            for text in texts:
+                assert ours(text) == [p for p, _ in hf.pre_tokenize_str(text)], (pattern, invert, text)
+
+
+def test_hf_classes_equal_hf_on_random_text() -> None:
+    """HF's classes, not llama.cpp's: \\p{Lu} upper-case only, \\d any decimal digit, \\w with marks,
+    letter numbers and circled letters — astral ones included (they go through stand-ins)."""
+    import random
+
+    from tokenizer.pretokenizers import compile_split
+
+    rng = random.Random(7)
+    alphabet = [*"aAzZ09 _-.\t'", "\u0301", "\u20e3", "\u00b2", "\u2460", "\u2167", "\u0663", "\U0001d7ce",
+                "\U0001d400", "\U0001d41a", "\u01c5", "\u02b0", "\u24b6", "\U0001f130", "\U00010400", "\U00010428",
+                "\U00020000", "\u4e00", "\u0378", "😀"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 16))) for _ in range(500)]
+    for pattern in [r"\w+", r"\W+", r"\b", r"\B", r"\d+", r"\d{1,3}(?=(?:\d{3})*\b)", r"\p{Lu}+", r"\p{Ll}+",
+                    r"\p{Lt}|\p{Lm}+", r"\p{Lo}+", r"\p{N}+", r"[^\s\p{L}\p{N}]+", O200K]:
+        ours = compile_split((pattern,))
+        hf = pt.Split(Regex(pattern), "isolated")
+        for text in texts:
+            assert ours(text) == [p for p, _ in hf.pre_tokenize_str(text)], (pattern, text)

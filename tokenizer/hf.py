@@ -26,6 +26,7 @@ from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
+from .llama_regex import CUSTOM
 from .pretokenizers import PRE_SPLITS
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
 
@@ -34,8 +35,11 @@ _HF_CONTRACTIONS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 _LLAMA_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #: single-pattern byte-level rows of the llama.cpp table, by pattern: a tokenizer.json with the same
 #: regex runs the same (fused, fast) splitter as its GGUF twin.
+#: Only patterns that mean the same in both dialects: no letter subcategory, no \d (HF: any digit), no
+#: hand-written llama.cpp splitter.
 _KNOWN_PATTERNS = {pre.patterns[0]: name for name, pre in reversed(PRE_SPLITS.items())  # first name wins
-                   if len(pre.patterns) == 1 and pre.byte_encode}
+                   if len(pre.patterns) == 1 and pre.byte_encode and pre.patterns[0] not in CUSTOM
+                   and not re.search(r"\\p\{L[ultmo]\}|\\d", pre.patterns[0])}
 #: the byte tokens HF's byte fallback emits (always upper-case hex, unlike the GGUF BYTE type's text)
 _BYTE_FALLBACK_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 _NORMALIZERS = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD", "Lowercase": "lowercase"}

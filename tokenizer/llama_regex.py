@@ -1,4 +1,5 @@
-"""llama.cpp's regex dialect on Python's ``re``: Unicode classes, astral code points, custom splitters.
+"""llama.cpp's and HF's regex dialects on Python's ``re``: Unicode classes, astral code points, empty
+matches, llama.cpp's hand-written splitters.
 
 llama.cpp runs each pre-split pattern either through a hand-written splitter
 (keyed by the exact pattern text) or through ``std::regex`` with its own
@@ -6,18 +7,20 @@ Unicode tables. ``translate`` rewrites a pattern for Python's ``re`` with the
 same classes (``_unicode_tables.py``, generated from llama.cpp), and
 ``split_one`` applies it the way llama.cpp does: the text is rewritten first
 (astral code points, non-ASCII spaces) and matches plus the gaps between them
-become the pieces. Worked example::
+become the pieces. A tokenizer.json pattern is read in HF's dialect instead (``hf=True``): letter
+subcategories apart, ``\\d`` any decimal digit, Oniguruma's word class. Worked example::
 
-    >>> split_one(re.compile(translate(r"\\p{N}{1,3}")), True)("ab12345")
+    >>> split_one(re.compile(translate(r"\\p{N}{1,3}")), text_rewrite(r"\\p{N}"))("ab12345")
     ['ab', '123', '45']
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from . import _unicode_tables as ut
 
@@ -30,47 +33,70 @@ def _ranges_to_class(ranges: tuple[tuple[int, int], ...]) -> str:
 # (one lookup per character) but falls back to a linear scan of every range as
 # soon as one range lies above U+FFFF — 7x slower on our corpus. So the classes
 # hold only their BMP part, and before matching, each astral code point of the
-# text is replaced by a BMP stand-in of the same llama.cpp class (offsets do not
-# move: one code point for one); pieces are then cut from the original text.
-# llama.cpp's regex path does the same ("collapsed" text). The stand-ins are
-# members of their class, so a real one in the text is classified the same way.
-_CLASSES = {name: getattr(ut, name) for name in ("L", "N", "P", "S", "M")}
-_STAND_IN = {"L": "\u00aa", "N": "\u00b2", "P": "\u00a1", "S": "\u00a2", "M": "\u0300", None: "\u0378"}
+# text is replaced by a BMP stand-in of the same class (offsets do not move: one
+# code point for one); pieces are then cut from the original text. llama.cpp's
+# regex path does the same ("collapsed" text). The stand-ins are members of their
+# class, so a real one in the text is classified the same way. Two dialects:
+# llama.cpp's (letters are one class L; Han matters to Kimi K2) and HF's
+# (tokenizer.json: upper/lower/title/modifier/other letters apart, \d = Nd).
+Ranges = tuple[tuple[int, int], ...]
 #: llama.cpp's ``unicode_cpt_is_han`` (used by Kimi K2's splitter), assigned or not.
 HAN = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
        (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0x2CEB0, 0x2EBEF), (0x2F800, 0x2FA1F))
-#: stand-ins for astral Han: a BMP Han letter, and a BMP Han code point with no class (as unassigned ones).
-_HAN_STAND_IN = {"L": "\u4e00", None: "\ufaff"}
-_ASTRAL_STARTS: list[int] = []
-_ASTRAL_STAND_INS: list[str] = []
+_UNASSIGNED = "\u0378"
 
 
-def _build_astral_index() -> None:
-    """Breakpoints over U+10000.. : from each, the stand-in of its class (and Han or not) applies."""
-    spans = sorted((max(a, 0x10000), b, name) for name, rs in _CLASSES.items() for a, b in rs if b > 0xFFFF)
-    han = [(a, b) for a, b in HAN if a > 0xFFFF]
-    cuts = sorted({0x10000, *(a for a, _, _ in spans), *(b + 1 for _, b, _ in spans),
-                   *(a for a, _ in han), *(b + 1 for _, b in han)} - {0x110000})
-    starts = [a for a, _, _ in spans]
-    for cut in cuts:
-        i = bisect.bisect_right(starts, cut) - 1
-        name = spans[i][2] if i >= 0 and spans[i][1] >= cut else None
-        in_han = any(a <= cut <= b for a, b in han)
-        _ASTRAL_STARTS.append(cut)
-        _ASTRAL_STAND_INS.append(_HAN_STAND_IN[name] if in_han else _STAND_IN[name])
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    return tuple((max(x, y), min(p, q)) for x, p in a for y, q in b if max(x, y) <= min(p, q))
 
 
-_build_astral_index()
+#: (ranges, stand-in) layers; where layers overlap, the later one decides.
+_LLAMA_LAYERS = [(ut.L, "\u00aa"), (ut.N, "\u00b2"), (ut.P, "\u00a1"), (ut.S, "\u00a2"), (ut.M, "\u0300"),
+                 (HAN, "\ufaff"), (_intersect(HAN, ut.L), "\u4e00")]  # Han without a class / Han letters
+#: symbols HF's \w counts as word characters (Other_Alphabetic: circled and squared letters)
+_WORD_SYMBOLS = ((0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189))
+_HF_LAYERS = [(ut.Lo, "\u00aa"), (ut.Lu, "\u00c0"), (ut.Ll, "\u00df"), (ut.Lt, "\u01c5"), (ut.Lm, "\u02b0"),
+              (ut.N, "\u2460"), (ut.Nl, "\u2167"), (ut.Nd, "\u0660"), (ut.P, "\u00a1"), (ut.S, "\u00a2"),
+              (_WORD_SYMBOLS, "\u24b6"), (ut.M, "\u0300")]
+
+
+class _AstralIndex:
+    """Breakpoints over U+10000..: from each one on, the stand-in of the layer holding it."""
+
+    def __init__(self, layers: list[tuple[Ranges, str]]):
+        spans = [tuple((max(a, 0x10000), b) for a, b in ranges if b > 0xFFFF) for ranges, _ in layers]
+        firsts = [[a for a, _ in layer] for layer in spans]
+        cuts = sorted({0x10000, *(x for layer in spans for a, b in layer for x in (a, b + 1))} - {0x110000})
+        self.starts, self.stand_ins = cuts, []
+        for cut in cuts:
+            stand_in = _UNASSIGNED
+            for layer, first, (_, candidate) in zip(spans, firsts, layers):
+                i = bisect.bisect_right(first, cut) - 1
+                if i >= 0 and layer[i][1] >= cut:
+                    stand_in = candidate
+            self.stand_ins.append(stand_in)
+
+    def stand_in(self, match: re.Match[str]) -> str:
+        return self.stand_ins[bisect.bisect_right(self.starts, ord(match.group())) - 1]
+
+
 _ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
-
-
-def _stand_in(match: re.Match[str]) -> str:
-    return _ASTRAL_STAND_INS[bisect.bisect_right(_ASTRAL_STARTS, ord(match.group())) - 1]
+_LLAMA_ASTRAL = _AstralIndex(_LLAMA_LAYERS)
 
 
 def collapse_astral(text: str) -> str:
-    """Replace each astral code point by a BMP member of its class (same length)."""
-    return _ASTRAL.sub(_stand_in, text)
+    """Replace each astral code point by a BMP member of its llama.cpp class (same length)."""
+    return _ASTRAL.sub(_LLAMA_ASTRAL.stand_in, text)
+
+
+@functools.lru_cache(maxsize=1)
+def _hf_astral() -> _AstralIndex:
+    return _AstralIndex(_HF_LAYERS)  # built on first use: tokenizer.json patterns only
+
+
+def collapse_astral_hf(text: str) -> str:
+    """The same for HF's classes (a letter keeps its subcategory, a digit stays Nd)."""
+    return _ASTRAL.sub(_hf_astral().stand_in, text)
 
 
 # CPython stores a str with 1, 2 or 4 bytes per code point, 4 only when one is above U+FFFF, so the
@@ -92,24 +118,38 @@ _SIZE_RULE_HOLDS = all(_wide_by_size(t) == _wide_by_max(t)
 has_astral = _wide_by_size if _SIZE_RULE_HOLDS else _wide_by_max
 
 
-def _bmp(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+def _bmp(ranges: Ranges) -> Ranges:
     return tuple((a, min(b, 0xFFFF)) for a, b in ranges if a <= 0xFFFF)
 
 
-_CLASS_BODY = {name: _ranges_to_class(_bmp(rs)) for name, rs in _CLASSES.items()}
+_LLAMA_BODY = {name: _ranges_to_class(_bmp(getattr(ut, name))) for name in ("L", "N", "P", "S", "M")}
+_HF_BODY = dict(_LLAMA_BODY)
+_HF_BODY.update({name: _ranges_to_class(_bmp(getattr(ut, name))) for name in ("Lu", "Ll", "Lt", "Lm", "Lo", "Nd", "Nl")})
 # llama.cpp folds the letter subcategories into LETTER (its regex path has no finer classes).
-_CLASS_BODY.update({sub: _CLASS_BODY["L"] for sub in ("Lu", "Ll", "Lt", "Lm", "Lo")})
+_LLAMA_BODY.update({sub: _LLAMA_BODY["L"] for sub in ("Lu", "Ll", "Lt", "Lm", "Lo")})
 _SPACE_BODY = _ranges_to_class(tuple((c, c) for c in ut.WHITESPACE))
+# HF (Oniguruma): a word character is a letter, mark, decimal or letter number, connector punctuation,
+# ²³¹¼½¾ or a circled/squared letter (measured against HF over U+0020-U+2FFFF); \b and \B are
+# lookarounds over that class (Python's \w leaves marks out: "1\u20e3" would get a boundary).
+_HF_WORD_BODY = (_LLAMA_BODY["L"] + _LLAMA_BODY["M"] + _HF_BODY["Nd"] + _HF_BODY["Nl"] + _ranges_to_class(_WORD_SYMBOLS[:1])
+                 + "_\u203f\u2040\u2054\ufe33\ufe34\ufe4d-\ufe4f\uff3f\u00b2\u00b3\u00b9\u00bc-\u00be")
+_HF_WORD_ESCAPES = {
+    r"\w": f"[{_HF_WORD_BODY}]", r"\W": f"[^{_HF_WORD_BODY}]",
+    r"\b": f"(?:(?<=[{_HF_WORD_BODY}])(?![{_HF_WORD_BODY}])|(?<![{_HF_WORD_BODY}])(?=[{_HF_WORD_BODY}]))",
+    r"\B": f"(?:(?<=[{_HF_WORD_BODY}])(?=[{_HF_WORD_BODY}])|(?<![{_HF_WORD_BODY}])(?![{_HF_WORD_BODY}]))",
+}
 _ESCAPE = re.compile(r"\\p\{(\w+)\}|\\[sSd]|\\.|\[|\]|\((?!\?)")
 
 
-def translate(pattern: str) -> str:
-    """Rewrite a llama.cpp/HF regex for Python's re with llama.cpp's classes.
+def translate(pattern: str, hf: bool = False) -> str:
+    """Rewrite a llama.cpp (``hf``: tokenizer.json) regex for Python's re with generated classes.
 
     ``\\p{L}`` -> [letters], ``\\s`` -> [its 25 spaces], ``\\S`` -> [^...],
-    ``\\d`` -> [0-9]; capturing groups become non-capturing (findall returns
-    whole matches). Inside a [...] class the bodies are spliced in place.
+    ``\\d`` -> [0-9] (HF: [decimal digits]); ``\\p{Lu}`` is every letter for llama.cpp, the
+    upper-case ones for HF. Capturing groups become non-capturing (findall returns whole
+    matches). Inside a [...] class the bodies are spliced in place.
     """
+    bodies = _HF_BODY if hf else _LLAMA_BODY
     out: list[str] = []
     pos = 0
     depth = 0
@@ -118,9 +158,9 @@ def translate(pattern: str) -> str:
         pos = m.end()
         token = m.group(0)
         if m.group(1):
-            if m.group(1) not in _CLASS_BODY:
+            if m.group(1) not in bodies:
                 raise ValueError(f"unsupported Unicode class {token} in pre-split pattern")
-            body = _CLASS_BODY[m.group(1)]
+            body = bodies[m.group(1)]
             out.append(body if depth else f"[{body}]")
         elif token == r"\s":
             out.append(_SPACE_BODY if depth else f"[{_SPACE_BODY}]")
@@ -129,7 +169,12 @@ def translate(pattern: str) -> str:
                 raise ValueError(r"\S inside a character class is not supported")
             out.append(f"[^{_SPACE_BODY}]")
         elif token == r"\d":
-            out.append("0-9" if depth else "[0-9]")
+            digits = bodies["Nd"] if hf else "0-9"
+            out.append(digits if depth else f"[{digits}]")
+        elif hf and token in _HF_WORD_ESCAPES:
+            if depth and token != r"\w":
+                raise ValueError(f"{token} inside a character class is not supported")
+            out.append(_HF_WORD_BODY if depth else _HF_WORD_ESCAPES[token])
         elif token == "[":
             depth += 1
             out.append(token)
@@ -155,35 +200,63 @@ def spaces_to_vt(text: str) -> str:
     return _NON_ASCII_SPACE.sub("\x0b", text)
 
 
-def split_one(regex: re.Pattern[str], uses_classes: bool) -> Splitter:
-    """Matches and the text between them, in order, as pieces.
+def text_rewrite(pattern: str, hf: bool = False) -> Callable[[str], str | None]:
+    """How a text is rewritten before ``pattern`` runs on it (None: not at all), as llama.cpp does for
+    that kind of pattern: astral code points to stand-ins when it uses classes; otherwise llama.cpp's
+    wregex path sees every non-ASCII space as U+000B. HF's regexes see the text as it is, but for the
+    stand-ins their classes need too."""
+    if "\\p{" in pattern or (hf and re.search(r"\\[dwWbB]", pattern)):
+        collapse = collapse_astral_hf if hf else collapse_astral
+        return lambda text: collapse(text) if has_astral(text) else None
+    if hf:
+        return lambda text: None
+    return lambda text: spaces_to_vt(text) if _NON_ASCII_SPACE.search(text) else None
 
-    Before matching, the text is rewritten the way llama.cpp rewrites it for the
-    same kind of pattern (same length, so offsets carry over to the original).
-    """
+
+def split_one(regex: re.Pattern[str], rewrite: Callable[[str], str | None], hf: bool = False) -> Splitter:
+    """Matches and the text between them, in order, as pieces; matched on ``rewrite(text)`` when that
+    is not None (same length, so offsets carry over to the original). ``hf``: empty matches are
+    found the way HF's regex engine finds them (``spans``)."""
     findall = regex.findall
-    finditer = regex.finditer
 
     def split(text: str) -> list[str]:
-        if uses_classes:
-            if has_astral(text):
-                return _cut(text, finditer(collapse_astral(text)))
-        elif _NON_ASCII_SPACE.search(text):
-            return _cut(text, finditer(spaces_to_vt(text)))
-        pieces = findall(text)
-        if sum(map(len, pieces)) == len(text):  # the usual case: the matches tile the text
-            return pieces
-        return _cut(text, finditer(text))
+        scan = rewrite(text)
+        if scan is None:
+            pieces = findall(text)
+            if sum(map(len, pieces)) == len(text) and "" not in pieces:  # the usual case: the matches tile the text
+                return pieces
+        return _cut(text, spans(regex, text if scan is None else scan, hf))
 
     return split
 
 
-def _cut(text: str, matches: Iterator[re.Match[str]]) -> list[str]:
-    """Pieces of text at the match boundaries, gaps between matches included."""
+def spans(regex: re.Pattern[str], text: str, hf: bool = False) -> list[tuple[int, int]]:
+    """(start, end) of each match. Python's ``finditer`` and HF's engine (Oniguruma) differ only around
+    empty matches: after a match ending at p, HF takes no empty match at p, and after an empty match at
+    p it resumes at p + 1 (so ``\\B|b`` on "ab" cuts at 1 and never matches "b"). With ``hf`` and an
+    empty match in sight, the matches are searched HF's way."""
+    found = [m.span() for m in regex.finditer(text)]
+    if not hf or all(start != end for start, end in found):
+        return found
+    found, resume, last_end = [], 0, -1
+    while resume <= len(text):
+        m = regex.search(text, resume)
+        if m is None:
+            break
+        start, end = m.span()
+        if start == end and last_end == resume:
+            resume += 1
+            continue
+        resume = last_end = end
+        found.append((start, end))
+    return found
+
+
+def _cut(text: str, matches: list[tuple[int, int]]) -> list[str]:
+    """Pieces of text at the match boundaries, gaps between matches included (empty matches only cut)."""
     pieces = []
     pos = 0
-    for m in matches:
-        start, end = m.span()
+    for start, end in matches:
         if start > pos:
             pieces.append(text[pos:start])
         if end > start:
@@ -243,5 +316,5 @@ _KIMI_K2 = (f"[{_HAN_CLASS}]+|[^\\r\\n\\p{{L}}\\p{{N}}]?(?:(?![{_HAN_CLASS}])\\p
 CUSTOM: dict[str, Splitter] = {
     r"\p{AFMoE_digits}": _digit_groups,
     r"\d{1,3}(?=(?:\d{3})*\b)": _digit_groups,
-    r"\p{Han}+": split_one(re.compile(translate(_KIMI_K2)), True),
+    r"\p{Han}+": split_one(re.compile(translate(_KIMI_K2)), text_rewrite(_KIMI_K2)),
 }

@@ -20,9 +20,10 @@ when it is one for llama.cpp, whatever Unicode version this Python ships.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from .llama_regex import CUSTOM, Splitter, split_one, tiled, translate
+from .llama_regex import CUSTOM, Splitter, spans, split_one, text_rewrite, tiled, translate
 
 _C = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 # GPT-2's regex ends in \s+(?!\S), which leaves a lone space before a non-space unmatched; that gap is
@@ -162,7 +163,7 @@ FALLBACK_NAME = "default"
 def splitter_for(pre: PreSplit) -> Splitter:
     """The fastest exact splitter of a table row: its fused regex if it has one. A pattern that llama.cpp
     runs through a hand-written splitter (``llama_regex.CUSTOM``) gets ours."""
-    return compile_split((pre.fused,) if pre.fused else pre.patterns, custom=True)
+    return compile_split((pre.fused,) if pre.fused else pre.patterns, table_row=True)
 
 
 def _merge_matches(parts: list[tuple[str, bool]], behavior: str) -> list[str]:
@@ -178,9 +179,9 @@ def _merge_matches(parts: list[tuple[str, bool]], behavior: str) -> list[str]:
                                                           "MergedWithPrevious"))]
     out: list[str] = []
     previous = False
-    for piece, delimiter in parts:
-        joins = previous if behavior == "Contiguous" else not previous
-        if delimiter and joins and out:
+    for piece, delimiter in parts:  # Contiguous: a part joins the one before when both are (not) delimiters
+        joins = delimiter == previous if behavior == "Contiguous" else delimiter and not previous
+        if joins and out:
             out[-1] += piece
         else:
             out.append(piece)
@@ -188,34 +189,40 @@ def _merge_matches(parts: list[tuple[str, bool]], behavior: str) -> list[str]:
     return out
 
 
-def _split_with(regex: re.Pattern[str], behavior: str, invert: bool) -> Splitter:
+def _split_with(regex: re.Pattern[str], behavior: str, invert: bool, rewrite: Callable[[str], str | None]) -> Splitter:
     def split(text: str) -> list[str]:
         parts: list[tuple[str, bool]] = []
         pos = 0
-        for m in regex.finditer(text):
-            start, end = m.span()
-            if end == start:
-                continue
+        scan = rewrite(text)
+        for start, end in spans(regex, text if scan is None else scan, hf=True):
             if start > pos:
                 parts.append((text[pos:start], invert))
-            parts.append((text[start:end], not invert))
+            parts.append((text[start:end], not invert))  # an empty match still cuts, as in HF
             pos = end
         if pos < len(text):
             parts.append((text[pos:], invert))
-        return _merge_matches(parts, behavior)
+        return [piece for piece in _merge_matches(parts, behavior) if piece]
 
     return split
 
 
 def compile_split(patterns: tuple[str, ...], behaviors: tuple[tuple[str, bool], ...] | None = None,
-                  custom: bool = False) -> Splitter:
+                  table_row: bool = False) -> Splitter:
     """A function text -> pieces applying the patterns in sequence (each with its HF Split behavior).
-    ``custom``: patterns that name one of llama.cpp's hand-written splitters run it (table rows; never
-    a tokenizer.json pattern, which HF runs as the regex it is)."""
+    ``table_row``: llama.cpp's dialect (letter subcategories folded into L, ``\\d`` = 0-9) and its
+    hand-written splitters (``llama_regex.CUSTOM``); else HF's, as a tokenizer.json means its regexes."""
+    hf = not table_row
+
+    def one(pattern: str, step: tuple[str, bool]) -> Splitter:
+        if table_row and pattern in CUSTOM:
+            return CUSTOM[pattern]
+        rewrite = text_rewrite(pattern, hf)
+        if step == ("Isolated", False):
+            return split_one(re.compile(translate(tiled(pattern), hf)), rewrite, hf)
+        return _split_with(re.compile(translate(pattern, hf)), *step, rewrite)
+
     steps = behaviors or (("Isolated", False),) * len(patterns)
-    splitters = [CUSTOM[p] if custom and p in CUSTOM
-                 else split_one(re.compile(translate(tiled(p))), "\\p{" in p) if step == ("Isolated", False)
-                 else _split_with(re.compile(translate(p)), *step) for p, step in zip(patterns, steps)]
+    splitters = [one(p, step) for p, step in zip(patterns, steps)]
     if not splitters:
         return lambda text: [text]
     if len(splitters) == 1:
