@@ -10,8 +10,10 @@ keys and values. ``marshal`` writes those in one C call and reads them back in a
 Entries: one file per source (named by a hash of its resolved path), holding a stamp — size, mtime and
 inode of every file the loader reads (the GGUF, or tokenizer.json and its config files), plus a hash of
 this package's own source, so a changed file *or* a changed loader is a miss and the entry is rebuilt
-(overwritten: a model has one entry however often it changes). Only vocabularies of at least
-``MIN_TOKENS`` tokens are cached: small ones load in milliseconds anyway.
+(overwritten: a model has one entry however often it changes). Only vocabularies with merges and at
+least ``MIN_TOKENS`` tokens are cached: small ones load in milliseconds anyway, and a score-based
+SentencePiece GGUF (no merge table) loads as fast cold as from an entry (Gemma 3: 0.22 s cold, 0.24 s
+from an entry).
 
 Safety: an entry is written to a temporary file and renamed into place, and carries a CRC32 of its
 payload; a missing, truncated, corrupt or foreign entry is a miss, never an error, and a write that
@@ -137,7 +139,7 @@ def read(source: Path) -> Entry | None:
 def write(source: Path, spec: TokenizerSpec, merge_table: dict[int, int], warnings: list[str]) -> None:
     """Store the tables of a freshly built tokenizer (big vocabularies only); failures are skipped."""
     root = tables_dir()
-    if root is None or len(spec.tokens) < MIN_TOKENS:
+    if root is None or len(spec.tokens) < MIN_TOKENS or not merge_table:
         return
     fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
     fields["kind"] = spec.kind.value
