@@ -21,6 +21,7 @@ import functools
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import _unicode_tables as ut
 
@@ -53,11 +54,6 @@ def _intersect(a: Ranges, b: Ranges) -> Ranges:
 #: (ranges, stand-in) layers; where layers overlap, the later one decides.
 _LLAMA_LAYERS = [(ut.L, "\u00aa"), (ut.N, "\u00b2"), (ut.P, "\u00a1"), (ut.S, "\u00a2"), (ut.M, "\u0300"),
                  (HAN, "\ufaff"), (_intersect(HAN, ut.L), "\u4e00")]  # Han without a class / Han letters
-#: symbols HF's \w counts as word characters (Other_Alphabetic: circled and squared letters)
-_WORD_SYMBOLS = ((0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189))
-_HF_LAYERS = [(ut.Lo, "\u00aa"), (ut.Lu, "\u00c0"), (ut.Ll, "\u00df"), (ut.Lt, "\u01c5"), (ut.Lm, "\u02b0"),
-              (ut.N, "\u2460"), (ut.Nl, "\u2167"), (ut.Nd, "\u0660"), (ut.P, "\u00a1"), (ut.S, "\u00a2"),
-              (_WORD_SYMBOLS, "\u24b6"), (ut.M, "\u0300")]
 
 
 class _AstralIndex:
@@ -89,14 +85,9 @@ def collapse_astral(text: str) -> str:
     return _ASTRAL.sub(_LLAMA_ASTRAL.stand_in, text)
 
 
-@functools.lru_cache(maxsize=1)
-def _hf_astral() -> _AstralIndex:
-    return _AstralIndex(_HF_LAYERS)  # built on first use: tokenizer.json patterns only
-
-
 def collapse_astral_hf(text: str) -> str:
     """The same for HF's classes (a letter keeps its subcategory, a digit stays Nd)."""
-    return _ASTRAL.sub(_hf_astral().stand_in, text)
+    return _ASTRAL.sub(_hf_dialect().astral.stand_in, text)
 
 
 # CPython stores a str with 1, 2 or 4 bytes per code point, 4 only when one is above U+FFFF, so the
@@ -123,21 +114,44 @@ def _bmp(ranges: Ranges) -> Ranges:
 
 
 _LLAMA_BODY = {name: _ranges_to_class(_bmp(getattr(ut, name))) for name in ("L", "N", "P", "S", "M")}
-_HF_BODY = dict(_LLAMA_BODY)
-_HF_BODY.update({name: _ranges_to_class(_bmp(getattr(ut, name))) for name in ("Lu", "Ll", "Lt", "Lm", "Lo", "Nd", "Nl")})
 # llama.cpp folds the letter subcategories into LETTER (its regex path has no finer classes).
 _LLAMA_BODY.update({sub: _LLAMA_BODY["L"] for sub in ("Lu", "Ll", "Lt", "Lm", "Lo")})
 _SPACE_BODY = _ranges_to_class(tuple((c, c) for c in ut.WHITESPACE))
-# HF (Oniguruma): a word character is a letter, mark, decimal or letter number, connector punctuation,
-# ²³¹¼½¾ or a circled/squared letter (measured against HF over U+0020-U+2FFFF); \b and \B are
-# lookarounds over that class (Python's \w leaves marks out: "1\u20e3" would get a boundary).
-_HF_WORD_BODY = (_LLAMA_BODY["L"] + _LLAMA_BODY["M"] + _HF_BODY["Nd"] + _HF_BODY["Nl"] + _ranges_to_class(_WORD_SYMBOLS[:1])
-                 + "_\u203f\u2040\u2054\ufe33\ufe34\ufe4d-\ufe4f\uff3f\u00b2\u00b3\u00b9\u00bc-\u00be")
-_HF_WORD_ESCAPES = {
-    r"\w": f"[{_HF_WORD_BODY}]", r"\W": f"[^{_HF_WORD_BODY}]",
-    r"\b": f"(?:(?<=[{_HF_WORD_BODY}])(?![{_HF_WORD_BODY}])|(?<![{_HF_WORD_BODY}])(?=[{_HF_WORD_BODY}]))",
-    r"\B": f"(?:(?<=[{_HF_WORD_BODY}])(?=[{_HF_WORD_BODY}])|(?<![{_HF_WORD_BODY}])(?![{_HF_WORD_BODY}]))",
-}
+#: symbols HF's \w counts as word characters (Other_Alphabetic: circled and squared letters)
+_WORD_SYMBOLS = ((0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189))
+
+
+@dataclass(frozen=True)
+class _HFDialect:
+    """HF's classes, built on first use (tokenizer.json patterns only; their tables are a module of
+    their own, so a GGUF load never reads them)."""
+
+    bodies: dict[str, str]
+    word_escapes: dict[str, str]
+    word_body: str
+    astral: _AstralIndex
+
+
+@functools.lru_cache(maxsize=1)
+def _hf_dialect() -> _HFDialect:
+    from . import _unicode_tables_hf as hf
+
+    bodies = dict(_LLAMA_BODY)
+    bodies.update({name: _ranges_to_class(_bmp(getattr(hf, name))) for name in ("Lu", "Ll", "Lt", "Lm", "Lo", "Nd", "Nl")})
+    # A word character (Oniguruma): a letter, mark, decimal or letter number, connector punctuation,
+    # ²³¹¼½¾ or a circled/squared letter (measured against HF over U+0020-U+2FFFF); \b and \B are
+    # lookarounds over that class (Python's \w leaves marks out: "1\u20e3" would get a boundary).
+    word = (bodies["L"] + bodies["M"] + bodies["Nd"] + bodies["Nl"] + _ranges_to_class(_WORD_SYMBOLS[:1])
+            + "_\u203f\u2040\u2054\ufe33\ufe34\ufe4d-\ufe4f\uff3f\u00b2\u00b3\u00b9\u00bc-\u00be")
+    escapes = {r"\w": f"[{word}]", r"\W": f"[^{word}]",
+               r"\b": f"(?:(?<=[{word}])(?![{word}])|(?<![{word}])(?=[{word}]))",
+               r"\B": f"(?:(?<=[{word}])(?=[{word}])|(?<![{word}])(?![{word}]))"}
+    layers = [(hf.Lo, "\u00aa"), (hf.Lu, "\u00c0"), (hf.Ll, "\u00df"), (hf.Lt, "\u01c5"), (hf.Lm, "\u02b0"),
+              (ut.N, "\u2460"), (hf.Nl, "\u2167"), (hf.Nd, "\u0660"), (ut.P, "\u00a1"), (ut.S, "\u00a2"),
+              (_WORD_SYMBOLS, "\u24b6"), (ut.M, "\u0300")]
+    return _HFDialect(bodies, escapes, word, _AstralIndex(layers))
+
+
 _ESCAPE = re.compile(r"\\p\{(\w+)\}|\\[sSd]|\\.|\[|\]|\((?!\?)")
 
 
@@ -149,7 +163,8 @@ def translate(pattern: str, hf: bool = False) -> str:
     upper-case ones for HF. Capturing groups become non-capturing (findall returns whole
     matches). Inside a [...] class the bodies are spliced in place.
     """
-    bodies = _HF_BODY if hf else _LLAMA_BODY
+    dialect = _hf_dialect() if hf else None
+    bodies = dialect.bodies if dialect else _LLAMA_BODY
     out: list[str] = []
     pos = 0
     depth = 0
@@ -171,10 +186,10 @@ def translate(pattern: str, hf: bool = False) -> str:
         elif token == r"\d":
             digits = bodies["Nd"] if hf else "0-9"
             out.append(digits if depth else f"[{digits}]")
-        elif hf and token in _HF_WORD_ESCAPES:
+        elif dialect and token in dialect.word_escapes:
             if depth and token != r"\w":
                 raise ValueError(f"{token} inside a character class is not supported")
-            out.append(_HF_WORD_BODY if depth else _HF_WORD_ESCAPES[token])
+            out.append(dialect.word_body if depth else dialect.word_escapes[token])
         elif token == "[":
             depth += 1
             out.append(token)
@@ -312,9 +327,21 @@ _HAN_CLASS = "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in HAN if b <= 0xFFFF)  #
 _KIMI_K2 = (f"[{_HAN_CLASS}]+|[^\\r\\n\\p{{L}}\\p{{N}}]?(?:(?![{_HAN_CLASS}])\\p{{L}})+"
             r"(?:'[sStTmMdD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
+def _compiled_on_first_use(make: Callable[[], Splitter]) -> Splitter:
+    """A splitter whose regex is compiled when first used (Kimi K2's takes 15 ms: not at import)."""
+    made: list[Splitter] = []
+
+    def split(text: str) -> list[str]:
+        if not made:
+            made.append(make())
+        return made[0](text)
+
+    return split
+
+
 #: pattern text -> splitter, as llama.cpp's ``unicode_regex_split_custom`` picks them (GGUF table rows only).
 CUSTOM: dict[str, Splitter] = {
     r"\p{AFMoE_digits}": _digit_groups,
     r"\d{1,3}(?=(?:\d{3})*\b)": _digit_groups,
-    r"\p{Han}+": split_one(re.compile(translate(_KIMI_K2)), text_rewrite(_KIMI_K2)),
+    r"\p{Han}+": _compiled_on_first_use(lambda: split_one(re.compile(translate(_KIMI_K2)), text_rewrite(_KIMI_K2))),
 }
