@@ -19,6 +19,7 @@ from tokenizers import Regex
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import normalizers as nm
 from tokenizers import pre_tokenizers as pt
+from tokenizers import processors as pp
 
 import tokenizer
 
@@ -155,3 +156,28 @@ def test_hf_classes_equal_hf_on_random_text() -> None:
         hf = pt.Split(Regex(pattern), "isolated")
         for text in texts:
             assert ours(text) == [p for p, _ in hf.pre_tokenize_str(text)], (pattern, text)
+
+
+_SPECIALS = [("<|endoftext|>", 0), ("<|im_start|>", 1), ("<|im_end|>", 2)]
+POST_PROCESSORS = {
+    "bos": lambda: pp.TemplateProcessing(single="<|im_start|> $A", special_tokens=_SPECIALS[1:2]),
+    "eos": lambda: pp.TemplateProcessing(single="$A <|endoftext|>", special_tokens=_SPECIALS[:1]),
+    "two-before": lambda: pp.TemplateProcessing(single="<|im_start|> <|endoftext|> $A", special_tokens=_SPECIALS[:2]),
+    "two-after": lambda: pp.TemplateProcessing(single="<|im_start|> $A <|im_end|> <|endoftext|>", special_tokens=_SPECIALS),
+    "roberta": lambda: pp.RobertaProcessing(("<|im_end|>", 2), ("<|im_start|>", 1)),
+    "bert": lambda: pp.BertProcessing(("<|im_end|>", 2), ("<|im_start|>", 1)),
+    "sequence": lambda: pp.Sequence([pp.ByteLevel(trim_offsets=False),
+                                     pp.TemplateProcessing(single="<|im_start|> $A", special_tokens=_SPECIALS[1:2])]),
+    "none": lambda: None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
+def test_add_special_adds_what_the_post_processor_adds(name: str, tmp_path: Path) -> None:
+    hf = HFTokenizer.from_file(str(hf_files.out_dir() / BYTES / "tokenizer.json"))
+    hf.post_processor = POST_PROCESSORS[name]()
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    ours = tokenizer.load(path)
+    for text in ["hello world", "", " x", "<|im_end|> y"]:
+        assert ours.encode(text, add_special=True, parse_special=True) == hf.encode(text, add_special_tokens=True).ids, text

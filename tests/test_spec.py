@@ -36,6 +36,8 @@ def test_long_word_uses_heap_and_matches_short_loop() -> None:
     (dict(eos_id=-1), "eos_id=-1 is out of range"),
     (dict(add_bos=True), "add_bos is set but there is no BOS token id"),
     (dict(add_eos=True), "add_eos is set but there is no EOS token id"),
+    (dict(special_prefix=(1, 9999)), "special token id 9999 is out of range"),
+    (dict(extra_eos_ids=(-2,)), "special token id -2 is out of range"),
 ])
 def test_create_rejects(change: dict, message: str) -> None:
     spec = byte_vocab(["ab", "abc"], [("a", "b")])

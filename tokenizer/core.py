@@ -240,19 +240,24 @@ class Tokenizer:
 
     # ----- public API ----------------------------------------------------------------------
 
+    @cached_property
+    def _affixes(self) -> tuple[list[int], list[int]]:
+        """The ids add_special puts before and after the text."""
+        spec = self.spec
+        prefix = spec.special_prefix if spec.special_prefix is not None else (spec.bos_id,) if spec.add_bos else ()
+        suffix = spec.special_suffix if spec.special_suffix is not None else (spec.eos_id,) if spec.add_eos else ()
+        return list(prefix), list(suffix)  # type: ignore[arg-type]
+
     def encode(self, text: str, *, add_special: bool = False, parse_special: bool = False) -> list[int]:
         """Token ids for text. Lone surrogates (not valid Unicode) are encoded as U+FFFD."""
-        out: list[int] = []
-        if add_special and self.spec.add_bos:
-            out.append(self.spec.bos_id)  # type: ignore[arg-type]
+        prefix, suffix = self._affixes if add_special else ([], [])
+        out = list(prefix)
         try:
             self._encode_into(text, parse_special, out)
         except UnicodeEncodeError:
-            del out[int(add_special and self.spec.add_bos):]
+            del out[len(prefix):]
             self._encode_into(_SURROGATE.sub("\ufffd", text), parse_special, out)
-        if add_special and self.spec.add_eos:
-            out.append(self.spec.eos_id)  # type: ignore[arg-type]
-        return out
+        return out + suffix if suffix else out
 
     def _encode_into(self, text: str, parse_special: bool, out: list[int]) -> None:
         self._encode_cut(text, self._cut_all if parse_special else self._cut_user, self._cut_normalized, out)

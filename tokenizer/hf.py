@@ -242,21 +242,40 @@ def _added_tokens(data: dict, path: Path) -> list[dict]:
     return added
 
 
+def _template_affixes(processor: dict, ids: Mapping[str, int], n: int) -> dict[str, Any]:
+    """TemplateProcessing's "single" template: the special tokens before and after $A, each expanded
+    through the processor's special_tokens map (else looked up as a token text). Example:
+    "<s> <x> $A </s>" -> prefix (<s>, <x>), suffix (</s>): BOS <s>, EOS </s>, and the prefix kept whole."""
+    single = processor.get("single") if isinstance(processor.get("single"), list) else []
+    table = processor.get("special_tokens") if isinstance(processor.get("special_tokens"), dict) else {}
+    prefix: list[int] = []
+    suffix: list[int] = []
+    side = prefix
+    for item in single:
+        kind, body = next(iter(item.items())) if isinstance(item, dict) and len(item) == 1 else (None, {})
+        name = body.get("id") if isinstance(body, dict) else None
+        if kind == "Sequence":
+            side = suffix
+        elif kind == "SpecialToken" and isinstance(name, str):
+            listed = table.get(name, {}).get("ids") if isinstance(table.get(name), dict) else None
+            found = listed if isinstance(listed, list) else [ids[name]] if name in ids else []
+            side += [i for i in found if type(i) is int and 0 <= i < n]
+    fields: dict[str, Any] = {}
+    if prefix:
+        fields.update(add_bos=True, bos_id=prefix[0])
+    if suffix:
+        fields.update(add_eos=True, eos_id=suffix[-1])
+    if len(prefix) > 1 or len(suffix) > 1:
+        fields.update(special_prefix=tuple(prefix), special_suffix=tuple(suffix))
+    return fields
+
+
 def _post_processor(component: Any, ids: Mapping[str, int], n: int, path: Path) -> dict[str, Any]:
     """Which BOS/EOS ``add_special`` adds, from TemplateProcessing / RobertaProcessing / BertProcessing."""
     fields: dict[str, Any] = {}
     for c in _flatten(component, "processors", "post_processor", path):
         if c["type"] == "TemplateProcessing":
-            single = c.get("single") if isinstance(c.get("single"), list) else []
-            items = [next(iter(item.items())) if isinstance(item, dict) and len(item) == 1 else (None, {})
-                     for item in single]
-            kinds = [kind for kind, _ in items]
-            names = [body.get("id") if isinstance(body, dict) and isinstance(body.get("id"), str) else None
-                     for _, body in items]
-            if kinds and kinds[0] == "SpecialToken" and names[0] in ids:
-                fields.update(add_bos=True, bos_id=ids[names[0]])
-            if len(kinds) > 1 and kinds[-1] == "SpecialToken" and names[-1] in ids:
-                fields.update(add_eos=True, eos_id=ids[names[-1]])
+            fields.update(_template_affixes(c, ids, n))
         elif c["type"] in ("RobertaProcessing", "BertProcessing"):
             cls, sep = c.get("cls"), c.get("sep")
             if isinstance(cls, list) and isinstance(sep, list) and len(cls) == len(sep) == 2 \

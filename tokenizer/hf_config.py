@@ -85,6 +85,7 @@ def load_hf(path: Path) -> TokenizerSpec:
     for key, field in (("add_bos_token", "add_bos"), ("add_eos_token", "add_eos")):
         if isinstance(config.get(key), bool):
             changes[field] = config[key]
+            changes.update(special_prefix=None, special_suffix=None)  # the config's flags decide, as BOS / EOS
     n = len(spec.tokens)
     extra = [i for i in _eos_ids(folder) if 0 <= i < n and i != changes.get("eos_id", spec.eos_id)]
     changes["extra_eos_ids"] = tuple(dict.fromkeys(spec.extra_eos_ids + tuple(extra)))

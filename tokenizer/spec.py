@@ -105,6 +105,10 @@ class TokenizerSpec:
     #: byte tokens (type BYTE: they decode and print as their byte) that a tokenizer.json also lists as
     #: added tokens; HF cuts their text "<0xE5>" out of the input, so they are cut like control tokens.
     added_byte_ids: frozenset[int] = field(default_factory=frozenset)
+    #: what add_special puts before / after the ids when it is more than BOS / EOS (an HF
+    #: TemplateProcessing "<s> <extra> $A </s>"); None: BOS and EOS as add_bos / add_eos say.
+    special_prefix: tuple[int, ...] | None = None
+    special_suffix: tuple[int, ...] | None = None
     #: where the spec came from, for error messages ("model.gguf", "tokenizer.json").
     source: str = "<spec>"
     #: the model's Jinja chat template, if its file carries one (never run; chat formats are detected from it).
@@ -136,9 +140,9 @@ def validate(spec: TokenizerSpec) -> None:
         value = getattr(spec, name)
         if value is not None and not 0 <= value < n:
             raise _fail(spec, f"special token {name}={value} is out of range (vocabulary has {n} tokens)")
-    for value in spec.extra_eos_ids:
+    for value in (*spec.extra_eos_ids, *(spec.special_prefix or ()), *(spec.special_suffix or ())):
         if not 0 <= value < n:
-            raise _fail(spec, f"eos id {value} is out of range (vocabulary has {n} tokens)")
+            raise _fail(spec, f"special token id {value} is out of range (vocabulary has {n} tokens)")
     if spec.add_bos and spec.bos_id is None:
         raise _fail(spec, "add_bos is set but there is no BOS token id")
     if spec.add_eos and spec.eos_id is None:
