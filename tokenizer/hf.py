@@ -34,9 +34,8 @@ _GPT2_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+
 _HF_CONTRACTIONS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 _LLAMA_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #: single-pattern byte-level rows of the llama.cpp table, by pattern: a tokenizer.json with the same
-#: regex runs the same (fused, fast) splitter as its GGUF twin.
-#: Only patterns that mean the same in both dialects: no letter subcategory, no \d (HF: any digit), no
-#: hand-written llama.cpp splitter.
+#: regex runs the same (fused, fast) splitter as its GGUF twin — for patterns that mean the same in both
+#: dialects only (no letter subcategory, no \d, no hand-written llama.cpp splitter).
 _KNOWN_PATTERNS = {pre.patterns[0]: name for name, pre in reversed(PRE_SPLITS.items())  # first name wins
                    if len(pre.patterns) == 1 and pre.byte_encode and pre.patterns[0] not in CUSTOM
                    and not re.search(r"\\p\{L[ultmo]\}|\\d", pre.patterns[0])}
