@@ -181,3 +181,18 @@ def test_add_special_adds_what_the_post_processor_adds(name: str, tmp_path: Path
     ours = tokenizer.load(path)
     for text in ["hello world", "", " x", "<|im_end|> y"]:
         assert ours.encode(text, add_special=True, parse_special=True) == hf.encode(text, add_special_tokens=True).ids, text
+
+
+@pytest.mark.parametrize("name", [BYTES, SPM, "trained-spm-legacy", "llama-spm"])
+def test_decoding_any_ids_equals_hf(name: str) -> None:
+    """Random id sequences, not only ones an encoder makes: broken UTF-8 (a run of byte tokens that is
+    not valid text gives one U+FFFD per token, HF's ByteFallback rule), control tokens, skip_special."""
+    import random
+
+    folder = hf_files.out_dir() / name
+    ours, hf = tokenizer.load(folder), HFTokenizer.from_file(str(folder / "tokenizer.json"))
+    rng = random.Random(name)
+    for _ in range(1500):
+        ids = [rng.randrange(ours.vocab_size) for _ in range(rng.randint(1, 6))]
+        for skip in (False, True):
+            assert ours.decode(ids, skip_special=skip) == hf.decode(ids, skip_special_tokens=skip), (ids, skip)

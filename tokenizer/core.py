@@ -32,7 +32,7 @@ from .byte_alphabet import BYTE_TO_CHAR, spell
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, validate
 from .specials import ASCII_SPACE, UNICODE_SPACE, SpecialCutter
 from .token_bytes import SPECIAL_TYPES as _SPECIAL_TYPES
-from .token_bytes import byte_table
+from .token_bytes import byte_fallback_text, byte_table
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -323,15 +323,15 @@ class Tokenizer:
 
         return encode
 
+    def _token_parts(self, ids: list[int], skip_special: bool) -> list[bytes]:
+        if ids and (min(ids) < 0 or max(ids) >= self.vocab_size):
+            raise self._out_of_range(next(i for i in ids if not 0 <= i < self.vocab_size))
+        return list(map((self._bytes_skip if skip_special else self._bytes).__getitem__, ids))
+
     def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
         """Concatenated raw bytes of the tokens (control tokens left out with skip_special)."""
         ids = list(ids)
-        if not ids:
-            return b""
-        if min(ids) < 0 or max(ids) >= self.vocab_size:
-            raise self._out_of_range(next(i for i in ids if not 0 <= i < self.vocab_size))
-        table = self._bytes_skip if skip_special else self._bytes
-        parts = list(map(table.__getitem__, ids))
+        parts = self._token_parts(ids, skip_special)
         if self.spec.decode_strip_space:  # HF's Strip decoder: the decoded text's first space
             joined = b"".join(parts)
             return joined[1:] if joined.startswith(b" ") else joined
@@ -345,8 +345,15 @@ class Tokenizer:
         return b"".join(parts)
 
     def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
-        """Text of the tokens; invalid UTF-8 is replaced by U+FFFD."""
-        return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", "replace")
+        """Text of the tokens; invalid UTF-8 is replaced by U+FFFD — for a tokenizer.json whose decoder
+        has ByteFallback, as HF does it: one U+FFFD per byte token of an invalid run of them."""
+        if not self.spec.byte_fallback_decoder:
+            return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", "replace")
+        ids = list(ids)
+        parts = self._token_parts(ids, False)  # range-checked; skipped control tokens are left out, as HF drops them
+        kept = [n for n, i in enumerate(ids) if not (skip_special and self._types[i] in _CONTROLISH)]
+        text = byte_fallback_text([parts[n] for n in kept], [self._types[ids[n]] == TokenType.BYTE for n in kept])
+        return text[1:] if self.spec.decode_strip_space and text.startswith(" ") else text
 
     def _check(self, token_id: int) -> int:
         if not 0 <= token_id < self.vocab_size:

@@ -155,6 +155,7 @@ class _Builder:
 
     def decoder(self, components: list[dict]) -> None:
         strip = False
+        self.fields["byte_fallback_decoder"] = any(c["type"] == "ByteFallback" for c in components)
         for c in components:
             if c["type"] == "Strip" and c.get("content") == " " and _int(c.get("start")) >= 1:
                 strip = True

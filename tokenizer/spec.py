@@ -76,6 +76,8 @@ class TokenizerSpec:
     space_prefix: str = ""
     #: decode drops the first text token's leading space (None: when add_space_prefix).
     decode_strip_space: bool | None = None
+    #: decode as HF's ByteFallback decoder does (a tokenizer.json that has one): see ``Tokenizer.decode``.
+    byte_fallback_decoder: bool = False
     bos_id: int | None = None
     eos_id: int | None = None
     eot_id: int | None = None

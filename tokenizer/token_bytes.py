@@ -55,3 +55,29 @@ def byte_table(kind: ModelKind, tokens: list[str], types: list[int]) -> list[byt
         if token_type != TokenType.NORMAL:
             table[i] = _other_bytes(tokens[i], token_type, table[i])
     return table
+
+
+def byte_fallback_text(parts: list[bytes], is_byte: list[bool]) -> str:
+    """HF's ByteFallback decoder over token bytes: a run of byte tokens is UTF-8 text when valid, else one
+    U+FFFD per token ("<0xDC><0x53>" -> "\ufffd\ufffd", where decoding the bytes at once gives "\ufffdS");
+    other tokens decode on their own, errors replaced."""
+    out: list[str] = []
+    run: list[bytes] = []
+    for part, byte in zip(parts, is_byte):
+        if byte:
+            run.append(part)
+            continue
+        if run:
+            out.append(_run_text(run))
+            run = []
+        out.append(part.decode("utf-8", "replace"))
+    if run:
+        out.append(_run_text(run))
+    return "".join(out)
+
+
+def _run_text(run: list[bytes]) -> str:
+    try:
+        return b"".join(run).decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd" * len(run)
