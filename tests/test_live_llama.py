@@ -68,3 +68,28 @@ def test_end_of_generation_and_control_tokens_match_llama_cpp(name: str) -> None
     assert set(tok.eos_ids) == {i for i in ids if llama_cpp.llama_vocab_is_eog(vocab, i)}
     assert {i for i in ids if tok.token_type(i) == tokenizer.TokenType.CONTROL} == {
         i for i in ids if llama_cpp.llama_vocab_is_control(vocab, i)}
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "phi-3", "gemma3", "qwen2", "smollm2", "falcon", "deepseek-coder"])
+def test_decoding_any_ids_equals_llama_detokenize(name: str) -> None:
+    """Random id sequences (control tokens first, byte tokens, broken UTF-8) against llama_detokenize:
+    skip_special=False renders control tokens as text (unparse_special), True leaves them out. Only a
+    SentencePiece first token loses its prefix space, whatever follows. (Vocabularies whose llama.cpp
+    decoding also cleans spaces before punctuation are left out: decode is the tokens' bytes, so that
+    decode(encode(s)) == s.)"""
+    import ctypes
+    import random
+
+    import llama_cpp
+
+    tok, ref = ours(name), oracle(name)
+    vocab = llama_cpp.llama_model_get_vocab(ref.model)  # type: ignore[attr-defined]
+    buffer = ctypes.create_string_buffer(1 << 16)
+    rng = random.Random(name)
+    odd = [i for i in range(tok.vocab_size) if tok.token_type(i) != tokenizer.TokenType.NORMAL]  # control, byte ...
+    for _ in range(1000):
+        ids = [rng.choice(odd) if rng.random() < 0.3 else rng.randrange(tok.vocab_size) for _ in range(rng.randint(1, 5))]
+        tokens = (llama_cpp.llama_token * len(ids))(*ids)
+        for skip in (False, True):
+            size = llama_cpp.llama_detokenize(vocab, tokens, len(ids), buffer, len(buffer), False, not skip)
+            assert tok.decode_bytes(ids, skip_special=skip) == buffer.raw[:size], (ids, skip)

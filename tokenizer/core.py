@@ -336,12 +336,8 @@ class Tokenizer:
             joined = b"".join(parts)
             return joined[1:] if joined.startswith(b" ") else joined
         if self.spec.decode_strip_space is None and self.spec.kind is ModelKind.SENTENCEPIECE \
-                and self.spec.add_space_prefix:  # llama.cpp: the first text token's space
-            for i, token_id in enumerate(ids):
-                if self._types[token_id] not in _SPECIAL_TYPES:
-                    if parts[i].startswith(b" "):
-                        parts[i] = parts[i][1:]
-                    break
+                and self.spec.add_space_prefix and parts and parts[0].startswith(b" "):
+            parts[0] = parts[0][1:]  # llama.cpp: the first token's space ("<s>" first: " Hello" keeps its own)
         return b"".join(parts)
 
     def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:

@@ -74,7 +74,8 @@ class TokenizerSpec:
     #: "unless_space" = HF Metaspace "always" / ByteLevel add_prefix_space (not when it starts with a space);
     #: "first_unless_space" = HF Metaspace "first" (only the fragment at the start of the text).
     space_prefix: str = ""
-    #: decode drops the first text token's leading space (None: when add_space_prefix).
+    #: decode drops the leading space of the text (HF Strip/Metaspace decoder); None: of the first token
+    #: when add_space_prefix (llama.cpp).
     decode_strip_space: bool | None = None
     #: decode as HF's ByteFallback decoder does (a tokenizer.json that has one): see ``Tokenizer.decode``.
     byte_fallback_decoder: bool = False
