@@ -147,3 +147,20 @@ def test_a_model_directory_reads_its_config_files(tmp_path: Path) -> None:
 def test_a_directory_with_only_a_gguf_loads_the_gguf(tmp_path: Path) -> None:
     (tmp_path / "model.gguf").symlink_to(model_path("smollm2"))
     assert tokenizer.load(tmp_path).encode("Hello world") == ours("smollm2").encode("Hello world")
+
+
+@pytest.mark.parametrize("name", hf_files.NAMES)
+def test_random_texts_with_added_tokens_equal_hf(name: str) -> None:
+    """Seeded random texts of added-token texts, spaces (plain, no-break, runs), a literal "▁" (Metaspace
+    takes it for a space: no prefix before it), newlines, tabs, emoji: plain and add_special."""
+    import random
+
+    mine, hf = pair(name)
+    folder = hf_files.out_dir() / name
+    added = [t["content"] for t in json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]][:40]
+    alphabet = [*"ab ü\n\t  .1", "  ", "\u00a0", "😀", "é", "\u2581"]
+    rng = random.Random(name)
+    for _ in range(800):
+        text = "".join(rng.choice(added) if rng.random() < 0.3 else rng.choice(alphabet) for _ in range(rng.randint(1, 8)))
+        assert mine.encode(text, parse_special=True) == hf.encode(text, add_special_tokens=False).ids, text
+        assert mine.encode(text, add_special=True, parse_special=True) == hf.encode(text, add_special_tokens=True).ids, text

@@ -294,8 +294,9 @@ class Tokenizer:
 
     def _encode_normalized(self, fragment: str, first: bool) -> list[int]:
         spec = self.spec
-        if spec.space_prefix:
-            if not fragment.startswith(" ") and (first or spec.space_prefix == "unless_space"):
+        if spec.space_prefix:  # HF: not before a space (Metaspace: nor before a literal "▁", its space)
+            leads = (" ", "\u2581") if spec.kind is ModelKind.SENTENCEPIECE else " "
+            if not fragment.startswith(leads) and (first or spec.space_prefix == "unless_space"):
                 fragment = " " + fragment
         elif spec.add_space_prefix and spec.kind is ModelKind.SENTENCEPIECE:
             fragment = " " + fragment
