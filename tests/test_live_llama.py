@@ -93,3 +93,20 @@ def test_decoding_any_ids_equals_llama_detokenize(name: str) -> None:
         for skip in (False, True):
             size = llama_cpp.llama_detokenize(vocab, tokens, len(ids), buffer, len(buffer), False, not skip)
             assert tok.decode_bytes(ids, skip_special=skip) == buffer.raw[:size], (ids, skip)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_random_texts_with_special_tokens_match_llama_cpp(name: str) -> None:
+    """Seeded random texts mixing special-token texts with spaces, no-break spaces, a literal "▁",
+    newlines and emoji — where cutting special tokens, lstrip/rstrip and the SentencePiece prefix meet."""
+    import random
+
+    tok, ref = ours(name), oracle(name)
+    specials = [t for t in tok.special_texts() if t][:40]
+    alphabet = [*"ab ü\n\t  .1", "  ", "\u00a0", "😀", "é", "\u2581", "\u2581\u2581"]
+    rng = random.Random(name)
+    for _ in range(600):
+        text = "".join(rng.choice(specials) if rng.random() < 0.3 else rng.choice(alphabet) for _ in range(rng.randint(1, 8)))
+        for parse_special in (False, True):
+            assert tok.encode(text, parse_special=parse_special) == ref.tokenize(
+                text.encode(), add_bos=False, special=parse_special), (text, parse_special)
