@@ -169,7 +169,8 @@ def splitter_for(pre: PreSplit) -> Splitter:
 def _merge_matches(parts: list[tuple[str, bool]], behavior: str) -> list[str]:
     """HF's SplitDelimiterBehavior on (piece, is_delimiter) parts. With delimiter " " and "a  b":
     Isolated a| | |b, Removed a|b, MergedWithPrevious "a "|" "|b, MergedWithNext a|" "|" b",
-    Contiguous a|"  "|b (a delimiter joins a neighbour only if that neighbour is not one)."""
+    Contiguous a|"  "|b (parts of one kind next to each other join: a run of delimiters, or of the
+    non-delimiters an inverted split or an empty match leaves side by side)."""
     if behavior == "Isolated":
         return [p for p, _ in parts]
     if behavior == "Removed":
@@ -179,7 +180,7 @@ def _merge_matches(parts: list[tuple[str, bool]], behavior: str) -> list[str]:
                                                           "MergedWithPrevious"))]
     out: list[str] = []
     previous = False
-    for piece, delimiter in parts:  # Contiguous: a part joins the one before when both are (not) delimiters
+    for piece, delimiter in parts:
         joins = delimiter == previous if behavior == "Contiguous" else delimiter and not previous
         if joins and out:
             out[-1] += piece
