@@ -233,6 +233,7 @@ def split_one(regex: re.Pattern[str], rewrite: Callable[[str], str | None], hf: 
     is not None (same length, so offsets carry over to the original). ``hf``: empty matches are
     found the way HF's regex engine finds them (``spans``)."""
     findall = regex.findall
+    careful = hf and may_match_empty(regex)
 
     def split(text: str) -> list[str]:
         scan = rewrite(text)
@@ -240,19 +241,24 @@ def split_one(regex: re.Pattern[str], rewrite: Callable[[str], str | None], hf: 
             pieces = findall(text)
             if sum(map(len, pieces)) == len(text) and "" not in pieces:  # the usual case: the matches tile the text
                 return pieces
-        return _cut(text, spans(regex, text if scan is None else scan, hf))
+        return _cut(text, spans(regex, text if scan is None else scan, careful))
 
     return split
 
 
-def spans(regex: re.Pattern[str], text: str, hf: bool = False) -> list[tuple[int, int]]:
+def may_match_empty(regex: re.Pattern[str]) -> bool:
+    """Whether the pattern can match an empty string somewhere: it matches "" itself, or holds an
+    assertion (lookaround, anchor, word boundary) that can hold between two characters. Conservative."""
+    return regex.fullmatch("") is not None or re.search(r"\(\?<?[=!]|\\[bBAZ]|(?<!\[)\^|\$", regex.pattern) is not None
+
+
+def spans(regex: re.Pattern[str], text: str, hf_empty: bool = False) -> list[tuple[int, int]]:
     """(start, end) of each match. Python's ``finditer`` and HF's engine (Oniguruma) differ only around
     empty matches: after a match ending at p, HF takes no empty match at p, and after an empty match at
-    p it resumes at p + 1 (so ``\\B|b`` on "ab" cuts at 1 and never matches "b"). With ``hf`` and an
-    empty match in sight, the matches are searched HF's way."""
-    found = [m.span() for m in regex.finditer(text)]
-    if not hf or all(start != end for start, end in found):
-        return found
+    p it resumes at p + 1 (so ``\\B|b`` on "ab" cuts at 1 and never matches "b"). ``hf_empty``: the
+    pattern is HF's and may match empty (``may_match_empty``), so its matches are searched HF's way."""
+    if not hf_empty:
+        return [m.span() for m in regex.finditer(text)]
     found, resume, last_end = [], 0, -1
     while resume <= len(text):
         m = regex.search(text, resume)

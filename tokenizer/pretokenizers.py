@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .llama_regex import CUSTOM, Splitter, spans, split_one, text_rewrite, tiled, translate
+from .llama_regex import CUSTOM, Splitter, may_match_empty, spans, split_one, text_rewrite, tiled, translate
 
 _C = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 # GPT-2's regex ends in \s+(?!\S), which leaves a lone space before a non-space unmatched; that gap is
@@ -191,11 +191,13 @@ def _merge_matches(parts: list[tuple[str, bool]], behavior: str) -> list[str]:
 
 
 def _split_with(regex: re.Pattern[str], behavior: str, invert: bool, rewrite: Callable[[str], str | None]) -> Splitter:
+    careful = may_match_empty(regex)
+
     def split(text: str) -> list[str]:
         parts: list[tuple[str, bool]] = []
         pos = 0
         scan = rewrite(text)
-        for start, end in spans(regex, text if scan is None else scan, hf=True):
+        for start, end in spans(regex, text if scan is None else scan, careful):
             if start > pos:
                 parts.append((text[pos:start], invert))
             parts.append((text[start:end], not invert))  # an empty match still cuts, as in HF
