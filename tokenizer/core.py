@@ -35,6 +35,7 @@ from .token_bytes import SPECIAL_TYPES as _SPECIAL_TYPES
 from .token_bytes import byte_fallback_text, byte_table
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
+_SPACE_LEADS = {ModelKind.SENTENCEPIECE: (" ", "\u2581"), ModelKind.BYTE_LEVEL: " "}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: cache entries are dropped wholesale past this many words; longer words are not cached.
 _CACHE_LIMIT = 200_000
@@ -295,8 +296,7 @@ class Tokenizer:
     def _encode_normalized(self, fragment: str, first: bool) -> list[int]:
         spec = self.spec
         if spec.space_prefix:  # HF: not before a space (Metaspace: nor before a literal "▁", its space)
-            leads = (" ", "\u2581") if spec.kind is ModelKind.SENTENCEPIECE else " "
-            if not fragment.startswith(leads) and (first or spec.space_prefix == "unless_space"):
+            if not fragment.startswith(_SPACE_LEADS[spec.kind]) and (first or spec.space_prefix == "unless_space"):
                 fragment = " " + fragment
         elif spec.add_space_prefix and spec.kind is ModelKind.SENTENCEPIECE:
             fragment = " " + fragment

@@ -233,13 +233,14 @@ def split_one(regex: re.Pattern[str], rewrite: Callable[[str], str | None], hf: 
     is not None (same length, so offsets carry over to the original). ``hf``: empty matches are
     found the way HF's regex engine finds them (``spans``)."""
     findall = regex.findall
-    careful = hf and may_match_empty(regex)
+    empty = may_match_empty(regex)  # only then can findall give "" pieces (and HF's search order matter)
+    careful = hf and empty
 
     def split(text: str) -> list[str]:
         scan = rewrite(text)
         if scan is None:
             pieces = findall(text)
-            if sum(map(len, pieces)) == len(text) and "" not in pieces:  # the usual case: the matches tile the text
+            if sum(map(len, pieces)) == len(text) and not (empty and "" in pieces):  # the usual case: they tile the text
                 return pieces
         return _cut(text, spans(regex, text if scan is None else scan, careful))
 
@@ -332,6 +333,7 @@ _HAN_CLASS = "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in HAN if b <= 0xFFFF)  #
 # without Han, an optional lead character and an English contraction; 1-3 digits; then Llama 3's tail.
 _KIMI_K2 = (f"[{_HAN_CLASS}]+|[^\\r\\n\\p{{L}}\\p{{N}}]?(?:(?![{_HAN_CLASS}])\\p{{L}})+"
             r"(?:'[sStTmMdD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
 
 def _compiled_on_first_use(make: Callable[[], Splitter]) -> Splitter:
     """A splitter whose regex is compiled when first used (Kimi K2's takes 15 ms: not at import)."""
