@@ -24,3 +24,13 @@ def test_heap_and_scan_loops_merge_alike(chars: list[str]) -> None:
     tok = ours("llama-bpe")
     ids = [tok._byte_tokens[ord(c)] for c in chars]
     assert _merged_with(0, ids, tok) == _merged_with(10**9, ids, tok)
+
+
+def test_merge_table_paths_agree() -> None:
+    """GPT-2 and Qwen2 list merge r's result at id 256 + r (the table skips looking results up); Llama 3 does
+    not. Either way the table equals the one built by looking every result up."""
+    for name in ("gpt-2", "qwen2", "llama-bpe"):
+        tok = ours(name)
+        looked_up = bpe.build_merge_table(tok.spec.merges, tok._vocab, tok._width, "x")
+        assert tok._merges == looked_up
+        assert len(looked_up) == len(set(map(tuple, tok.spec.merges)))

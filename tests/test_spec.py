@@ -58,6 +58,20 @@ def test_create_rejects_bad_merges(merge: tuple[str, str], message: str) -> None
         Tokenizer.create(byte_vocab(["ab"], [("a", "b"), merge]))
 
 
+def test_results_in_merge_order_still_check_the_halves() -> None:
+    """Results listed at ids 256, 257 in merge order take the lookup-free path for results; halves are
+    still looked up, so a missing one is named."""
+    with pytest.raises(TokenizerError, match="merge #1 \\('zz' 'b'\\): left half 'zz' is not in the vocabulary"):
+        Tokenizer.create(byte_vocab(["ab", "zzb"], [("a", "b"), ("zz", "b")]))
+
+
+def test_duplicate_token_text_merges_to_the_later_id() -> None:
+    """"abc" at 257 and again at 258: the index (as llama.cpp's) answers 258, and so must the merge table,
+    though the results look listed in merge order from id 256 ("ab", "abc")."""
+    tok = Tokenizer.create(byte_vocab(["ab", "abc", "abc"], [("a", "b"), ("ab", "c")]))
+    assert tok.encode("abc") == [258]
+
+
 def test_score_based_sentencepiece_needs_scores() -> None:
     spec = TokenizerSpec(kind=ModelKind.SENTENCEPIECE, tokens=["<unk>", "a"], scores=[0.0], source="spm.gguf")
     with pytest.raises(TokenizerError, match="one score per token: 1 scores for 2 tokens"):

@@ -25,7 +25,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from functools import cached_property
-from itertools import chain
+from itertools import chain, compress
 
 from . import bpe, pretokenizers
 from .byte_alphabet import BYTE_TO_CHAR, spell
@@ -77,10 +77,11 @@ class Tokenizer:
         self._vocab = dict(zip(spec.tokens, range(n)))  # later duplicates win, as in llama.cpp
         self._width = n + 1
         self._missing = n  # sentinel id: a unit with no token (never merges)
-        self._merges = (bpe.build_merge_table(spec.merges or [], self._vocab, self._width, spec.source)
+        self._merges = (bpe.build_merge_table(spec.merges or [], self._vocab, self._width, spec.source,
+                                                spec.tokens)
                         if merge_table is None else merge_table)
         self._byte_tokens = self._build_byte_tokens()
-        specials = [(spec.tokens[i], i) for i, t in enumerate(self._types) if t in _SPECIAL_TYPES]
+        specials = [(spec.tokens[i], i) for i in compress(range(n), map(_SPECIAL_TYPES.__contains__, self._types))]
         specials += [(spec.tokens[i], i) for i in sorted(spec.added_byte_ids)]
         self._special_texts = {text: i for text, i in specials if text}
         raw = [(text, i) for text, i in specials if i not in spec.normalized_ids]
@@ -102,6 +103,8 @@ class Tokenizer:
             self._cache = _WordCache(self._encode_byte_word)
         else:
             self._split = self._spm_splitter(split)
+            if not spec.merges:  # score-based: its pair prices are built here, with the other tables
+                self._costs = dict(zip(spec.tokens, map(float.__neg__, map(float, spec.scores or []))))
             encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
             self._cache = _WordCache(encode_chunk)
 
@@ -200,12 +203,6 @@ class Tokenizer:
         unk = self.spec.unk_id
         if unk is not None and not (self.spec.fuse_unk and out and out[-1] == unk):
             out.append(unk)
-
-    @cached_property
-    def _costs(self) -> dict[str, float]:
-        """Token text -> negated score, for the score-based merge loop (built on first encode).
-        Later duplicates win, as in the vocabulary index."""
-        return dict(zip(self._tokens, map(float.__neg__, map(float, self.spec.scores or []))))
 
     def _encode_scored_chunk(self, chunk: str) -> tuple[int, ...]:
         get = self._vocab.get

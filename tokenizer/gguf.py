@@ -10,6 +10,7 @@ score), "gemma4" (SentencePiece-style BPE by rank, split at newlines).
 from __future__ import annotations
 
 import logging
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,7 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         if value is not None:
             ids[field] = value
     wanted = {*EOG_TEXTS, *_EOT_TEXTS, *_FIM_TEXTS, "<unk>", "<s>", "<|plamo:eos|>", "<mask>", "[MASK]"}
-    by_text = {t: i for i, t in enumerate(tokens) if t in wanted}  # only the texts we look up
+    by_text = _last_ids(tokens, wanted)
     _promote_control(types, by_text)
     if "eot_id" not in ids:
         ids["eot_id"] = next((by_text[t] for t in _EOT_TEXTS if t in by_text), None)
@@ -120,7 +121,7 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     spec = TokenizerSpec(
         kind=ModelKind.SENTENCEPIECE if spm else ModelKind.BYTE_LEVEL,
         tokens=tokens, types=types, merges=merges,
-        scores=[float(s) for s in scores[:n]] if scores is not None else None,
+        scores=list(map(float, scores[:n])) if scores is not None else None,
         pre_split=pre_name,
         # llama.cpp forces add_bos on for Gemma 4, whatever the file says
         add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", "bool", add_bos_default)) or model == "gemma4",
@@ -138,6 +139,8 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
 def _split_merges(path: str, raw: list[str]) -> list[tuple[str, str]]:
     """ "a b" -> ("a", "b"), cut at the first space after the first character, as llama.cpp does."""
     merges = [tuple(m.split(" ", 1)) for m in raw]
+    if min(map(len, merges), default=2) == 2 and all(map(itemgetter(0), merges)):
+        return merges  # type: ignore[return-value]  # the usual case, checked by C-level maps
     for index, merge in enumerate(merges):
         if len(merge) != 2 or not merge[0]:
             text = raw[index]
@@ -146,6 +149,14 @@ def _split_merges(path: str, raw: list[str]) -> list[tuple[str, str]]:
                 raise TokenizerError(f"{path}: tokenizer.ggml.merges[{index}] {text!r} has no space between its halves")
             merges[index] = (text[:cut], text[cut + 1:])
     return merges  # type: ignore[return-value]
+
+
+def _last_ids(tokens: list[str], texts: set[str]) -> dict[str, int]:
+    """text -> id of its last occurrence (as in the vocabulary index), for the few ``texts`` present.
+    A C-level set intersection finds them (and leaves every token's hash cached for the index built
+    next); special tokens sit near the end of most vocabularies, where the reversed search starts."""
+    backwards = tokens[::-1]
+    return {text: len(tokens) - 1 - backwards.index(text) for text in texts.intersection(tokens)}
 
 
 def _promote_control(types: list[int], by_text: dict[str, int]) -> None:

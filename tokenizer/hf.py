@@ -330,7 +330,7 @@ def _spec_from_json(path: Path, data: Any) -> tuple[TokenizerSpec, Mapping[str, 
     fields.update(_post_processor(data.get("post_processor"), ids, len(tokens), path))
     spec = TokenizerSpec(
         kind=ModelKind.BYTE_LEVEL if builder.byte_level else ModelKind.SENTENCEPIECE,
-        tokens=tokens, types=[int(t) for t in types], merges=_merges(model, path),
+        tokens=tokens, types=list(map(int, types)), merges=_merges(model, path),
         unk_id=unk_id, byte_fallback=bool(model.get("byte_fallback", False)),
         ignore_merges=bool(model.get("ignore_merges", False)), unk_for_missing_bytes=unk_id is not None,
         fuse_unk=bool(model.get("fuse_unk", False)),
