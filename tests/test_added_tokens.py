@@ -92,3 +92,27 @@ def test_gguf_specials_keep_llama_cpp_rules(tmp_path: Path) -> None:
     assert not phi3.spec.unicode_strip and not phi3.spec.single_word_ids and not phi3.spec.normalized_ids
     assert phi3.encode("<|end|>\u3000x", parse_special=True) != phi3.encode("<|end|>x", parse_special=True)
     assert phi3.encode("<|end|>\t x", parse_special=True) == phi3.encode("<|end|>x", parse_special=True)
+
+
+def test_plain_cutter_parts_are_its_split() -> None:
+    """A cutter whose tokens strip nothing cuts by one regex split; it must cut exactly as the general
+    walk does (longest match first: "\\n\\n" before "\\n")."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tokenizer.specials import SpecialCutter
+
+    cutter = SpecialCutter([("\n", 5), ("\n\n", 6), ("<s>", 1), ("  ", 7)], frozenset(), frozenset())
+    assert cutter.plain
+    assert cutter.parts("a\n\n\nb<s>") == ["a", "\n\n", "", "\n", "b", "<s>", ""]
+    assert not SpecialCutter([("<s>", 1)], frozenset({1}), frozenset()).plain
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet="ab \n<s>", max_size=30))
+    def same(text: str) -> None:
+        parts = cutter.parts(text)
+        pairs = [(parts[0], None)] + [pair for at in range(1, len(parts), 2)
+                                      for pair in ((parts[at], cutter.ids[parts[at]]), (parts[at + 1], None))]
+        assert [pair for pair in pairs if pair[0]] == list(cutter.split(text))
+
+    same()

@@ -34,3 +34,20 @@ def test_merge_table_paths_agree() -> None:
         looked_up = bpe.build_merge_table(tok.spec.merges, tok._vocab, tok._width, "x")
         assert tok._merges == looked_up
         assert len(looked_up) == len(set(map(tuple, tok.spec.merges)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(list("\u2581etaoinshrdlu\n.,'é日")), min_size=1, max_size=400))
+def test_heap_and_scan_loops_merge_alike_by_score(chars: list[str]) -> None:
+    """The same for score-based merges (Llama 2's SentencePiece GGUF: highest score first, leftmost on ties)."""
+    tok = ours("llama-spm")
+    saved = bpe.SHORT_WORD
+    try:
+        bpe.SHORT_WORD = 0
+        by_heap = bpe.merge_scored(list(chars), tok._scores)
+        bpe.SHORT_WORD = 10**9
+        by_scan = bpe.merge_scored(list(chars), tok._scores)
+    finally:
+        bpe.SHORT_WORD = saved
+    assert by_heap == by_scan
+    assert "".join(by_scan) == "".join(chars)

@@ -44,7 +44,8 @@ from .spec import TokenizerError
 SHORT_WORD = 128
 #: the value of a pair that does not merge.
 NONE = 1 << 62
-_WORST = float("inf")
+#: the score of a pair that is not a token (score-based merges take the highest score first).
+_NO_TOKEN = float("-inf")
 
 
 def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], width: int,
@@ -113,20 +114,20 @@ def _ranked_pair(merges: dict[int, int], width: int, a: int, b: int) -> tuple[in
     return None if value is None else (value, value % width)
 
 
-def merge_scored(symbols: list[str], cost: dict[str, float]) -> list[str]:
+def merge_scored(symbols: list[str], scores: dict[str, float]) -> list[str]:
     """Apply score-based merges (SentencePiece BPE) to a list of symbol strings.
 
-    ``cost`` maps every token's text to its negated score, so that one C-level ``dict.get`` with a
-    default prices a pair (lower merges first; absent pairs cost ``_WORST``).
-    Example with costs {"ab": -3, "bc": -5, "abc": -1}: a|b|c -> a|bc (cost -5) -> abc.
+    ``scores`` maps every token's text to its score, so that one C-level ``dict.get`` with a default
+    prices a pair (the highest merges first, leftmost on ties; a pair that is no token scores ``-inf``).
+    Example with scores {"ab": 3, "bc": 5, "abc": 1}: a|b|c -> a|bc (5) -> abc.
     """
     if len(symbols) > SHORT_WORD:
-        return _merge_heap(symbols, lambda a, b: _scored_pair(cost, a, b))
-    get = cost.get
-    values = list(map(get, map(str.__add__, symbols, symbols[1:]), repeat(_WORST)))
+        return _merge_heap(symbols, lambda a, b: _scored_pair(scores, a, b))
+    get = scores.get
+    values = list(map(get, map(str.__add__, symbols, symbols[1:]), repeat(_NO_TOKEN)))
     while values:
-        best = min(values)
-        if best == _WORST:
+        best = max(values)
+        if best == _NO_TOKEN:
             break
         at = values.index(best)
         merged = symbols[at] + symbols[at + 1]
@@ -134,15 +135,15 @@ def merge_scored(symbols: list[str], cost: dict[str, float]) -> list[str]:
         del symbols[at + 1]
         del values[at]
         if at:
-            values[at - 1] = get(symbols[at - 1] + merged, _WORST)
+            values[at - 1] = get(symbols[at - 1] + merged, _NO_TOKEN)
         if at < len(values):
-            values[at] = get(merged + symbols[at + 1], _WORST)
+            values[at] = get(merged + symbols[at + 1], _NO_TOKEN)
     return symbols
 
 
-def _scored_pair(cost: dict[str, float], a: str, b: str) -> tuple[float, str] | None:
-    value = cost.get(a + b)
-    return None if value is None else (value, a + b)
+def _scored_pair(scores: dict[str, float], a: str, b: str) -> tuple[float, str] | None:
+    value = scores.get(a + b)
+    return None if value is None else (-value, a + b)  # the heap pops the lowest: negate
 
 
 def _merge_heap(symbols: list[Any], pair: Callable[[Any, Any], tuple[Any, Any] | None]) -> list[Any]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import chain, compress
 
 from . import bpe, pretokenizers
@@ -102,9 +102,10 @@ class Tokenizer:
             self._split = split
             self._cache = _WordCache(self._encode_byte_word)
         else:
-            self._split = self._spm_splitter(split)
-            if not spec.merges:  # score-based: its pair prices are built here, with the other tables
-                self._costs = dict(zip(spec.tokens, map(float.__neg__, map(float, spec.scores or []))))
+            plain = not spec.pre_split_patterns and not self._pre.patterns and not self._pre.fused
+            self._split = self._spm_splitter(None if plain else split)
+            if not spec.merges:  # score-based: text -> score, built here with the other tables (later duplicates win)
+                self._scores = dict(zip(spec.tokens, map(float, spec.scores or [])))
             encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
             self._cache = _WordCache(encode_chunk)
 
@@ -141,7 +142,9 @@ class Tokenizer:
             return [get(BYTE_TO_CHAR[b], missing) for b in range(256)]
         return [get(f"<0x{b:02X}>", get(chr(b), missing) if b < 0x80 else missing) for b in range(256)]
 
-    def _spm_splitter(self, pre: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
+    def _spm_splitter(self, pre: Callable[[str], list[str]] | None) -> Callable[[str], list[str]]:
+        """Pre-split (None: none), then chunks cut before each "▁" that no token joins to the character
+        before it: "▁the▁cat" -> "▁the", "▁cat" (cached apart) unless a token holds "e▁"."""
         blocked = sorted({tok[i - 1] for tok in self._tokens if "\u2581" in tok[1:]
                           for i in range(1, len(tok)) if tok[i] == "\u2581" and tok[i - 1] != "\u2581"})
         if len(blocked) > 4000:
@@ -149,11 +152,13 @@ class Tokenizer:
         else:
             cls = "".join(re.escape(ch) for ch in blocked)
             chunker = re.compile(f"(?<=[^\u2581{cls}])(?=\u2581)").split
+        if chunker is None:
+            return pre or (lambda text: [text])
+        if pre is None:
+            return chunker
+
         def split(text: str) -> list[str]:
-            pieces = pre(text)
-            if chunker is None:
-                return pieces
-            return [chunk for piece in pieces for chunk in chunker(piece)]
+            return [chunk for piece in pre(text) for chunk in chunker(piece)]
 
         return split
 
@@ -207,7 +212,7 @@ class Tokenizer:
     def _encode_scored_chunk(self, chunk: str) -> tuple[int, ...]:
         get = self._vocab.get
         out: list[int] = []
-        for piece in bpe.merge_scored(list(chunk), self._costs):
+        for piece in bpe.merge_scored(list(chunk), self._scores):
             token = get(piece)
             if token is None:
                 self._byte_fallback(piece, out)
@@ -262,13 +267,26 @@ class Tokenizer:
 
     def _encode_cut(self, text: str, cutter: SpecialCutter, normalized_cutter: SpecialCutter | None,
                     out: list[int]) -> None:
-        encode_fragment = self.encode_fragment
+        if self.spec.normalizers or (normalized_cutter or self._cut_normalized) is not None:
+            encode_fragment = partial(self.encode_fragment, normalized_cutter=normalized_cutter)
+        else:  # what encode_fragment would come to, without its checks for every fragment
+            encode_fragment = self._encode_normalized
+        if cutter.plain:
+            parts = cutter.parts(text)
+            if parts[0]:
+                out += encode_fragment(parts[0], True)
+            ids = cutter.ids
+            for at in range(1, len(parts), 2):
+                out.append(ids[parts[at]])
+                if parts[at + 1]:
+                    out += encode_fragment(parts[at + 1], False)
+            return
         first = True
         for fragment, token_id in cutter.split(text):
             if token_id is not None:
                 out.append(token_id)
             else:
-                out += encode_fragment(fragment, first, normalized_cutter)
+                out += encode_fragment(fragment, first)
             first = False
 
     def encode_fragment(self, fragment: str, first: bool = True,
