@@ -192,9 +192,10 @@ def test_ctrl_c_during_prompt_evaluation_keeps_the_message(tmp_path) -> None:
 
 def test_ctrl_c_while_loading_is_one_line_and_exit_130(tmp_path) -> None:
     term = Terminal(tmp_path)
-    time.sleep(0.2)
-    term.send(b"\x03")
+    term.read_until(lambda out: b"loading" in out, 30)  # not a fixed delay: on a busy machine that can
+    term.send(b"\x03")                                   # land before Python has even started
     term.read_until(lambda out: b"interrupted" in out, 30)
     _, status = os.waitpid(term.pid, 0)
     os.close(term.fd)
     assert os.waitstatus_to_exitcode(status) == 130 and b"Traceback" not in term.output
+    assert b"interrupted while loading" in term.output, term.output

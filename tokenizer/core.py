@@ -103,7 +103,7 @@ class Tokenizer:
             self._cache = _WordCache(self._encode_byte_word)
         else:
             plain = not spec.pre_split_patterns and not self._pre.patterns and not self._pre.fused
-            self._split = self._spm_splitter(None if plain else split)
+            self._split = pretokenizers.sentencepiece_splitter(self._tokens, None if plain else split)
             if not spec.merges:  # score-based: text -> score, built here with the other tables (later duplicates win)
                 self._scores = dict(zip(spec.tokens, map(float, spec.scores or [])))
             encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
@@ -141,26 +141,6 @@ class Tokenizer:
         if self.spec.kind is ModelKind.BYTE_LEVEL:
             return [get(BYTE_TO_CHAR[b], missing) for b in range(256)]
         return [get(f"<0x{b:02X}>", get(chr(b), missing) if b < 0x80 else missing) for b in range(256)]
-
-    def _spm_splitter(self, pre: Callable[[str], list[str]] | None) -> Callable[[str], list[str]]:
-        """Pre-split (None: none), then chunks cut before each "▁" that no token joins to the character
-        before it: "▁the▁cat" -> "▁the", "▁cat" (cached apart) unless a token holds "e▁"."""
-        blocked = sorted({tok[i - 1] for tok in self._tokens if "\u2581" in tok[1:]
-                          for i in range(1, len(tok)) if tok[i] == "\u2581" and tok[i - 1] != "\u2581"})
-        if len(blocked) > 4000:
-            chunker = None
-        else:
-            cls = "".join(re.escape(ch) for ch in blocked)
-            chunker = re.compile(f"(?<=[^\u2581{cls}])(?=\u2581)").split
-        if chunker is None:
-            return pre or (lambda text: [text])
-        if pre is None:
-            return chunker
-
-        def split(text: str) -> list[str]:
-            return [chunk for piece in pre(text) for chunk in chunker(piece)]
-
-        return split
 
     # ----- words -------------------------------------------------------------------------
 

@@ -245,3 +245,24 @@ def lookup(name: str) -> tuple[PreSplit, bool]:
     if name in PRE_SPLITS:
         return PRE_SPLITS[name], True
     return PRE_SPLITS[FALLBACK_NAME], False
+
+
+def sentencepiece_splitter(tokens: list[str], pre: Splitter | None) -> Splitter:
+    """SentencePiece text ("▁" for spaces) -> chunks that merge apart, for the word cache: the pre-split
+    ``pre`` (None: none), then a cut before each "▁" that no token joins to the character before it.
+    "▁the▁cat" -> "▁the", "▁cat" — unless some token holds "e▁", which blocks cuts after "e"
+    (a merge never crosses a cut, so each chunk's ids are its own). Over 4,000 blocked characters:
+    no cuts."""
+    blocked = sorted({tok[i - 1] for tok in tokens if "\u2581" in tok[1:]
+                      for i in range(1, len(tok)) if tok[i] == "\u2581" and tok[i - 1] != "\u2581"})
+    if len(blocked) > 4000:
+        return pre or (lambda text: [text])
+    cls = "".join(re.escape(ch) for ch in blocked)
+    chunker = re.compile(f"(?<=[^\u2581{cls}])(?=\u2581)").split
+    if pre is None:
+        return chunker
+
+    def split(text: str) -> list[str]:
+        return [chunk for piece in pre(text) for chunk in chunker(piece)]
+
+    return split
