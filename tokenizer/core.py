@@ -102,8 +102,8 @@ class Tokenizer:
             self._split = split
             self._cache = _WordCache(self._encode_byte_word)
         else:
-            plain = not spec.pre_split_patterns and not self._pre.patterns and not self._pre.fused
-            self._split = pretokenizers.sentencepiece_splitter(self._tokens, None if plain else split)
+            no_pre_split = not spec.pre_split_patterns and not self._pre.patterns and not self._pre.fused
+            self._split = pretokenizers.sentencepiece_splitter(self._tokens, None if no_pre_split else split)
             if not spec.merges:  # score-based: text -> score, built here with the other tables (later duplicates win)
                 self._scores = dict(zip(spec.tokens, map(float, spec.scores or [])))
             encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
