@@ -94,25 +94,25 @@ def test_gguf_specials_keep_llama_cpp_rules(tmp_path: Path) -> None:
     assert phi3.encode("<|end|>\t x", parse_special=True) == phi3.encode("<|end|>x", parse_special=True)
 
 
-def test_plain_cutter_parts_are_its_split() -> None:
+def test_plain_cutter_cuts_as_the_general_walk() -> None:
     """A cutter whose tokens strip nothing cuts by one regex split; it must cut exactly as the general
-    walk does (longest match first: "\\n\\n" before "\\n")."""
+    walk does (longest match first: "\n\n" before "\n")."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
     from tokenizer.specials import SpecialCutter
 
-    cutter = SpecialCutter([("\n", 5), ("\n\n", 6), ("<s>", 1), ("  ", 7)], frozenset(), frozenset())
+    specials = [("\n", 5), ("\n\n", 6), ("<s>", 1), ("  ", 7)]
+    cutter = SpecialCutter(specials, frozenset(), frozenset())
+    walk = SpecialCutter(specials, frozenset(), frozenset())
+    walk.__dict__["plain"] = False  # the general walk, as for tokens with lstrip/rstrip/single_word
     assert cutter.plain
-    assert cutter.parts("a\n\n\nb<s>") == ["a", "\n\n", "", "\n", "b", "<s>", ""]
+    assert list(cutter.split("a\n\n\nb<s>")) == [("a", None), ("\n\n", 6), ("\n", 5), ("b", None), ("<s>", 1)]
     assert not SpecialCutter([("<s>", 1)], frozenset({1}), frozenset()).plain
 
     @settings(max_examples=300, deadline=None)
     @given(st.text(alphabet="ab \n<s>", max_size=30))
     def same(text: str) -> None:
-        parts = cutter.parts(text)
-        pairs = [(parts[0], None)] + [pair for at in range(1, len(parts), 2)
-                                      for pair in ((parts[at], cutter.ids[parts[at]]), (parts[at + 1], None))]
-        assert [pair for pair in pairs if pair[0]] == list(cutter.split(text))
+        assert list(cutter.split(text)) == list(walk.split(text))
 
     same()

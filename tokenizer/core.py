@@ -251,16 +251,6 @@ class Tokenizer:
             encode_fragment = partial(self.encode_fragment, normalized_cutter=normalized_cutter)
         else:  # what encode_fragment would come to, without its checks for every fragment
             encode_fragment = self._encode_normalized
-        if cutter.plain:
-            parts = cutter.parts(text)
-            if parts[0]:
-                out += encode_fragment(parts[0], True)
-            ids = cutter.ids
-            for at in range(1, len(parts), 2):
-                out.append(ids[parts[at]])
-                if parts[at + 1]:
-                    out += encode_fragment(parts[at + 1], False)
-            return
         first = True
         for fragment, token_id in cutter.split(text):
             if token_id is not None:

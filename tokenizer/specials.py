@@ -74,21 +74,26 @@ class SpecialCutter:
 
     @cached_property
     def plain(self) -> bool:
-        """No token strips the spaces around it or must stand alone as a word: ``parts`` applies."""
+        """No token strips the spaces around it or must stand alone as a word: ``split`` is one C-level
+        regex split (Gemma 3 cuts every newline and tab run out: ~10 tokens a paragraph)."""
         special = self._lstrip | self._rstrip | self._single_word
         return not any(token_id in special for token_id in self.ids.values())
-
-    def parts(self, text: str) -> list[str]:
-        """For a ``plain`` cutter: [text, token, text, token, ..., text], the texts possibly empty, in
-        one C-level regex split (Gemma 3 cuts every newline and tab run out: ~10 tokens a paragraph).
-        "a\nb" with "\n" special: ["a", "\n", "b"]."""
-        return [text] if self._regex is None else self._regex.split(text)
 
     def split(self, text: str) -> Iterator[tuple[str, int | None]]:
         """Yield text fragments (id None) and special tokens in order; empty fragments are skipped."""
         if self._regex is None:
             if text:
                 yield text, None
+            return
+        if self.plain:  # nothing to strip or check around a token: the C-level split has the cuts
+            parts = self._regex.split(text)
+            ids = self.ids
+            for at in range(0, len(parts) - 1, 2):
+                if parts[at]:
+                    yield parts[at], None
+                yield parts[at + 1], ids[parts[at + 1]]
+            if parts[-1]:
+                yield parts[-1], None
             return
         pos = 0
         for m in self._regex.finditer(text):
