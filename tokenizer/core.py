@@ -12,8 +12,8 @@ Encoding a text (see ``encode``):
 
 Performance: every word (byte-level) or "▁"-chunk (SentencePiece) goes
 through a dict subclass whose ``__missing__`` runs the merge loop, so the
-steady state is ``findall`` + one C-level ``map(cache.__getitem__)`` +
-``chain`` — no Python frame per word. SentencePiece text is cut into chunks at
+steady state is ``findall`` + one C-level ``map(cache.__getitem__)`` feeding
+``out.extend`` — no Python frame per word. SentencePiece text is cut into chunks at
 each "x▁" boundary whose two characters never occur together inside any
 token: no merge can cross such a boundary (a merge always yields a vocabulary
 token), so chunks tokenize independently and can be cached like words.
@@ -25,7 +25,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from functools import cached_property, partial
-from itertools import chain, compress
+from itertools import compress
 
 from . import bpe, pretokenizers
 from .byte_alphabet import BYTE_TO_CHAR, spell
@@ -87,8 +87,9 @@ class Tokenizer:
         raw = [(text, i) for text, i in specials if i not in spec.normalized_ids]
         self._cut_all = self._cutter(raw)
         self._cut_user = self._cutter([(text, i) for text, i in raw if self._types[i] == TokenType.USER_DEFINED])
-        self._cut_normalized = self._cutter([(_normalize(text, spec.normalizers), i) for text, i in specials
+        self._cut_normalized: SpecialCutter | None = self._cutter([(_normalize(text, spec.normalizers), i) for text, i in specials
                                              if i in spec.normalized_ids]) if spec.normalized_ids else None
+        self._as_is = not spec.normalizers and self._cut_normalized is None  # fragments need no normalizing
         default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
         self._pre = pretokenizers.lookup(spec.pre_split or default_pre)[0]
         if spec.pre_split_patterns:
@@ -247,38 +248,43 @@ class Tokenizer:
 
     def _encode_cut(self, text: str, cutter: SpecialCutter, normalized_cutter: SpecialCutter | None,
                     out: list[int]) -> None:
-        if self.spec.normalizers or (normalized_cutter or self._cut_normalized) is not None:
-            encode_fragment = partial(self.encode_fragment, normalized_cutter=normalized_cutter)
-        else:  # what encode_fragment would come to, without its checks for every fragment
+        if self._as_is:  # what _encode_fragment would come to, without its checks for every fragment
             encode_fragment = self._encode_normalized
+        else:
+            encode_fragment = partial(self._encode_fragment, normalized_cutter=normalized_cutter)
+        if not cutter.ids:  # nothing to cut: the text is one fragment (none when empty)
+            if text:
+                encode_fragment(text, True, out)
+            return
         first = True
         for fragment, token_id in cutter.split(text):
             if token_id is not None:
                 out.append(token_id)
             else:
-                out += encode_fragment(fragment, first)
+                encode_fragment(fragment, first, out)
             first = False
 
-    def encode_fragment(self, fragment: str, first: bool = True,
-                        normalized_cutter: SpecialCutter | None = None) -> list[int]:
-        """Ids of one text fragment: text that starts the input (``first``) or follows a cut-out special
-        token, and holds no special token. (llama.cpp's SentencePiece prefixes a space to every such
-        fragment, so a fragment's ids depend on its text alone, which lets callers cache them.)
-        Added tokens matched on normalized text (``spec.normalized_ids``) are cut here, after the
-        normalizers, by ``normalized_cutter`` (None: this tokenizer's own)."""
+    def _encode_fragment(self, fragment: str, first: bool, out: list[int],
+                         normalized_cutter: SpecialCutter | None = None) -> None:
+        """Ids of one text fragment, added to ``out``: text that starts the input (``first``) or follows a
+        cut-out special token, and holds no special token. Added tokens matched on normalized text
+        (``spec.normalized_ids``) are cut here, after the normalizers, by ``normalized_cutter`` (None:
+        this tokenizer's own)."""
         spec = self.spec
         if spec.normalizers:
             fragment = _normalize(fragment, spec.normalizers)
         cutter = normalized_cutter or self._cut_normalized
         if cutter is None:
-            return self._encode_normalized(fragment, first)
-        out: list[int] = []
+            self._encode_normalized(fragment, first, out)
+            return
         for piece, token_id in cutter.split(fragment):
-            out += [token_id] if token_id is not None else self._encode_normalized(piece, first)
+            if token_id is not None:
+                out.append(token_id)
+            else:
+                self._encode_normalized(piece, first, out)
             first = False
-        return out
 
-    def _encode_normalized(self, fragment: str, first: bool) -> list[int]:
+    def _encode_normalized(self, fragment: str, first: bool, out: list[int]) -> None:
         spec = self.spec
         if spec.space_prefix:  # HF: not before a space (Metaspace: nor before a literal "▁", its space)
             if not fragment.startswith(_SPACE_LEADS[spec.kind]) and (first or spec.space_prefix == "unless_space"):
@@ -287,7 +293,9 @@ class Tokenizer:
             fragment = " " + fragment
         if spec.kind is ModelKind.SENTENCEPIECE:
             fragment = fragment.replace(" ", "\u2581")
-        return list(chain.from_iterable(map(self._cache.__getitem__, self._split(fragment))))
+        # Each piece's ids from the word cache, appended in one C-level loop: extend returns None, so
+        # any() runs to the end (cheaper than chaining the tuples into a new list, then copying it).
+        any(map(out.extend, map(self._cache.__getitem__, self._split(fragment))))
 
     def special_texts(self) -> dict[str, int]:
         """Every token cut out of text with parse_special (control, user-defined, unknown), by text."""

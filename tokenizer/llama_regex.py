@@ -237,10 +237,11 @@ def split_one(regex: re.Pattern[str], rewrite: Callable[[str], str | None], hf: 
     careful = hf and empty
 
     def split(text: str) -> list[str]:
-        scan = rewrite(text)
+        scan = None if text.isascii() else rewrite(text)  # ASCII holds nothing any rewrite changes
         if scan is None:
             pieces = findall(text)
-            if sum(map(len, pieces)) == len(text) and not (empty and "" in pieces):  # the usual case: they tile the text
+            # the usual case: they tile the text (a join is cheaper than summing the lengths)
+            if "".join(pieces) == text and not (empty and "" in pieces):
                 return pieces
         return _cut(text, spans(regex, text if scan is None else scan, careful))
 
