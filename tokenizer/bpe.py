@@ -35,7 +35,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from itertools import repeat
-from operator import itemgetter
+from operator import add, itemgetter, mul
 from typing import Any
 
 from .spec import TokenizerError
@@ -65,7 +65,7 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
         return {}
     lefts = list(map(itemgetter(0), merges))  # faster than zip(*merges) over 10^5 pairs
     rights = list(map(itemgetter(1), merges))
-    merged = list(map(str.__add__, lefts, rights))
+    merged = list(map(add, lefts, rights))  # operator's functions: no slot-wrapper call, ~35 % faster
     first = vocab.get(merged[0], -1) if len(vocab) == len(tokens) else -1
     in_order = first >= 0 and tokens[first:first + len(merged)] == merged
     try:
@@ -79,11 +79,11 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
                     raise TokenizerError(f"{source}: merge #{rank} ({left!r} {right!r}): "
                                          f"{what} {part!r} is not in the vocabulary") from None
         raise
-    keys = list(map(int.__add__, map(width.__mul__, left_ids), right_ids))
+    keys = list(map(add, map(mul, left_ids, repeat(width)), right_ids))
     if in_order:  # rank * width + first + rank
         values: Sequence[int] = range(first, first + len(merged) * (width + 1), width + 1)
     else:
-        values = list(map(int.__add__, range(0, len(merged_ids) * width, width), merged_ids))
+        values = list(map(add, range(0, len(merged_ids) * width, width), merged_ids))
     return dict(zip(reversed(keys), reversed(values)))  # reversed: a repeated pair's first rank is written last
 
 
@@ -124,7 +124,7 @@ def merge_scored(symbols: list[str], scores: dict[str, float]) -> list[str]:
     if len(symbols) > SHORT_WORD:
         return _merge_heap(symbols, lambda a, b: _scored_pair(scores, a, b))
     get = scores.get
-    values = list(map(get, map(str.__add__, symbols, symbols[1:]), repeat(_NO_TOKEN)))
+    values = list(map(get, map(add, symbols, symbols[1:]), repeat(_NO_TOKEN)))
     while values:
         best = max(values)
         if best == _NO_TOKEN:
