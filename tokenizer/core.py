@@ -87,7 +87,7 @@ class Tokenizer:
         raw = [(text, i) for text, i in specials if i not in spec.normalized_ids]
         self._cut_all = self._cutter(raw)
         self._cut_user = self._cutter([(text, i) for text, i in raw if self._types[i] == TokenType.USER_DEFINED])
-        self._cut_normalized: SpecialCutter | None = self._cutter([(_normalize(text, spec.normalizers), i) for text, i in specials
+        self._cut_normalized = self._cutter([(_normalize(text, spec.normalizers), i) for text, i in specials
                                              if i in spec.normalized_ids]) if spec.normalized_ids else None
         self._as_is = not spec.normalizers and self._cut_normalized is None  # fragments need no normalizing
         default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
