@@ -252,10 +252,6 @@ class Tokenizer:
             encode_fragment = self._encode_normalized
         else:
             encode_fragment = partial(self._encode_fragment, normalized_cutter=normalized_cutter)
-        if not cutter.ids:  # nothing to cut: the text is one fragment (none when empty)
-            if text:
-                encode_fragment(text, True, out)
-            return
         first = True
         for fragment, token_id in cutter.split(text):
             if token_id is not None:
