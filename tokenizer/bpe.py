@@ -48,6 +48,45 @@ NONE = 1 << 62
 _NO_TOKEN = float("-inf")
 
 
+class MergePairs(Sequence[tuple[str, str]]):
+    """A merge list held as two columns, ``lefts`` and ``rights``: what ``split_pairs`` makes, and what
+    ``build_merge_table`` reads without unzipping 10^5 pairs first. Reads as (left, right) tuples."""
+
+    __slots__ = ("lefts", "rights")
+
+    def __init__(self, lefts: list[str], rights: list[str]):
+        self.lefts, self.rights = lefts, rights
+
+    def __len__(self) -> int:
+        return len(self.lefts)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return list(zip(self.lefts[index], self.rights[index]))
+        return self.lefts[index], self.rights[index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+
+def split_pairs(texts: list[str] | list[bytes]) -> MergePairs | None:
+    """Merge texts "left right" (str, or UTF-8 bytes decoded with surrogate escapes) as columns, when each
+    holds exactly one space and not first — where llama.cpp's and HF's rules agree; else None.
+
+    One join, one decode and one split do it: "Ġ t", "h e" -> "Ġ t h e" -> [Ġ, t, h, e] -> lefts [Ġ, h],
+    rights [t, e]. That every text has a space and that the joined text has 2n-1 of them proves that
+    each has exactly one, so halves and texts line up."""
+    if not texts:
+        return MergePairs([], [])
+    space: Any = b" " if isinstance(texts[0], bytes) else " "
+    joined = space.join(texts)
+    # every text has a space, not first (str.find / bytes.find > 0), and there are n in all
+    if joined.count(space) != 2 * len(texts) - 1 or min(map(type(texts[0]).find, texts, repeat(space))) < 1:
+        return None
+    halves = (joined.decode("utf-8", "surrogateescape") if space == b" " else joined).split(" ")
+    return MergePairs(halves[0::2], halves[1::2])
+
+
 def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], width: int,
                       source: str, tokens: Sequence[str] = ()) -> dict[int, int]:
     """Merge table: key left*width+right -> rank*width+merged (width: vocabulary size + 1).
@@ -63,28 +102,41 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
     """
     if not merges:
         return {}
-    lefts = list(map(itemgetter(0), merges))  # faster than zip(*merges) over 10^5 pairs
-    rights = list(map(itemgetter(1), merges))
-    merged = list(map(add, lefts, rights))  # operator's functions: no slot-wrapper call, ~35 % faster
-    first = vocab.get(merged[0], -1) if len(vocab) == len(tokens) else -1
-    in_order = first >= 0 and tokens[first:first + len(merged)] == merged
-    try:
+    if isinstance(merges, MergePairs):
+        lefts, rights = merges.lefts, merges.rights
+    else:
+        lefts = list(map(itemgetter(0), merges))  # faster than zip(*merges) over 10^5 pairs
+        rights = list(map(itemgetter(1), merges))
+    try:  # a half that is no token, or no string at all (a tokenizer.json's [1, 2]), fails in here
+        merged = list(map(add, lefts, rights))  # operator's functions: no slot-wrapper call, ~35 % faster
+        first = vocab.get(merged[0], -1) if len(vocab) == len(tokens) else -1
+        in_order = first >= 0 and tokens[first:first + len(merged)] == merged
         left_ids = list(map(vocab.__getitem__, lefts))
         right_ids = list(map(vocab.__getitem__, rights))
         merged_ids = range(first, first + len(merged)) if in_order else list(map(vocab.__getitem__, merged))
-    except KeyError:
-        for rank, (left, right) in enumerate(zip(lefts, rights)):
-            for part, what in ((left, "left half"), (right, "right half"), (left + right, "result")):
-                if part not in vocab:
-                    raise TokenizerError(f"{source}: merge #{rank} ({left!r} {right!r}): "
-                                         f"{what} {part!r} is not in the vocabulary") from None
-        raise
+    except (KeyError, TypeError):
+        problem = _first_bad_merge(lefts, rights, vocab)
+        if problem is None:
+            raise
+        raise TokenizerError(f"{source}: {problem}") from None
     keys = list(map(add, map(mul, left_ids, repeat(width)), right_ids))
     if in_order:  # rank * width + first + rank
         values: Sequence[int] = range(first, first + len(merged) * (width + 1), width + 1)
     else:
         values = list(map(add, range(0, len(merged_ids) * width, width), merged_ids))
     return dict(zip(reversed(keys), reversed(values)))  # reversed: a repeated pair's first rank is written last
+
+
+def _first_bad_merge(lefts: Sequence[Any], rights: Sequence[Any], vocab: dict[str, int]) -> str | None:
+    """What is wrong with the first merge whose halves are not strings or whose halves or result are
+    not in the vocabulary."""
+    for rank, (left, right) in enumerate(zip(lefts, rights)):
+        if type(left) is not str or type(right) is not str:
+            return f"merge #{rank} ({left!r} {right!r}): its halves must be strings"
+        for part, what in ((left, "left half"), (right, "right half"), (left + right, "result")):
+            if part not in vocab:
+                return f"merge #{rank} ({left!r} {right!r}): {what} {part!r} is not in the vocabulary"
+    return None
 
 
 def merge_ranked(ids: list[int], merges: dict[int, int], width: int) -> list[int]:

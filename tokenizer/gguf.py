@@ -10,11 +10,12 @@ score), "gemma4" (SentencePiece-style BPE by rank, split at newlines).
 from __future__ import annotations
 
 import logging
-from operator import itemgetter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from . import pretokenizers
+from .bpe import split_pairs
 from .gguf_reader import ARRAY, STRING, TYPE_NAMES, read_metadata
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
 
@@ -67,7 +68,7 @@ class _Meta:
 def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     """Read a GGUF file's tokenizer. Returns the spec and extras (chat_template, name, architecture)."""
     name = str(path)
-    meta = _Meta(name, read_metadata(path))
+    meta = _Meta(name, read_metadata(path, raw=frozenset({"tokenizer.ggml.merges"})))
     model = meta.get("tokenizer.ggml.model", "str")
     if model is None:
         raise TokenizerError(f"{name}: no tokenizer.ggml.model key: this GGUF carries no tokenizer")
@@ -136,19 +137,19 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     return spec, extras
 
 
-def _split_merges(path: str, raw: list[str]) -> list[tuple[str, str]]:
+def _split_merges(path: str, raw: list[bytes]) -> Sequence[tuple[str, str]]:
     """ "a b" -> ("a", "b"), cut at the first space after the first character, as llama.cpp does."""
-    merges = [tuple(m.split(" ", 1)) for m in raw]
-    if min(map(len, merges), default=2) == 2 and all(map(itemgetter(0), merges)):
-        return merges  # type: ignore[return-value]  # the usual case, checked by C-level maps
-    for index, merge in enumerate(merges):
-        if len(merge) != 2 or not merge[0]:
-            text = raw[index]
-            cut = text.find(" ", 1)
-            if cut < 0:
-                raise TokenizerError(f"{path}: tokenizer.ggml.merges[{index}] {text!r} has no space between its halves")
-            merges[index] = (text[:cut], text[cut + 1:])
-    return merges  # type: ignore[return-value]
+    pairs = split_pairs(raw)  # the usual case: one space each, in bulk
+    if pairs is not None:
+        return pairs
+    merges = []
+    for index, text in enumerate(raw):
+        text = text.decode("utf-8", "surrogateescape")
+        cut = text.find(" ", 1)
+        if cut < 0:
+            raise TokenizerError(f"{path}: tokenizer.ggml.merges[{index}] {text!r} has no space between its halves")
+        merges.append((text[:cut], text[cut + 1:]))
+    return merges
 
 
 def _last_ids(tokens: list[str], texts: set[str]) -> dict[str, int]:

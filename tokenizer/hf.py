@@ -21,11 +21,13 @@ from __future__ import annotations
 import json
 import re
 from collections import ChainMap
-from collections.abc import Mapping
-from itertools import chain, repeat
+from collections.abc import Mapping, Sequence
+from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from .bpe import MergePairs, split_pairs
 from .llama_regex import CUSTOM
 from .pretokenizers import PRE_SPLITS
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
@@ -207,18 +209,19 @@ def _vocabulary(model: dict, added: list[dict], path: Path) -> tuple[list[str], 
     return tokens, kinds
 
 
-def _merges(model: dict, path: Path) -> list[tuple[str, str]]:
-    """Merges as pairs. Fast path (C-level maps) when every entry has one shape; else a checked loop."""
+def _merges(model: dict, path: Path) -> Sequence[tuple[str, str]]:
+    """Merges as pairs: columns (``MergePairs``, by C-level maps) when every entry has one shape; else a
+    checked loop."""
     merges = model.get("merges", [])
     if not isinstance(merges, list):
         raise TokenizerError(f"{path}: model.merges must be a list")
     shapes = set(map(type, merges))
     if shapes == {str}:
-        pairs = list(map(str.split, merges, repeat(" ")))
-        if set(map(len, pairs)) == {2}:
-            return pairs  # type: ignore[return-value]
-    elif shapes == {list} and set(map(len, merges)) == {2} and set(map(type, chain.from_iterable(merges))) == {str}:
-        return merges
+        split = split_pairs(merges)
+        if split is not None:
+            return split
+    elif shapes == {list} and set(map(len, merges)) == {2}:  # halves that are no strings: build_merge_table
+        return MergePairs(list(map(itemgetter(0), merges)), list(map(itemgetter(1), merges)))
     out = []
     for i, m in enumerate(merges):
         if isinstance(m, str) and m.count(" ") == 1:
