@@ -23,11 +23,10 @@ import re
 from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from itertools import chain
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from .bpe import MergePairs, split_pairs
+from .bpe import split_pairs
 from .llama_regex import CUSTOM
 from .pretokenizers import PRE_SPLITS
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
@@ -210,7 +209,7 @@ def _vocabulary(model: dict, added: list[dict], path: Path) -> tuple[list[str], 
 
 
 def _merges(model: dict, path: Path) -> Sequence[tuple[str, str]]:
-    """Merges as pairs: columns (``MergePairs``, by C-level maps) when every entry has one shape; else a
+    """Merges as pairs: [a, b] lists as they are, "a b" texts as columns (``split_pairs``); else a
     checked loop."""
     merges = model.get("merges", [])
     if not isinstance(merges, list):
@@ -220,8 +219,8 @@ def _merges(model: dict, path: Path) -> Sequence[tuple[str, str]]:
         split = split_pairs(merges)
         if split is not None:
             return split
-    elif shapes == {list} and set(map(len, merges)) == {2}:  # halves that are no strings: build_merge_table
-        return MergePairs(list(map(itemgetter(0), merges)), list(map(itemgetter(1), merges)))
+    elif shapes == {list} and set(map(len, merges)) == {2}:  # build_merge_table reports halves that are no strings
+        return merges
     out = []
     for i, m in enumerate(merges):
         if isinstance(m, str) and m.count(" ") == 1:
