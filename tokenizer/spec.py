@@ -9,6 +9,7 @@ cannot tokenize correctly, with a ``TokenizerError`` that says what is wrong;
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -50,7 +51,8 @@ class TokenizerSpec:
 
     tokens: token strings, index = id (byte-level ones spelled in the byte alphabet).
     types: one TokenType per token (None: all NORMAL).
-    merges: (left, right) token strings in rank order, or None for score-based SentencePiece.
+    merges: (left, right) token strings in rank order (a list, or ``bpe.MergePairs`` columns), or None for
+        score-based SentencePiece.
     scores: one float per token (score-based SentencePiece).
     pre_split: a name from ``pretokenizers.PRE_SPLITS`` (llama.cpp's ``tokenizer.ggml.pre``); empty means
         the kind's own default: "default" for byte-level, "none" (no pre-split) for SentencePiece.
@@ -63,7 +65,7 @@ class TokenizerSpec:
     kind: ModelKind
     tokens: list[str]
     types: list[int] | None = None
-    merges: list[tuple[str, str]] | None = None
+    merges: Sequence[tuple[str, str]] | None = None
     scores: list[float] | None = None
     pre_split: str = ""
     pre_split_patterns: tuple[str, ...] | None = None
