@@ -72,7 +72,8 @@ def timed(make):
     """(best seconds, object) over REPEATS calls of make()."""
     best, obj = float("inf"), None
     for _ in range(REPEATS):
-        obj = None  # the previous round's object is freed here, not inside the next round's timing
+        obj = None  # drop the previous round's object before the clock starts (no effect measured: a
+        # tokenizer holds reference cycles, so the cyclic collector frees it later in any case)
         start = time.perf_counter()
         obj = make()
         best = min(best, time.perf_counter() - start)
