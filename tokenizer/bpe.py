@@ -38,6 +38,7 @@ from itertools import repeat
 from operator import add, itemgetter, mul
 from typing import Any
 
+from .bulk import BulkMerges
 from .spec import TokenizerError
 
 #: words longer than this use the heap-based loop.
@@ -102,6 +103,11 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
     """
     if not merges:
         return {}
+    if isinstance(merges, BulkMerges):  # a big GGUF's merges, still in the file's bytes
+        table = merges.table(vocab, width, tokens)
+        if table is not None:
+            return table
+        merges = merges.pairs  # something unusual: the plain path decides (and names what is wrong)
     if isinstance(merges, MergePairs):
         lefts, rights = merges.lefts, merges.rights
     else:

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from . import pretokenizers
 from .bpe import split_pairs
+from .bulk import BulkMerges, StringArray
 from .gguf_reader import ARRAY, STRING, TYPE_NAMES, read_metadata
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
 
 log = logging.getLogger("tokenizer")
 
+_TOKENS, _MERGES = "tokenizer.ggml.tokens", "tokenizer.ggml.merges"
 _INT_TYPES = {0, 1, 2, 3, 4, 5, 10, 11}
 _SPECIAL_KEYS = {"bos_id": "bos_token_id", "eos_id": "eos_token_id", "eot_id": "eot_token_id",
                  "eom_id": "eom_token_id", "unk_id": "unknown_token_id", "pad_id": "padding_token_id"}
@@ -68,16 +71,19 @@ class _Meta:
 def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     """Read a GGUF file's tokenizer. Returns the spec and extras (chat_template, name, architecture)."""
     name = str(path)
-    meta = _Meta(name, read_metadata(path, raw=frozenset({"tokenizer.ggml.merges"})))
+    meta = _Meta(name, read_metadata(path, raw=frozenset({_MERGES}), bulk=frozenset({_TOKENS, _MERGES})))
     model = meta.get("tokenizer.ggml.model", "str")
     if model is None:
         raise TokenizerError(f"{name}: no tokenizer.ggml.model key: this GGUF carries no tokenizer")
     if model not in ("gpt2", "llama", "gemma4"):
         raise Unsupported(f"{name}: tokenizer model {model!r} is not supported (gpt2, llama and gemma4 are)")
-    tokens = meta.get("tokenizer.ggml.tokens", "str[]")
+    tokens = meta.get(_TOKENS, "str[]")
     if tokens is None:
         raise TokenizerError(f"{name}: no tokenizer.ggml.tokens key")
-    if "" in tokens:  # llama.cpp renames empty tokens
+    token_records = getattr(tokens, "records", None)  # a big vocabulary's bytes too (bulk.RecordList)
+    tokens = list(tokens)  # a plain list (the table cache stores it)
+    if "" in tokens:  # llama.cpp renames empty tokens (then the bytes are not the vocabulary)
+        token_records = None
         tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
     n = len(tokens)
     types = meta.get("tokenizer.ggml.token_type", "int[]")
@@ -89,10 +95,13 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         raise TokenizerError(f"{name}: tokenizer.ggml.scores has {len(scores)} entries for {n} tokens")
     merges = None
     if model != "llama":
-        raw_merges = meta.get("tokenizer.ggml.merges", "str[]")
+        raw_merges = meta.get(_MERGES, "str[]")
         if raw_merges is None:
             raise TokenizerError(f"{name}: tokenizer model {model!r} needs tokenizer.ggml.merges")
-        merges = _split_merges(name, raw_merges)
+        if isinstance(raw_merges, StringArray) and token_records is not None:  # the table is built from the bytes
+            merges = BulkMerges(raw_merges, token_records, partial(_split_merges, name))
+        else:
+            merges = _split_merges(name, list(raw_merges))
 
     # llama.cpp: SentencePiece has no pre-split; a "gemma4" model implies the gemma4 split.
     pre_name = {"llama": "none", "gemma4": "gemma4"}.get(model) or meta.get("tokenizer.ggml.pre", "str", "") or ""

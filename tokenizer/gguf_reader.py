@@ -19,6 +19,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from . import bulk as bulk_arrays
 from .spec import TokenizerError
 
 _SCALARS: dict[int, struct.Struct] = {
@@ -37,9 +38,12 @@ TYPE_NAMES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "i
 class _Cursor:
     """Reads little-endian values from a buffer, checking every bound."""
 
-    def __init__(self, path: str, buf: Any, raw: frozenset[str] = frozenset()):
+    def __init__(self, path: str, buf: Any, raw: frozenset[str] = frozenset(), bulk: frozenset[str] = frozenset()):
         self.path, self.buf, self.pos, self.end = path, buf, 0, len(buf)
         self.raw = raw  # keys whose strings are returned as bytes, undecoded
+        # keys whose big string arrays come in bulk: as bulk.StringArray when raw, else as a list that
+        # also holds the array's bytes (bulk.RecordList)
+        self.bulk = bulk
 
     def fail(self, message: str, at: int | None = None) -> TokenizerError:
         return TokenizerError(f"{self.path}: offset {self.pos if at is None else at}: {message}")
@@ -106,11 +110,20 @@ class _Cursor:
         raise self.fail(f"{key}: unknown array element type {etype}", self.pos - 12)
 
     def _strings(self, key: str, count: int, keep: bool) -> list[str] | list[bytes] | None:
-        # Hot loop for 100k+ token lists: locals only, one bounds check per string. (A bulk reader — one
-        # bytes.split at the seven NULs after one-byte lengths, each part checked — read 20-35 % slower:
-        # it makes two bytes objects per string.)
         decode = key not in self.raw
-        buf, pos, end, unpack = self.buf, self.pos, self.end, _U64.unpack_from
+        in_bulk = keep and key in self.bulk and count >= bulk_arrays.BULK_MIN
+        # Big raw arrays of the ``bulk`` keys are found with numpy and left in their bytes; should their
+        # records be unusual, the loop below reads them and names what is wrong.
+        if in_bulk and not decode:
+            found = bulk_arrays.parse_strings(self.buf, self.pos, self.end, count)
+            if found is not None:
+                strings, self.pos = found
+                return strings  # type: ignore[return-value]
+        # The loop: locals only, one bounds check per string. (A pure-Python bulk reader — one bytes.split
+        # at the seven NULs after one-byte lengths, each part checked — read 20-35 % slower: it makes two
+        # bytes objects per string.)
+        buf, start, end, unpack = self.buf, self.pos, self.end, _U64.unpack_from
+        pos = start
         out: list[Any] = []
         append = out.append
         for index in range(count):
@@ -126,15 +139,19 @@ class _Cursor:
                 append(raw.decode("utf-8", "surrogateescape") if decode else raw)
             pos += length
         self.pos = pos
+        if in_bulk:  # decoded, and the records kept for bulk.BulkMerges
+            return bulk_arrays.RecordList(out, bytes(buf[start:pos]))
         return out if keep else None
 
 
 def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("tokenizer.", "general."),
-                  raw: frozenset[str] = frozenset()) -> dict[str, tuple[int, Any]]:
+                  raw: frozenset[str] = frozenset(), bulk: frozenset[str] = frozenset()) -> dict[str, tuple[int, Any]]:
     """Metadata entries whose key starts with one of ``wanted``: key -> (type, value).
 
     For arrays the type is ``(9, element_type)`` folded as 9 * 100 + element type. String arrays of the
-    keys in ``raw`` come back as bytes, undecoded.
+    keys in ``raw`` come back as bytes, undecoded. Those of the keys in ``bulk`` with ``bulk.BULK_MIN``
+    strings or more come back as a ``bulk.StringArray`` (the bytes, and where each string lies in them)
+    when raw, else as a ``bulk.RecordList`` (the decoded strings, holding the array's bytes too).
     """
     name = str(path)
     try:
@@ -143,13 +160,14 @@ def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("tokenizer.", "ge
             if size == 0:
                 raise TokenizerError(f"{name}: offset 0: the file is empty, not a GGUF file")
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return _parse(name, buf, wanted, raw)
+                return _parse(name, buf, wanted, raw, bulk)
     except OSError as exc:
         raise TokenizerError(f"{name}: cannot read: {exc.strerror or exc}") from None
 
 
-def _parse(name: str, buf: Any, wanted: tuple[str, ...], raw: frozenset[str]) -> dict[str, tuple[int, Any]]:
-    cur = _Cursor(name, buf, raw)
+def _parse(name: str, buf: Any, wanted: tuple[str, ...], raw: frozenset[str],
+           bulk: frozenset[str] = frozenset()) -> dict[str, tuple[int, Any]]:
+    cur = _Cursor(name, buf, raw, bulk)
     cur.need(4, "the GGUF magic")
     magic = bytes(buf[0:4])
     if magic != b"GGUF":

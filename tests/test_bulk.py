@@ -1,0 +1,130 @@
+"""Big string arrays and merge tables read with numpy (``tokenizer.bulk``), against the plain reader and
+the plain merge table. Small files take the bulk path here by lowering ``BULK_MIN``; the real vocabularies
+of 100k+ strings (Llama 3, Qwen2, Command-R, Gemma 4) take it in every other test too."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import gguf
+import pytest
+from conftest import model_path
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tokenizer
+from tokenizer import TokenizerError, bpe, bulk
+from tokenizer.byte_alphabet import BYTE_TO_CHAR
+
+
+def _records(strings: list[bytes]) -> bytes:
+    return b"".join(struct.pack("<Q", len(s)) + s for s in strings)
+
+
+def _parse(strings: list[bytes], tail: bytes = b"\x05\x00\x00\x00\x00\x00\x00\x00tail!") -> list[bytes] | None:
+    region = _records(strings)
+    found = bulk.parse_strings(region + tail, 0, len(region) + len(tail), len(strings))
+    if found is None:
+        return None
+    array, after = found
+    assert after == len(region)
+    return array.to_list()
+
+
+def test_records_the_chain_misses_are_read_one_by_one() -> None:
+    strings = [b"ab", b"c", b"x" * 300, b"", b"d\x00", b"", b"\x00" * 9, b"e" * 3000, b"f", "é€".encode(), b""]
+    assert _parse(strings) == strings
+    assert _parse(strings + [b"g" * 70_000]) is None  # past the bounded window (96 bytes a string): the plain loop
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=12), st.binary(min_size=250, max_size=300),
+                          st.sampled_from([b"", b"\x00" * 7, b"\x00" * 8, b"a\x00\x00\x00\x00\x00\x00\x00",
+                                           b"\x01\x00\x00\x00\x00\x00\x00\x00"])), min_size=1, max_size=40))
+def test_parse_strings_reads_exactly_what_the_records_say(strings: list[bytes]) -> None:
+    assert _parse(strings) == strings
+
+
+def test_a_truncated_array_is_left_to_the_plain_reader() -> None:
+    region = _records([b"ab", b"cd", b"ef"])
+    assert bulk.parse_strings(region[:-1], 0, len(region) - 1, 3) is None
+    assert bulk.parse_strings(region, 0, len(region), 4) is None
+
+
+def test_string_array_reads_as_a_list_of_bytes() -> None:
+    strings = [b"\xc4\xa0t", b"\xe2\x82", b"ok"]
+    region = _records(strings)
+    array, _ = bulk.parse_strings(region, 0, len(region), 3)
+    assert array[1] == b"\xe2\x82" and array[-1] == b"ok" and array[:2] == strings[:2] and len(array) == 3
+
+
+def _gguf(path: Path, tokens: list[str], merges: list[str]) -> Path:
+    writer = gguf.GGUFWriter(str(path), arch="llama")
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_merges(merges)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    return path
+
+
+LONG = "Ġ" * 12  # 24 bytes: keyed by its text, not by its first and last eight bytes
+# two 20-byte tokens alike in their first and last eight bytes: only their texts tell them apart
+TWINS = ["ĠĠĠĠabcdĠĠĠĠ", "ĠĠĠĠwxyzĠĠĠĠ"]
+TOKENS = [*BYTE_TO_CHAR, "Ġt", "he", "Ġthe", "ĠĠ", "ĠĠĠĠ", "ĠĠĠĠĠĠ", LONG, LONG + "x", "éü", "Ġé", "éüé",
+          "ĠĠĠĠabcd", "ĠĠĠĠwxyz", *TWINS]
+MERGES = ["Ġ t", "h e", "Ġt he", "Ġ Ġ", "ĠĠ ĠĠ", "ĠĠ ĠĠĠĠ", "ĠĠĠĠĠĠ ĠĠĠĠĠĠ", f"{LONG} x", "é ü", "Ġ é", "éü é",
+          "ĠĠĠĠwxyz ĠĠĠĠ", "ĠĠĠĠabcd ĠĠĠĠ"]
+
+
+def _load(path: Path, monkeypatch, bulk_min: int) -> tokenizer.Tokenizer:
+    monkeypatch.setattr(bulk, "BULK_MIN", bulk_min)
+    monkeypatch.setenv("RML_CHAT_TOKENIZER_CACHE", "off")
+    return tokenizer.load(path)
+
+
+def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> None:
+    path = _gguf(tmp_path / "m.gguf", TOKENS, MERGES)
+    fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
+    assert isinstance(fast.spec.merges, bulk.BulkMerges) and isinstance(plain.spec.merges, bpe.MergePairs)
+    assert fast.merge_table == plain.merge_table and len(fast.merge_table) == len(MERGES)
+    assert list(fast.spec.merges) == list(plain.spec.merges) and len(fast.spec.merges) == len(MERGES)
+    assert fast.spec.tokens == TOKENS
+    text = f"the thé {LONG}x  {' ' * 13}éüé"
+    assert fast.encode(text) == plain.encode(text)
+    width = len(TOKENS) + 1  # the long pair is in the table, with its rank and result
+    assert fast.merge_table[TOKENS.index(LONG) * width + TOKENS.index("x")] == 7 * width + TOKENS.index(LONG + "x")
+
+
+@pytest.mark.parametrize("tokens, merges", [
+    (TOKENS + ["b c", "ab c"], [*MERGES[:3], "a b c", *MERGES[3:]]),  # two spaces: cut at the first (llama.cpp)
+    (TOKENS + ["Ġt"], MERGES),                        # a token listed twice: the later id wins
+    (TOKENS + [""], MERGES),                          # an empty token, renamed
+])
+def test_unusual_files_take_the_plain_path_to_the_same_table(tmp_path: Path, monkeypatch, tokens, merges) -> None:
+    path = _gguf(tmp_path / "m.gguf", tokens, merges)
+    fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
+    assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens
+
+
+def test_a_half_that_is_no_token_is_named_as_on_the_plain_path(tmp_path: Path, monkeypatch) -> None:
+    path = _gguf(tmp_path / "m.gguf", TOKENS, MERGES + ["Ġthe x"])
+    with pytest.raises(TokenizerError, match=r"m\.gguf: merge #13 \('Ġthe' 'x'\): result 'Ġthex' is not in"):
+        _load(path, monkeypatch, 1)
+
+
+def test_a_truncated_big_array_is_reported_by_the_plain_reader(tmp_path: Path, monkeypatch) -> None:
+    data = _gguf(tmp_path / "m.gguf", TOKENS, MERGES).read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[:data.index("éüé".encode()) + 2])  # inside the last token
+    with pytest.raises(TokenizerError, match=r"cut\.gguf: offset \d+: tokenizer\.ggml\.tokens\[266\]: string of 6"):
+        _load(cut, monkeypatch, 1)
+
+
+def test_smollm2_through_the_bulk_path_is_the_same_tokenizer(monkeypatch) -> None:
+    fast, plain = _load(model_path("smollm2"), monkeypatch, 1), _load(model_path("smollm2"), monkeypatch, 10**9)
+    assert isinstance(fast.spec.merges, bulk.BulkMerges)
+    assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens

@@ -1,0 +1,248 @@
+"""Big GGUF string arrays and merge tables, vectorized with numpy (vocabularies of 100k+ strings).
+
+A plain loop pays ~300 ns per string to read a GGUF string array, and the merge table of Llama 3 (280k
+merges over 128k tokens) costs ~840k dictionary lookups of freshly split strings. Here both stay in the
+file's bytes:
+
+1. ``parse_strings`` finds the records (8-byte length, then the bytes) of an array at once. A record
+   whose length is below 256 starts where an unaligned 64-bit read gives a value below 256 (its
+   length, then seven zero bytes); following the chain (each record's end is the next one's start)
+   from the first record proves which candidates are records. A record the chain misses (256+ bytes,
+   or seven zero bytes inside a string) is read on its own, and the chain picks up after it.
+   "ab", "c" -> 02 00.. 'a' 'b' 01 00.. 'c': candidates at 0 and 10; 0 + 8 + 2 = 10, so both are records.
+2. ``BulkMerges.table`` keys every token, merge half and merge result by its first and last eight
+   bytes and its length — the string itself when it is 16 bytes or shorter — and looks the halves
+   and results up in a hash-bucketed index of the tokens, comparing whole keys: exact, not a guess.
+   The few longer strings (3 % of Llama 3's) are decoded and looked up in the vocabulary dict.
+   Anything unusual (not one space per merge, a token listed twice, an empty token, a half that is
+   no token) answers None, and the caller takes the plain path, which reports what is wrong.
+
+Measured on Llama 3's vocabulary: reading its merges and building the table takes ~0.18-0.25 s
+instead of ~0.4 s. numpy (a dependency of the app already) is imported on first use only.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from typing import Any
+
+#: string arrays shorter than this are read by the plain loop: numpy's fixed costs outweigh its gain.
+BULK_MIN = 100_000
+_U64 = struct.Struct("<Q")
+#: window sizes tried, in bytes per string (Llama 3's merges take ~17, its tokens ~15).
+_WINDOW_BYTES = (24, 96)
+_HASH_A, _HASH_B = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
+#: strings up to this many bytes are keyed exactly by (first 8 bytes, last 8 bytes, length).
+_EXACT = 16
+
+
+class StringArray(Sequence[bytes]):
+    """A GGUF string array left in its bytes: string i is ``window[starts[i]:starts[i] + lengths[i]]``
+    (``starts`` and ``lengths``: numpy int64 arrays)."""
+
+    def __init__(self, window: bytes, starts: Any, lengths: Any):
+        self.window, self.starts, self.lengths = window, starts, lengths
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self.to_list()[index]
+
+    def _slices(self) -> map:
+        return map(slice, self.starts.tolist(), (self.starts + self.lengths).tolist())
+
+    @cached_property
+    def _items(self) -> list[bytes]:
+        return list(map(self.window.__getitem__, self._slices()))
+
+    def to_list(self) -> list[bytes]:
+        """The strings as bytes (one list, made on first use)."""
+        return self._items
+
+
+
+class RecordList(list):
+    """Strings read from a GGUF array by the plain loop, holding the array's bytes as well (``records``:
+    8-byte length, then the string, for each) for ``BulkMerges``."""
+
+    def __init__(self, strings: list, records: bytes):
+        super().__init__(strings)
+        self.records = records
+
+
+def parse_strings(buf: Any, pos: int, end: int, count: int) -> tuple[StringArray, int] | None:
+    """The ``count`` string records at ``pos`` of ``buf`` (up to ``end``) and the position after them;
+    None when they cannot all be followed inside the file (the plain loop then says what is wrong)."""
+    import numpy as np
+
+    for per_string in _WINDOW_BYTES:  # a bounded window: never more than 96 bytes a string
+        stop = min(end, pos + count * per_string + 4096)
+        window = bytes(buf[pos:stop])
+        found = _follow(np, window, count)
+        if found is not None:
+            starts, lengths, after = found
+            return StringArray(window[:after], starts, lengths), pos + after
+        if stop == end:
+            break
+    return None
+
+
+def _follow(np: Any, window: bytes, count: int) -> tuple[Any, Any, int] | None:
+    """Records of ``window``: text starts, lengths, and the end of the last one; None if the window
+    ends first (or a record runs past it)."""
+    data = np.frombuffer(window + bytes(8), dtype=np.uint8)  # zero padding: every 8-byte read fits
+    words = np.ndarray(shape=(len(window),), dtype="<u8", buffer=data, strides=(1,))
+    candidates = np.flatnonzero(words < 256)
+    lengths = words[candidates].astype(np.int64)
+    ends = candidates + 8 + lengths
+    breaks = np.flatnonzero(ends[:-1] != candidates[1:])  # the chain breaks after these candidates
+    got_starts, got_lengths, got, at, singles = [], [], 0, 0, 0
+    while got < count:
+        first = int(np.searchsorted(candidates, at))
+        if first < len(candidates) and candidates[first] == at:  # a run of chained records
+            nxt = int(np.searchsorted(breaks, first))
+            last = int(breaks[nxt]) if nxt < len(breaks) else len(candidates) - 1
+            last = min(last, first + count - got - 1)
+            if ends[last] > len(window):  # the run leaves the window: keep what fits
+                last = first + int(np.searchsorted(ends[first:last + 1], len(window), side="right")) - 1
+                if last < first:
+                    return None
+            got_starts.append(candidates[first:last + 1] + 8)
+            got_lengths.append(lengths[first:last + 1])
+            got += last + 1 - first
+            at = int(ends[last])
+        else:  # one record the chain missed
+            singles += 1
+            if at + 8 > len(window) or singles > count // 8 + 64:  # many: the plain loop is faster
+                return None
+                return None
+            (length,) = _U64.unpack_from(window, at)
+            if length > len(window) - at - 8:
+                return None
+            got_starts.append(np.array([at + 8], dtype=np.int64))
+            got_lengths.append(np.array([length], dtype=np.int64))
+            got += 1
+            at += 8 + length
+    return np.concatenate(got_starts), np.concatenate(got_lengths), at
+
+
+class BulkMerges(Sequence[tuple[str, str]]):
+    """A GGUF merge list still in its bytes, with the token array it refers to. ``table`` builds the
+    merge table from the bytes; read as a sequence, it is split into (left, right) pairs by ``split``
+    on first use."""
+
+    def __init__(self, merges: StringArray, token_records: bytes,
+                 split: Callable[[list[bytes]], Sequence[tuple[str, str]]]):
+        self.merges, self.token_records, self._split = merges, token_records, split
+
+    @cached_property
+    def pairs(self) -> Sequence[tuple[str, str]]:
+        return self._split(self.merges.to_list())
+
+    def __len__(self) -> int:
+        return len(self.merges)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self.pairs[index]
+
+    def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+        """``bpe.build_merge_table``'s table, or None where the plain path must decide."""
+        import numpy as np
+
+        merges, count = self.merges, len(self.merges)
+        if len(vocab) != len(tokens):
+            return None  # a text listed twice: the vocabulary's index answers its later id
+        found = _follow(np, self.token_records, len(tokens))
+        if found is None or found[2] != len(self.token_records):
+            return None
+        token_starts, token_lengths, _ = found
+        data = np.frombuffer(merges.window + bytes(8), dtype=np.uint8)
+        spaces = _spaces(np, data, merges.starts, merges.lengths)
+        if spaces is None:
+            return None
+        starts, lengths = merges.starts, merges.lengths
+        # the halves, and each result as it stands once the spaces are gone
+        joined = np.delete(data, spaces)
+        query_data = [(data, starts, spaces - starts), (data, spaces + 1, starts + lengths - spaces - 1),
+                      (joined, starts - np.arange(count), lengths - 1)]
+        index = _Index(np, *_keys(np, np.frombuffer(self.token_records + bytes(8), dtype=np.uint8),
+                                  token_starts, token_lengths))
+        ids = []
+        for buffer, at, size in query_data:
+            found = index.find(*_keys(np, buffer, at, size))
+            long = np.flatnonzero(size > _EXACT)  # not keyed exactly: looked up by their text
+            if len(long):
+                raw = buffer[:len(buffer) - 8].tobytes()
+                texts = [raw[a:a + n].decode("utf-8", "surrogateescape")
+                         for a, n in zip(at[long].tolist(), size[long].tolist())]
+                found[long] = [vocab.get(text, -1) for text in texts]
+            if (found < 0).any():
+                return None
+            ids.append(found)
+        left, right, merged = ids
+        keys = left * width + right
+        values = np.arange(count, dtype=np.int64) * width + merged
+        return dict(zip(keys[::-1].tolist(), values[::-1].tolist()))  # a repeated pair's first rank wins
+
+
+def _spaces(np: Any, data: Any, starts: Any, lengths: Any) -> Any:
+    """Where each merge text's space is, when each holds exactly one and not first; else None."""
+    text = data.copy()
+    for byte in range(8):  # blank the length fields (all eight bytes only matter for 256+ byte texts)
+        at = starts - 8 + byte
+        text[at if byte == 0 else at[lengths >= 256 ** byte]] = 0
+    spaces = np.flatnonzero(text == 32)
+    # n spaces in all, the k-th inside text k and not its first byte: exactly one each
+    if len(spaces) != len(starts) or not ((starts < spaces) & (spaces < starts + lengths)).all():
+        return None
+    return spaces
+
+
+def _keys(np: Any, data: Any, starts: Any, lengths: Any) -> tuple[Any, Any, Any, Any]:
+    """(first 8 bytes, last 8 bytes or 0, length, hash) of each string — the string itself up to 16
+    bytes (``data`` ends with 8 zero bytes of padding)."""
+    words = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    masks = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+    first = words[starts]
+    first &= masks[np.minimum(lengths, 8)]
+    last = words[np.maximum(starts + lengths - 8, starts)]
+    last[lengths <= 8] = 0
+    size = lengths.astype(np.uint64)
+    digest = first * np.uint64(_HASH_A)
+    digest ^= (last + size) * np.uint64(_HASH_B)
+    digest ^= digest >> np.uint64(29)
+    return first, last, size, digest
+
+
+class _Index:
+    """Token keys sorted by hash bucket: a query compares its bucket's keys in turn, all queries at once."""
+
+    def __init__(self, np: Any, first: Any, last: Any, size: Any, digest: Any):
+        self.np = np
+        bits = max(10, len(digest).bit_length() + 1)  # buckets hold ~0.5 tokens on average
+        self.shift = np.uint64(64 - bits)
+        bucket = (digest >> self.shift).astype(np.int64)
+        self.ids = np.argsort(bucket, kind="stable")
+        self.first, self.last, self.size = first[self.ids], last[self.ids], size[self.ids]
+        self.bounds = np.searchsorted(bucket[self.ids], np.arange((1 << bits) + 1))
+
+    def find(self, first: Any, last: Any, size: Any, digest: Any) -> Any:
+        """Token id of each query whose key a token has, else -1."""
+        np = self.np
+        bucket = (digest >> self.shift).astype(np.int64)
+        at, stop = self.bounds[bucket], self.bounds[bucket + 1]
+        found = np.full(len(digest), -1, dtype=np.int64)
+        todo = np.flatnonzero(at < stop)
+        while len(todo):
+            row = at[todo]
+            hit = self.first[row] == first[todo]
+            hit &= self.last[row] == last[todo]
+            hit &= self.size[row] == size[todo]
+            found[todo[hit]] = self.ids[row[hit]]
+            todo = todo[~hit]
+            at[todo] += 1
+            todo = todo[at[todo] < stop[todo]]
+        return found
