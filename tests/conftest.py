@@ -81,3 +81,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def corpus() -> list[str]:
     lines = (ROOT / "fixtures" / "corpus.jsonl").read_text(encoding="utf-8").split("\n")
     return [json.loads(line)["text"] for line in lines if line]
+
+
+def read_in_bulk(monkeypatch: pytest.MonkeyPatch, from_count: int) -> None:
+    """Make ``tokenizer.bulk`` read string arrays of ``from_count`` strings or more (1: every array; 10**9:
+    none, the plain reader), numpy imported or not."""
+    from tokenizer import bulk
+
+    monkeypatch.setattr(bulk, "BULK_MIN", from_count)
+    monkeypatch.setattr(bulk, "BULK_MIN_IMPORTED", from_count)

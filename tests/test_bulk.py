@@ -1,6 +1,6 @@
 """Big string arrays and merge tables read with numpy (``tokenizer.bulk``), against the plain reader and
-the plain merge table. Small files take the bulk path here by lowering ``BULK_MIN``; the real vocabularies
-of 100k+ strings (Llama 3, Qwen2, Command-R, Gemma 4) take it in every other test too."""
+the plain merge table, on small files made to take the bulk path (``read_in_bulk``) and on every real
+vocabulary. (Elsewhere in the suite numpy is imported, so merge lists of 20k+ take the bulk path.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gguf
 import pytest
-from conftest import model_path
+from conftest import VOCABS, model_path, read_in_bulk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,7 +81,7 @@ MERGES = ["Ġ t", "h e", "Ġt he", "Ġ Ġ", "ĠĠ ĠĠ", "ĠĠ ĠĠĠĠ", "ĠĠ�
 
 
 def _load(path: Path, monkeypatch, bulk_min: int) -> tokenizer.Tokenizer:
-    monkeypatch.setattr(bulk, "BULK_MIN", bulk_min)
+    read_in_bulk(monkeypatch, bulk_min)
     monkeypatch.setenv("RML_CHAT_TOKENIZER_CACHE", "off")
     return tokenizer.load(path)
 
@@ -124,7 +124,11 @@ def test_a_truncated_big_array_is_reported_by_the_plain_reader(tmp_path: Path, m
         _load(cut, monkeypatch, 1)
 
 
-def test_smollm2_through_the_bulk_path_is_the_same_tokenizer(monkeypatch) -> None:
-    fast, plain = _load(model_path("smollm2"), monkeypatch, 1), _load(model_path("smollm2"), monkeypatch, 10**9)
-    assert isinstance(fast.spec.merges, bulk.BulkMerges)
+@pytest.mark.parametrize("name", [*VOCABS, "smollm2"])
+def test_real_vocabularies_get_the_same_merge_table_either_way(monkeypatch, name: str) -> None:
+    fast, plain = _load(model_path(name), monkeypatch, 1), _load(model_path(name), monkeypatch, 10**9)
+    if plain.spec.merges is None:  # score-based SentencePiece: no merge list
+        assert fast.spec.merges is None and not fast.merge_table
+        return
+    assert isinstance(fast.spec.merges, bulk.BulkMerges) and not isinstance(plain.spec.merges, bulk.BulkMerges)
     assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens

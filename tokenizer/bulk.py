@@ -24,18 +24,27 @@ instead of ~0.4 s. numpy (a dependency of the app already) is imported on first 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
-#: string arrays shorter than this are read by the plain loop: numpy's fixed costs outweigh its gain.
+#: string arrays this long are read in bulk: the gain (~0.15 s for 280k merges) outweighs numpy's import
 BULK_MIN = 100_000
+#: ... and from this long where numpy is imported already (the app's llama_cpp imports it): 50k merges
+#: then load ~25 % faster. Below it, the plain loop is as fast.
+BULK_MIN_IMPORTED = 20_000
 _U64 = struct.Struct("<Q")
 #: window sizes tried, in bytes per string (Llama 3's merges take ~17, its tokens ~15).
 _WINDOW_BYTES = (24, 96)
 _HASH_A, _HASH_B = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
 #: strings up to this many bytes are keyed exactly by (first 8 bytes, last 8 bytes, length).
 _EXACT = 16
+
+
+def wanted(count: int) -> bool:
+    """Whether a string array of ``count`` strings is worth reading in bulk."""
+    return count >= BULK_MIN or (count >= BULK_MIN_IMPORTED and "numpy" in sys.modules)
 
 
 class StringArray(Sequence[bytes]):

@@ -111,7 +111,7 @@ class _Cursor:
 
     def _strings(self, key: str, count: int, keep: bool) -> list[str] | list[bytes] | None:
         decode = key not in self.raw
-        in_bulk = keep and key in self.bulk and count >= bulk_arrays.BULK_MIN
+        in_bulk = keep and key in self.bulk and bulk_arrays.wanted(count)
         # Big raw arrays of the ``bulk`` keys are found with numpy and left in their bytes; should their
         # records be unusual, the loop below reads them and names what is wrong.
         if in_bulk and not decode:
@@ -149,8 +149,8 @@ def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("tokenizer.", "ge
     """Metadata entries whose key starts with one of ``wanted``: key -> (type, value).
 
     For arrays the type is ``(9, element_type)`` folded as 9 * 100 + element type. String arrays of the
-    keys in ``raw`` come back as bytes, undecoded. Those of the keys in ``bulk`` with ``bulk.BULK_MIN``
-    strings or more come back as a ``bulk.StringArray`` (the bytes, and where each string lies in them)
+    keys in ``raw`` come back as bytes, undecoded. Those of the keys in ``bulk`` that are big enough
+    (``bulk.wanted``) come back as a ``bulk.StringArray`` (the bytes, and where each string lies in them)
     when raw, else as a ``bulk.RecordList`` (the decoded strings, holding the array's bytes too).
     """
     name = str(path)
