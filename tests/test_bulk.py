@@ -110,9 +110,14 @@ def test_unusual_files_take_the_plain_path_to_the_same_table(tmp_path: Path, mon
     assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens
 
 
-def test_a_half_that_is_no_token_is_named_as_on_the_plain_path(tmp_path: Path, monkeypatch) -> None:
-    path = _gguf(tmp_path / "m.gguf", TOKENS, MERGES + ["Ġthe x"])
-    with pytest.raises(TokenizerError, match=r"m\.gguf: merge #13 \('Ġthe' 'x'\): result 'Ġthex' is not in"):
+@pytest.mark.parametrize("merge, message", [
+    ("Ġthe x", r"merge #13 \('Ġthe' 'x'\): result 'Ġthex' is not in"),
+    (f"{LONG} y", rf"merge #13 \('{LONG}' 'y'\): result '{LONG}y' is not in"),  # a long one: no candidate at all
+    (f"{LONG}x x", rf"merge #13 \('{LONG}x' 'x'\): result '{LONG}xx' is not in"),
+])
+def test_a_half_that_is_no_token_is_named_as_on_the_plain_path(tmp_path: Path, monkeypatch, merge, message) -> None:
+    path = _gguf(tmp_path / "m.gguf", TOKENS, [*MERGES, merge])
+    with pytest.raises(TokenizerError, match=r"m\.gguf: " + message):
         _load(path, monkeypatch, 1)
 
 

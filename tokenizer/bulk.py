@@ -177,17 +177,20 @@ class BulkMerges(Sequence[tuple[str, str]]):
         joined = np.delete(data, spaces)
         query_data = [(data, starts, spaces - starts), (data, spaces + 1, starts + lengths - spaces - 1),
                       (joined, starts - np.arange(count), lengths - 1)]
-        index = _Index(np, *_keys(np, np.frombuffer(self.token_records + bytes(8), dtype=np.uint8),
-                                  token_starts, token_lengths))
+        token_data = np.frombuffer(self.token_records + bytes(8), dtype=np.uint8)
+        index = _Index(np, *_keys(np, token_data, token_starts, token_lengths))
         ids = []
         for buffer, at, size in query_data:
             found = index.find(*_keys(np, buffer, at, size))
-            long = np.flatnonzero(size > _EXACT)  # not keyed exactly: looked up by their text
-            if len(long):
+            # a string over 16 bytes was keyed by its ends only: the bytes between must match too, else
+            # (two long tokens alike at both ends, or no such token) it is looked up by its text
+            long = np.flatnonzero((size > _EXACT) & (found >= 0))
+            unsure = long[~_same_bytes(np, buffer, at[long], token_data, token_starts[found[long]], size[long])]
+            unsure = np.union1d(unsure, np.flatnonzero((size > _EXACT) & (found < 0)))
+            if len(unsure):
                 raw = buffer[:len(buffer) - 8].tobytes()
-                texts = [raw[a:a + n].decode("utf-8", "surrogateescape")
-                         for a, n in zip(at[long].tolist(), size[long].tolist())]
-                found[long] = [vocab.get(text, -1) for text in texts]
+                found[unsure] = [vocab.get(raw[a:a + n].decode("utf-8", "surrogateescape"), -1)
+                                 for a, n in zip(at[unsure].tolist(), size[unsure].tolist())]
             if (found < 0).any():
                 return None
             ids.append(found)
@@ -197,12 +200,25 @@ class BulkMerges(Sequence[tuple[str, str]]):
         return dict(zip(keys[::-1].tolist(), values[::-1].tolist()))  # a repeated pair's first rank wins
 
 
+def _same_bytes(np: Any, data: Any, starts: Any, other: Any, other_starts: Any, lengths: Any) -> Any:
+    """Whether each string of ``data`` equals the one of ``other`` (same length, given): one gather of
+    all their bytes."""
+    if not len(lengths):
+        return np.zeros(0, dtype=bool)
+    offsets = np.cumsum(lengths) - lengths  # where each string's bytes begin in the gather
+    string = np.repeat(np.arange(len(lengths)), lengths)
+    inside = np.arange(int(offsets[-1] + lengths[-1])) - offsets[string]
+    equal = data[starts[string] + inside] == other[other_starts[string] + inside]
+    return np.logical_and.reduceat(equal, offsets)
+
+
 def _spaces(np: Any, data: Any, starts: Any, lengths: Any) -> Any:
     """Where each merge text's space is, when each holds exactly one and not first; else None."""
     text = data.copy()
-    for byte in range(8):  # blank the length fields (all eight bytes only matter for 256+ byte texts)
-        at = starts - 8 + byte
-        text[at if byte == 0 else at[lengths >= 256 ** byte]] = 0
+    text[starts - 8] = 0  # blank the length fields: their low byte, and the others of 256+ byte texts
+    long = starts[lengths >= 256]
+    for byte in range(1, 8):
+        text[long - 8 + byte] = 0
     spaces = np.flatnonzero(text == 32)
     # n spaces in all, the k-th inside text k and not its first byte: exactly one each
     if len(spaces) != len(starts) or not ((starts < spaces) & (spaces < starts + lengths)).all():
@@ -236,7 +252,8 @@ class _Index:
         bucket = (digest >> self.shift).astype(np.int64)
         self.ids = np.argsort(bucket, kind="stable")
         self.first, self.last, self.size = first[self.ids], last[self.ids], size[self.ids]
-        self.bounds = np.searchsorted(bucket[self.ids], np.arange((1 << bits) + 1))
+        self.bounds = np.zeros((1 << bits) + 1, dtype=np.int64)  # bucket b: rows bounds[b] to bounds[b + 1]
+        np.cumsum(np.bincount(bucket, minlength=1 << bits), out=self.bounds[1:])
 
     def find(self, first: Any, last: Any, size: Any, digest: Any) -> Any:
         """Token id of each query whose key a token has, else -1."""
