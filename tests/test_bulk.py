@@ -4,12 +4,13 @@ vocabulary. (Elsewhere in the suite numpy is imported, so merge lists of 20k+ ta
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
 import gguf
 import pytest
-from conftest import VOCABS, model_path, read_in_bulk
+from conftest import VOCABS, hf_files, model_path, read_in_bulk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -137,3 +138,27 @@ def test_real_vocabularies_get_the_same_merge_table_either_way(monkeypatch, name
         return
     assert isinstance(fast.spec.merges, bulk.BulkMerges) and not isinstance(plain.spec.merges, bulk.BulkMerges)
     assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens
+
+
+@pytest.mark.parametrize("name", hf_files.NAMES)
+def test_tokenizer_json_merge_tables_are_the_same_either_way(monkeypatch, name: str) -> None:
+    path = hf_files.out_dir() / name / "tokenizer.json"
+    fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
+    assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens
+
+
+@pytest.mark.parametrize("merges", [
+    [["a", "b"], ["ab", "c"]],
+    ["a b", "ab c"],                                  # "a b" strings: split into columns first
+    [["a", "b"], ["ab", "c"], ["\0", "a"]],          # a NUL in a half: the plain path, same table
+])
+def test_string_merges_in_bulk_equal_the_plain_table(tmp_path: Path, monkeypatch, merges) -> None:
+    vocab = {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\0": 5, "\0a": 6, "é" * 20: 7, "é" * 20 + "a": 8}
+    long = ["é" * 20, "a"] if isinstance(merges[0], list) else "é" * 20 + " a"
+    merges = [*merges, long]  # a long result, checked byte by byte
+    data = {"model": {"type": "BPE", "vocab": vocab, "merges": merges},
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
+    assert fast.merge_table == plain.merge_table and len(fast.merge_table) == len(merges)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import corpus, hf_files, model_path, oracle, ours
+from conftest import corpus, hf_files, model_path, oracle, ours, read_in_bulk
 from tokenizers import Tokenizer as HFTokenizer
 
 import tokenizer
@@ -118,7 +118,10 @@ def _small(**changes) -> dict:
     ("[1, 2]", TokenizerError, "not a tokenizer.json"),
     ("[" * 100000, TokenizerError, "nested too deeply|invalid JSON"),
 ])
-def test_bad_files_are_clear_errors_naming_the_file(tmp_path: Path, data, error, message: str) -> None:
+@pytest.mark.parametrize("bulk_min", [10**9, 1], ids=["plain", "bulk"])  # merge tables with numpy too
+def test_bad_files_are_clear_errors_naming_the_file(tmp_path: Path, monkeypatch, bulk_min, data, error,
+                                                    message: str) -> None:
+    read_in_bulk(monkeypatch, bulk_min)
     path = _write(tmp_path, "tokenizer.json", data)
     with pytest.raises(error, match=message) as err:
         tokenizer.load(path)

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from operator import add, itemgetter, mul
 from typing import Any
 
+from . import bulk
 from .bulk import BulkMerges
 from .spec import TokenizerError
 
@@ -108,6 +109,11 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
         if table is not None:
             return table
         merges = merges.pairs  # something unusual: the plain path decides (and names what is wrong)
+    elif bulk.wanted(len(merges)):  # a big list of string pairs (tokenizer.json): with numpy too
+        pairs = zip(merges.lefts, merges.rights) if isinstance(merges, MergePairs) else merges
+        table = bulk.table_of_texts(chain.from_iterable(pairs), len(merges), vocab, width, tokens)
+        if table is not None:
+            return table
     if isinstance(merges, MergePairs):
         lefts, rights = merges.lefts, merges.rights
     else:

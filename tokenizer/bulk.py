@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -178,26 +178,69 @@ class BulkMerges(Sequence[tuple[str, str]]):
         query_data = [(data, starts, spaces - starts), (data, spaces + 1, starts + lengths - spaces - 1),
                       (joined, starts - np.arange(count), lengths - 1)]
         token_data = np.frombuffer(self.token_records + bytes(8), dtype=np.uint8)
-        index = _Index(np, *_keys(np, token_data, token_starts, token_lengths))
-        ids = []
-        for buffer, at, size in query_data:
-            found = index.find(*_keys(np, buffer, at, size))
-            # a string over 16 bytes was keyed by its ends only: the bytes between must match too, else
-            # (two long tokens alike at both ends, or no such token) it is looked up by its text
-            long = np.flatnonzero((size > _EXACT) & (found >= 0))
-            unsure = long[~_same_bytes(np, buffer, at[long], token_data, token_starts[found[long]], size[long])]
-            unsure = np.union1d(unsure, np.flatnonzero((size > _EXACT) & (found < 0)))
-            if len(unsure):
-                raw = buffer[:len(buffer) - 8].tobytes()
-                found[unsure] = [vocab.get(raw[a:a + n].decode("utf-8", "surrogateescape"), -1)
-                                 for a, n in zip(at[unsure].tolist(), size[unsure].tolist())]
-            if (found < 0).any():
-                return None
-            ids.append(found)
-        left, right, merged = ids
-        keys = left * width + right
-        values = np.arange(count, dtype=np.int64) * width + merged
-        return dict(zip(keys[::-1].tolist(), values[::-1].tolist()))  # a repeated pair's first rank wins
+        return _table(np, (token_data, token_starts, token_lengths), query_data, vocab, width, "surrogateescape")
+
+
+def table_of_texts(halves: Iterable[str], count: int, vocab: dict[str, int], width: int,
+                   tokens: Sequence[str]) -> dict[int, int] | None:
+    """``bpe.build_merge_table``'s table for merges given as strings (a tokenizer.json's): ``halves``
+    is left 0, right 0, left 1, ... Each side is joined at NULs and encoded once; the rest is as for
+    a GGUF's bytes. None where the plain path must decide (a half that is no string, a NUL in a text,
+    a text listed twice, a half or result that is no token)."""
+    import numpy as np
+
+    if len(vocab) != len(tokens):
+        return None
+    try:
+        text, token_text = "\0".join(halves), "\0".join(tokens)
+    except TypeError:
+        return None
+    if text.count("\0") != 2 * count - 1 or token_text.count("\0") != len(tokens) - 1:
+        return None
+    # surrogatepass: a lone surrogate (JSON's "\ud800") is a 3-byte sequence, the same on both sides
+    data = np.frombuffer(text.encode("utf-8", "surrogatepass") + bytes(8), dtype=np.uint8)
+    token_data = np.frombuffer(token_text.encode("utf-8", "surrogatepass") + bytes(8), dtype=np.uint8)
+    starts, lengths = _parts(np, data)
+    (lefts, rights), (left_sizes, right_sizes) = (starts[0::2], starts[1::2]), (lengths[0::2], lengths[1::2])
+    joined = np.delete(data, rights - 1)  # the NUL inside each merge gone: left and right abut
+    query_data = [(data, lefts, left_sizes), (data, rights, right_sizes),
+                  (joined, lefts - np.arange(count), left_sizes + right_sizes)]
+    return _table(np, (token_data, *_parts(np, token_data)), query_data, vocab, width, "surrogatepass")
+
+
+def _parts(np: Any, data: Any) -> tuple[Any, Any]:
+    """Starts and lengths of the NUL-separated texts of ``data`` (less its 8 bytes of padding)."""
+    ends = np.append(np.flatnonzero(data[:-8] == 0), len(data) - 8)
+    starts = np.empty_like(ends)
+    starts[0], starts[1:] = 0, ends[:-1] + 1
+    return starts, ends - starts
+
+
+def _table(np: Any, tokens: tuple[Any, Any, Any], queries: list[tuple[Any, Any, Any]], vocab: dict[str, int],
+           width: int, errors: str) -> dict[int, int] | None:
+    """The merge table from byte strings: ``tokens`` (data, starts, lengths), ``queries`` the same for
+    the left halves, the right halves and the results; ``errors``: how texts decode for the vocabulary."""
+    token_data, token_starts, token_lengths = tokens
+    index = _Index(np, *_keys(np, token_data, token_starts, token_lengths))
+    ids = []
+    for buffer, at, size in queries:
+        found = index.find(*_keys(np, buffer, at, size))
+        # a string over 16 bytes was keyed by its ends only: the bytes between must match too, else
+        # (two long tokens alike at both ends, or no such token) it is looked up by its text
+        long = np.flatnonzero((size > _EXACT) & (found >= 0))
+        unsure = long[~_same_bytes(np, buffer, at[long], token_data, token_starts[found[long]], size[long])]
+        unsure = np.union1d(unsure, np.flatnonzero((size > _EXACT) & (found < 0)))
+        if len(unsure):
+            raw = buffer[:len(buffer) - 8].tobytes()
+            found[unsure] = [vocab.get(raw[a:a + n].decode("utf-8", errors), -1)
+                             for a, n in zip(at[unsure].tolist(), size[unsure].tolist())]
+        if (found < 0).any():
+            return None
+        ids.append(found)
+    left, right, merged = ids
+    keys = left * width + right
+    values = np.arange(len(left), dtype=np.int64) * width + merged
+    return dict(zip(keys[::-1].tolist(), values[::-1].tolist()))  # a repeated pair's first rank wins
 
 
 def _same_bytes(np: Any, data: Any, starts: Any, other: Any, other_starts: Any, lengths: Any) -> Any:
