@@ -8,11 +8,11 @@ import json
 import struct
 from pathlib import Path
 
-import gguf
 import pytest
 from conftest import VOCABS, hf_files, model_path, read_in_bulk
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_merge_pairs import write_bpe_gguf
 
 import tokenizer
 from tokenizer import TokenizerError, bpe, bulk
@@ -60,18 +60,6 @@ def test_string_array_reads_as_a_list_of_bytes() -> None:
     assert array[1] == b"\xe2\x82" and array[-1] == b"ok" and array[:2] == strings[:2] and len(array) == 3
 
 
-def _gguf(path: Path, tokens: list[str], merges: list[str]) -> Path:
-    writer = gguf.GGUFWriter(str(path), arch="llama")
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt-2")
-    writer.add_token_list(tokens)
-    writer.add_token_merges(merges)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.close()
-    return path
-
-
 LONG = "Ġ" * 12  # 24 bytes: keyed by its text, not by its first and last eight bytes
 # two 20-byte tokens alike in their first and last eight bytes: only their texts tell them apart
 TWINS = ["ĠĠĠĠabcdĠĠĠĠ", "ĠĠĠĠwxyzĠĠĠĠ"]
@@ -88,7 +76,7 @@ def _load(path: Path, monkeypatch, bulk_min: int) -> tokenizer.Tokenizer:
 
 
 def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> None:
-    path = _gguf(tmp_path / "m.gguf", TOKENS, MERGES)
+    path = write_bpe_gguf(tmp_path / "m.gguf", TOKENS, MERGES)
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
     assert isinstance(fast.spec.merges, bulk.BulkMerges) and isinstance(plain.spec.merges, bpe.MergePairs)
     assert fast.merge_table == plain.merge_table and len(fast.merge_table) == len(MERGES)
@@ -106,7 +94,7 @@ def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> N
     (TOKENS + [""], MERGES),                          # an empty token, renamed
 ])
 def test_unusual_files_take_the_plain_path_to_the_same_table(tmp_path: Path, monkeypatch, tokens, merges) -> None:
-    path = _gguf(tmp_path / "m.gguf", tokens, merges)
+    path = write_bpe_gguf(tmp_path / "m.gguf", tokens, merges)
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
     assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens
 
@@ -117,13 +105,13 @@ def test_unusual_files_take_the_plain_path_to_the_same_table(tmp_path: Path, mon
     (f"{LONG}x x", rf"merge #13 \('{LONG}x' 'x'\): result '{LONG}xx' is not in"),
 ])
 def test_a_half_that_is_no_token_is_named_as_on_the_plain_path(tmp_path: Path, monkeypatch, merge, message) -> None:
-    path = _gguf(tmp_path / "m.gguf", TOKENS, [*MERGES, merge])
+    path = write_bpe_gguf(tmp_path / "m.gguf", TOKENS, [*MERGES, merge])
     with pytest.raises(TokenizerError, match=r"m\.gguf: " + message):
         _load(path, monkeypatch, 1)
 
 
 def test_a_truncated_big_array_is_reported_by_the_plain_reader(tmp_path: Path, monkeypatch) -> None:
-    data = _gguf(tmp_path / "m.gguf", TOKENS, MERGES).read_bytes()
+    data = write_bpe_gguf(tmp_path / "m.gguf", TOKENS, MERGES).read_bytes()
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(data[:data.index("éüé".encode()) + 2])  # inside the last token
     with pytest.raises(TokenizerError, match=r"cut\.gguf: offset \d+: tokenizer\.ggml\.tokens\[266\]: string of 6"):

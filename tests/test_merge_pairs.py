@@ -14,7 +14,8 @@ from tokenizer.bpe import MergePairs, split_pairs
 from tokenizer.byte_alphabet import BYTE_TO_CHAR
 
 
-def _gguf(path: Path, tokens: list[str], merges: list[str]) -> Path:
+def write_bpe_gguf(path: Path, tokens: list[str], merges: list[str]) -> Path:
+    """A byte-level GGUF (GPT-2 split) of these tokens and merges."""
     writer = gguf.GGUFWriter(str(path), arch="llama")
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("gpt-2")
@@ -27,7 +28,7 @@ def _gguf(path: Path, tokens: list[str], merges: list[str]) -> Path:
 
 
 def test_merges_read_undecoded_then_split_into_columns(tmp_path: Path) -> None:
-    path = _gguf(tmp_path / "m.gguf", [*BYTE_TO_CHAR, "Ġt", "éü"], ["Ġ t", "é ü"])
+    path = write_bpe_gguf(tmp_path / "m.gguf", [*BYTE_TO_CHAR, "Ġt", "éü"], ["Ġ t", "é ü"])
     meta = gguf_reader.read_metadata(path, raw=frozenset({"tokenizer.ggml.merges"}))
     assert meta["tokenizer.ggml.merges"][1] == [b"\xc4\xa0 t", b"\xc3\xa9 \xc3\xbc"]
     assert meta["tokenizer.ggml.tokens"][1][-1] == "éü"  # other string arrays are decoded
@@ -36,7 +37,7 @@ def test_merges_read_undecoded_then_split_into_columns(tmp_path: Path) -> None:
 
 
 def test_a_merge_without_its_space_is_still_named(tmp_path: Path) -> None:
-    path = _gguf(tmp_path / "m.gguf", [*BYTE_TO_CHAR, "ab"], ["a b", "ab"])
+    path = write_bpe_gguf(tmp_path / "m.gguf", [*BYTE_TO_CHAR, "ab"], ["a b", "ab"])
     with pytest.raises(TokenizerError, match=r"tokenizer\.ggml\.merges\[1\] 'ab' has no space between its halves"):
         tokenizer.load(path)
 

@@ -39,7 +39,6 @@ from operator import add, itemgetter, mul
 from typing import Any
 
 from . import bulk
-from .bulk import BulkMerges
 from .spec import TokenizerError
 
 #: words longer than this use the heap-based loop.
@@ -104,7 +103,7 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
     """
     if not merges:
         return {}
-    if isinstance(merges, BulkMerges):  # a big GGUF's merges, still in the file's bytes
+    if isinstance(merges, bulk.BulkMerges):  # a big GGUF's merges, still in the file's bytes
         table = merges.table(vocab, width, tokens)
         if table is not None:
             return table

@@ -81,7 +81,8 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     if tokens is None:
         raise TokenizerError(f"{name}: no tokenizer.ggml.tokens key")
     token_records = getattr(tokens, "records", None)  # a big vocabulary's bytes too (bulk.RecordList)
-    tokens = list(tokens)  # a plain list (the table cache stores it)
+    if token_records is not None:
+        tokens = list(tokens)  # a plain list (the table cache's marshal takes no subclass)
     if "" in tokens:  # llama.cpp renames empty tokens (then the bytes are not the vocabulary)
         token_records = None
         tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]

@@ -139,7 +139,7 @@ class _Cursor:
                 append(raw.decode("utf-8", "surrogateescape") if decode else raw)
             pos += length
         self.pos = pos
-        if in_bulk:  # decoded, and the records kept for bulk.BulkMerges
+        if in_bulk and decode:  # decoded, and the records kept for bulk.BulkMerges
             return bulk_arrays.RecordList(out, bytes(buf[start:pos]))
         return out if keep else None
 
