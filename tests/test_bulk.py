@@ -30,7 +30,7 @@ def _parse(strings: list[bytes], tail: bytes = b"\x05\x00\x00\x00\x00\x00\x00\x0
         return None
     array, after = found
     assert after == len(region)
-    return array.to_list()
+    return array.strings
 
 
 def test_records_the_chain_misses_are_read_one_by_one() -> None:

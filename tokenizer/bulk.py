@@ -58,19 +58,13 @@ class StringArray(Sequence[bytes]):
         return len(self.starts)
 
     def __getitem__(self, index):  # type: ignore[override]
-        return self.to_list()[index]
-
-    def _slices(self) -> map:
-        return map(slice, self.starts.tolist(), (self.starts + self.lengths).tolist())
+        return self.strings[index]
 
     @cached_property
-    def _items(self) -> list[bytes]:
-        return list(map(self.window.__getitem__, self._slices()))
-
-    def to_list(self) -> list[bytes]:
+    def strings(self) -> list[bytes]:
         """The strings as bytes (one list, made on first use)."""
-        return self._items
-
+        slices = map(slice, self.starts.tolist(), (self.starts + self.lengths).tolist())
+        return list(map(self.window.__getitem__, slices))
 
 
 class RecordList(list):
@@ -127,7 +121,6 @@ def _follow(np: Any, window: bytes, count: int) -> tuple[Any, Any, int] | None:
             singles += 1
             if at + 8 > len(window) or singles > count // 8 + 64:  # many: the plain loop is faster
                 return None
-                return None
             (length,) = _U64.unpack_from(window, at)
             if length > len(window) - at - 8:
                 return None
@@ -149,7 +142,7 @@ class BulkMerges(Sequence[tuple[str, str]]):
 
     @cached_property
     def pairs(self) -> Sequence[tuple[str, str]]:
-        return self._split(self.merges.to_list())
+        return self._split(self.merges.strings)
 
     def __len__(self) -> int:
         return len(self.merges)
@@ -220,40 +213,46 @@ def _table(np: Any, tokens: tuple[Any, Any, Any], queries: list[tuple[Any, Any, 
            width: int, errors: str) -> dict[int, int] | None:
     """The merge table from byte strings: ``tokens`` (data, starts, lengths), ``queries`` the same for
     the left halves, the right halves and the results; ``errors``: how texts decode for the vocabulary."""
-    token_data, token_starts, token_lengths = tokens
-    token_keys = _keys(np, token_data, token_starts, token_lengths)
+    token_keys = _keys(np, *tokens)
     index = _Index(np, *token_keys)
-    ids = []
-    for number, (buffer, at, size) in enumerate(queries):
-        keys = _keys(np, buffer, at, size)
-        found = _in_token_order(np, index, token_keys, keys, buffer, at, size) if number == 2 else None
-        if found is None:
-            found = index.find(*keys)
-        # a string over 16 bytes was keyed by its ends only: the bytes between must match too, else
-        # (two long tokens alike at both ends, or no such token) it is looked up by its text
-        long = np.flatnonzero((size > _EXACT) & (found >= 0))
-        mismatched = long[~_same_bytes(np, buffer, at[long], token_data, token_starts[found[long]], size[long])]
-        unsure = np.concatenate([mismatched, np.flatnonzero((size > _EXACT) & (found < 0))])
-        if len(unsure):
-            raw = buffer[:len(buffer) - 8].tobytes()
-            found[unsure] = [vocab.get(raw[a:a + n].decode("utf-8", errors), -1)
-                             for a, n in zip(at[unsure].tolist(), size[unsure].tolist())]
-        if (found < 0).any():
-            return None
-        ids.append(found)
-    left, right, merged = ids
+    left_query, right_query, result_query = queries
+    left = _lookup(np, index.find(*_keys(np, *left_query)), left_query, tokens, vocab, errors)
+    right = _lookup(np, index.find(*_keys(np, *right_query)), right_query, tokens, vocab, errors)
+    result_keys = _keys(np, *result_query)
+    found = _in_token_order(np, index, token_keys, result_keys, result_query)
+    merged = _lookup(np, index.find(*result_keys) if found is None else found, result_query, tokens, vocab, errors)
+    if left is None or right is None or merged is None:
+        return None
     keys = left * width + right
     values = np.arange(len(left), dtype=np.int64) * width + merged
     return dict(zip(keys[::-1].tolist(), values[::-1].tolist()))  # a repeated pair's first rank wins
 
 
-def _in_token_order(np: Any, index: _Index, token_keys: tuple[Any, ...], keys: tuple[Any, ...], data: Any,
-                    starts: Any, lengths: Any) -> Any:
+def _lookup(np: Any, found: Any, query: tuple[Any, Any, Any], tokens: tuple[Any, Any, Any], vocab: dict[str, int],
+            errors: str) -> Any:
+    """``found`` (token ids by key, -1: none) made sure, or None if some string is no token. A string
+    over 16 bytes was keyed by its ends only: the bytes between must match too, else (two long tokens
+    alike at both ends, or no such token) it is looked up by its text."""
+    buffer, at, size = query
+    token_data, token_starts, _ = tokens
+    long = np.flatnonzero((size > _EXACT) & (found >= 0))
+    mismatched = long[~_same_bytes(np, buffer, at[long], token_data, token_starts[found[long]], size[long])]
+    unsure = np.concatenate([mismatched, np.flatnonzero((size > _EXACT) & (found < 0))])
+    if len(unsure):
+        raw = buffer[:len(buffer) - 8].tobytes()
+        found[unsure] = [vocab.get(raw[a:a + n].decode("utf-8", errors), -1)
+                         for a, n in zip(at[unsure].tolist(), size[unsure].tolist())]
+    return None if (found < 0).any() else found
+
+
+def _in_token_order(np: Any, index: _Index, token_keys: tuple[Any, ...], keys: tuple[Any, ...],
+                    query: tuple[Any, Any, Any]) -> Any:
     """Ids of the merge results when they are tokens in id order, one run of merges per token (GPT-2,
     Qwen2: one merge each; Llama 3: 280k merges make 128k tokens in order), found without the index:
     each result unlike the one before is the next token, and every key is checked against its token's
     (the caller compares the bytes of long ones). None when that does not hold."""
     first, last, size, _ = keys
+    data, starts, lengths = query
     start = index.find(*(key[:1] for key in keys))[0]
     if start < 0:
         return None
