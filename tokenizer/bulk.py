@@ -17,8 +17,9 @@ of freshly split strings (each merge's halves and result), memory-bound at 100-2
    merge, a NUL in a text, a token listed twice, an empty token, a half that is no token) answers
    None, and the caller takes the plain path, which gives the same table or names what is wrong.
 
-Measured (alternating processes): Llama 3's cold GGUF load 0.45-0.50 s -> ~0.27 s, GPT-2's ~0.08 ->
-~0.065 s, Gemma 3's tokenizer.json ~1.2 -> ~0.94 s. numpy is imported on first use only (``wanted``).
+Measured (alternating processes, best of 5): Llama 3's cold GGUF load 0.46 -> 0.28-0.31 s, GPT-2's
+0.081 -> 0.062 s, Gemma 3's tokenizer.json 1.32-1.39 -> 0.97-1.13 s. numpy is imported on first use only
+(``wanted``).
 """
 
 from __future__ import annotations
