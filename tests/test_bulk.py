@@ -47,6 +47,14 @@ def test_parse_strings_reads_exactly_what_the_records_say(strings: list[bytes]) 
     assert _parse(strings) == strings
 
 
+def test_no_window_is_bigger_than_the_cap(monkeypatch) -> None:
+    strings = [b"abc"] * 100  # 1,100 bytes of records
+    monkeypatch.setattr(bulk, "_MAX_WINDOW", 1000)
+    assert _parse(strings) is None  # left to the plain loop, not read in a bigger window
+    monkeypatch.setattr(bulk, "_MAX_WINDOW", 2000)
+    assert _parse(strings) == strings
+
+
 def test_a_truncated_array_is_left_to_the_plain_reader() -> None:
     region = _records([b"ab", b"cd", b"ef"])
     assert bulk.parse_strings(region[:-1], 0, len(region) - 1, 3) is None

@@ -36,8 +36,11 @@ BULK_MIN = 100_000
 #: then load ~25 % faster. Below it, the plain loop is as fast.
 BULK_MIN_IMPORTED = 20_000
 _U64 = struct.Struct("<Q")
-#: window sizes tried, in bytes per string (Llama 3's merges take ~17, its tokens ~15).
+#: window sizes tried, in bytes per string (Llama 3's merges take ~17, its tokens ~15), and the most
+#: read at once (Gemma 4's 515k merges take 9 MB): a corrupt count in a big model file is left to the
+#: plain loop rather than copied out by the gigabyte.
 _WINDOW_BYTES = (24, 96)
+_MAX_WINDOW = 1 << 25
 _HASH_A, _HASH_B = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F
 #: strings up to this many bytes are keyed exactly by (first 8 bytes, last 8 bytes, length).
 _EXACT = 16
@@ -82,14 +85,14 @@ def parse_strings(buf: Any, pos: int, end: int, count: int) -> tuple[StringArray
     None when they cannot all be followed inside the file (the plain loop then says what is wrong)."""
     import numpy as np
 
-    for per_string in _WINDOW_BYTES:  # a bounded window: never more than 96 bytes a string
-        stop = min(end, pos + count * per_string + 4096)
+    for per_string in _WINDOW_BYTES:  # a bounded window: never more than 96 bytes a string, nor 32 MB
+        stop = min(end, pos + min(count * per_string + 4096, _MAX_WINDOW))
         window = bytes(buf[pos:stop])
         found = _follow(np, window, count)
         if found is not None:
             starts, lengths, after = found
             return StringArray(window[:after], starts, lengths), pos + after
-        if stop == end:
+        if stop == end or stop - pos == _MAX_WINDOW:  # no bigger window to try
             break
     return None
 
