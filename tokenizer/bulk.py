@@ -87,7 +87,7 @@ def parse_strings(buf: Any, pos: int, end: int, count: int) -> tuple[StringArray
 
     for per_string in _WINDOW_BYTES:  # a bounded window: never more than 96 bytes a string, nor 32 MB
         stop = min(end, pos + min(count * per_string + 4096, _MAX_WINDOW))
-        window = bytes(buf[pos:stop])
+        window = buf[pos:stop]  # bytes (a slice of the memory map)
         found = _follow(np, window, count)
         if found is not None:
             starts, lengths, after = found
@@ -97,10 +97,15 @@ def parse_strings(buf: Any, pos: int, end: int, count: int) -> tuple[StringArray
     return None
 
 
+def _padded(np: Any, raw: bytes) -> Any:
+    """``raw`` as a uint8 array with 8 zero bytes after it, so that an 8-byte read at any offset fits."""
+    return np.frombuffer(raw + bytes(8), dtype=np.uint8)
+
+
 def _follow(np: Any, window: bytes, count: int) -> tuple[Any, Any, int] | None:
     """Records of ``window``: text starts, lengths, and the end of the last one; None if the window
     ends first (or a record runs past it)."""
-    data = np.frombuffer(window + bytes(8), dtype=np.uint8)  # zero padding: every 8-byte read fits
+    data = _padded(np, window)
     words = np.ndarray(shape=(len(window),), dtype="<u8", buffer=data, strides=(1,))
     candidates = np.flatnonzero(words < 256)
     lengths = words[candidates].astype(np.int64)
@@ -165,7 +170,7 @@ class BulkMerges(Sequence[tuple[str, str]]):
         if found is None or found[2] != len(self.token_records):
             return None
         token_starts, token_lengths, _ = found
-        data = np.frombuffer(merges.window + bytes(8), dtype=np.uint8)
+        data = _padded(np, merges.window)
         spaces = _spaces(np, data, merges.starts, merges.lengths)
         if spaces is None:
             return None
@@ -174,7 +179,7 @@ class BulkMerges(Sequence[tuple[str, str]]):
         joined = np.delete(data, spaces)
         query_data = [(data, starts, spaces - starts), (data, spaces + 1, starts + lengths - spaces - 1),
                       (joined, starts - np.arange(count), lengths - 1)]
-        token_data = np.frombuffer(self.token_records + bytes(8), dtype=np.uint8)
+        token_data = _padded(np, self.token_records)
         return _table(np, (token_data, token_starts, token_lengths), query_data, vocab, width, "surrogateescape")
 
 
@@ -195,8 +200,8 @@ def table_of_texts(halves: Iterable[str], count: int, vocab: dict[str, int], wid
     if text.count("\0") != 2 * count - 1 or token_text.count("\0") != len(tokens) - 1:
         return None
     # surrogatepass: a lone surrogate (JSON's "\ud800") is a 3-byte sequence, the same on both sides
-    data = np.frombuffer(text.encode("utf-8", "surrogatepass") + bytes(8), dtype=np.uint8)
-    token_data = np.frombuffer(token_text.encode("utf-8", "surrogatepass") + bytes(8), dtype=np.uint8)
+    data = _padded(np, text.encode("utf-8", "surrogatepass"))
+    token_data = _padded(np, token_text.encode("utf-8", "surrogatepass"))
     starts, lengths = _parts(np, data)
     (lefts, rights), (left_sizes, right_sizes) = (starts[0::2], starts[1::2]), (lengths[0::2], lengths[1::2])
     joined = np.delete(data, rights - 1)  # the NUL inside each merge gone: left and right abut

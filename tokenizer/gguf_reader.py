@@ -140,7 +140,7 @@ class _Cursor:
             pos += length
         self.pos = pos
         if in_bulk and decode:  # decoded, and the records kept for bulk.BulkMerges
-            return bulk_arrays.RecordList(out, bytes(buf[start:pos]))
+            return bulk_arrays.RecordList(out, buf[start:pos])
         return out if keep else None
 
 
