@@ -103,7 +103,7 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
     """
     if not merges:
         return {}
-    if isinstance(merges, bulk.BulkMerges):  # a big GGUF's merges, still in the file's bytes
+    if isinstance(merges, bulk.BytesMerges):  # a big file's merges, still in its bytes
         table = merges.table(vocab, width, tokens)
         if table is not None:
             return table

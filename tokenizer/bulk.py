@@ -140,10 +140,23 @@ def _follow(np: Any, window: bytes, count: int) -> tuple[Any, Any, int] | None:
     return np.concatenate(got_starts), np.concatenate(got_lengths), at
 
 
-class BulkMerges(Sequence[tuple[str, str]]):
-    """A GGUF merge list still in its bytes, with the token array it refers to. ``table`` builds the
-    merge table from the bytes; read as a sequence, it is split into (left, right) pairs by ``split``
-    on first use."""
+class BytesMerges(Sequence[tuple[str, str]]):
+    """A merge list still in a file's bytes (``BulkMerges``, ``json_merges.JsonMerges``): ``table``
+    builds the merge table from them, None where the plain path must decide; read as a sequence, it is
+    parsed into (left, right) pairs (``pairs``) on first use."""
+
+    pairs: Sequence[Any]
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self.pairs[index]
+
+    def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+        raise NotImplementedError
+
+
+class BulkMerges(BytesMerges):
+    """A GGUF merge list still in its bytes, with the token array it refers to, split into pairs by
+    ``split`` when read as a sequence."""
 
     def __init__(self, merges: StringArray, token_records: bytes,
                  split: Callable[[list[bytes]], Sequence[tuple[str, str]]]):
@@ -155,9 +168,6 @@ class BulkMerges(Sequence[tuple[str, str]]):
 
     def __len__(self) -> int:
         return len(self.merges)
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self.pairs[index]
 
     def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
         """``bpe.build_merge_table``'s table, or None where the plain path must decide."""
@@ -191,23 +201,39 @@ def table_of_texts(halves: Iterable[str], count: int, vocab: dict[str, int], wid
     a text listed twice, a half or result that is no token)."""
     import numpy as np
 
-    if len(vocab) != len(tokens):
-        return None
     try:
-        text, token_text = "\0".join(halves), "\0".join(tokens)
+        text = "\0".join(halves)
     except TypeError:
         return None
-    if text.count("\0") != 2 * count - 1 or token_text.count("\0") != len(tokens) - 1:
+    if text.count("\0") != 2 * count - 1:
         return None
     # surrogatepass: a lone surrogate (JSON's "\ud800") is a 3-byte sequence, the same on both sides
     data = _padded(np, text.encode("utf-8", "surrogatepass"))
-    token_data = _padded(np, token_text.encode("utf-8", "surrogatepass"))
     starts, lengths = _parts(np, data)
     (lefts, rights), (left_sizes, right_sizes) = (starts[0::2], starts[1::2]), (lengths[0::2], lengths[1::2])
     joined = np.delete(data, rights - 1)  # the NUL inside each merge gone: left and right abut
     query_data = [(data, lefts, left_sizes), (data, rights, right_sizes),
                   (joined, lefts - np.arange(count), left_sizes + right_sizes)]
-    return _table(np, (token_data, *_parts(np, token_data)), query_data, vocab, width, "surrogatepass")
+    return table_of_queries(query_data, vocab, width, tokens)
+
+
+def table_of_queries(queries: list[tuple[Any, Any, Any]], vocab: dict[str, int], width: int,
+                     tokens: Sequence[str]) -> dict[int, int] | None:
+    """The merge table from the left halves, right halves and results as (padded uint8 buffer, starts,
+    lengths), against token texts (joined at NULs and encoded once); None where the plain path must
+    decide (a NUL in a token, a text listed twice, a half or result that is no token)."""
+    import numpy as np
+
+    if len(vocab) != len(tokens):
+        return None
+    try:
+        token_text = "\0".join(tokens)
+    except TypeError:
+        return None
+    if token_text.count("\0") != len(tokens) - 1:
+        return None
+    token_data = _padded(np, token_text.encode("utf-8", "surrogatepass"))
+    return _table(np, (token_data, *_parts(np, token_data)), queries, vocab, width, "surrogatepass")
 
 
 def _parts(np: Any, data: Any) -> tuple[Any, Any]:

@@ -26,6 +26,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from . import json_merges
 from .bpe import split_pairs
 from .llama_regex import CUSTOM
 from .pretokenizers import PRE_SPLITS
@@ -47,13 +48,26 @@ _SPLIT_BEHAVIORS = ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext
 _METASPACE_SCHEMES = {"always": "unless_space", "first": "first_unless_space", "never": ""}
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, *, merges_apart: bool = False) -> Any:
+    """The parsed JSON file; with ``merges_apart`` (a tokenizer.json), a big merge list is read from the
+    bytes as a ``json_merges.JsonMerges`` when the file is laid out as HF writes it."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise TokenizerError(f"{path}: not UTF-8 text (byte {err.start})") from None
     except OSError as err:
         raise TokenizerError(f"{path}: can't read ({err.strerror})") from None
+    apart = json_merges.split_off(text, raw) if merges_apart else None
+    if apart is not None:
+        try:
+            data = json.loads(apart[0])
+        except ValueError:  # the plain parse below says where
+            data = None
+        model = data.get("model") if isinstance(data, dict) else None
+        if isinstance(model, dict) and model.get("merges") == json_merges.SENTINEL:
+            model["merges"] = apart[1]
+            return data
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -212,6 +226,8 @@ def _merges(model: dict, path: Path) -> Sequence[tuple[str, str]]:
     """Merges as pairs: [a, b] lists as they are, "a b" texts as columns (``split_pairs``); else a
     checked loop."""
     merges = model.get("merges", [])
+    if isinstance(merges, json_merges.JsonMerges):  # read from the bytes, its shape checked there
+        return merges
     if not isinstance(merges, list):
         raise TokenizerError(f"{path}: model.merges must be a list")
     shapes = set(map(type, merges))
@@ -292,7 +308,7 @@ def spec_from_tokenizer_json(path: Path) -> tuple[TokenizerSpec, Mapping[str, in
     The components are checked where they are read; a value of a shape no check foresaw (a list where an
     object belongs, deep inside a component) still ends as a TokenizerError naming the file."""
     try:
-        return _spec_from_json(path, _read_json(path))
+        return _spec_from_json(path, _read_json(path, merges_apart=True))
     except (TypeError, AttributeError, ValueError, KeyError, IndexError) as err:
         if isinstance(err, TokenizerError):
             raise
