@@ -114,8 +114,12 @@ def test_windows_line_ends_and_a_merge_named_merges(tmp_path: Path, monkeypatch)
     json.dumps(_file(PAIRS), indent=2).replace('"b"', '"b\x01"', 1),       # a control character
     json.dumps(_file(PAIRS), indent=2).replace('"b"\n', '"b"\x0b\n', 1),   # not JSON whitespace
     json.dumps(_file(PAIRS), indent=2)[:-3],                                  # cut short
+    json.dumps(_file(PAIRS), indent=2, ensure_ascii=False).encode().replace(b"\xc3\xa9", b"\xa9\xc3", 1),
+    json.dumps(_file(PAIRS), indent=2, ensure_ascii=False).encode().replace(b"\xc3\xa9\"", b"\xc3\"", 1),
+    json.dumps(_file(PAIRS), indent=2).encode().replace(b'"b"', b'"b\xed\xa0\x80"', 1),  # a surrogate
+    json.dumps(_file(PAIRS), indent=2).encode().replace(b'"BPE"', b'"BPE\xff"', 1),  # before the merges
 ])
-def test_what_json_would_reject_or_read_otherwise_goes_to_json(tmp_path: Path, monkeypatch, text: str) -> None:
+def test_what_json_would_reject_or_read_otherwise_goes_to_json(tmp_path: Path, monkeypatch, text) -> None:
     path = _write(tmp_path / "tokenizer.json", text)
     fast = _both(path, monkeypatch)
     assert fast[0] == "error" or not fast[3]
@@ -152,8 +156,8 @@ def test_small_merge_lists_are_left_to_json_unless_numpy_is_in_use(tmp_path: Pat
     raw = path.read_bytes()
     monkeypatch.setattr(bulk, "BULK_MIN", 10**9)
     monkeypatch.setattr(bulk, "BULK_MIN_IMPORTED", 10**9)
-    assert json_merges.split_off(raw.decode(), raw) is None
+    assert json_merges.split_off(raw) is None
     read_in_bulk(monkeypatch, 1)
-    text, merges = json_merges.split_off(raw.decode(), raw)
+    text, merges = json_merges.split_off(raw)
     assert json.loads(text)["model"]["merges"] == json_merges.SENTINEL
     assert len(merges) == len(PAIRS) and merges[1] == ["ab", "c"]  # read as a sequence: json parses the array

@@ -53,21 +53,22 @@ def _read_json(path: Path, *, merges_apart: bool = False) -> Any:
     bytes as a ``json_merges.JsonMerges`` when the file is laid out as HF writes it."""
     try:
         raw = path.read_bytes()
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise TokenizerError(f"{path}: not UTF-8 text (byte {err.start})") from None
     except OSError as err:
         raise TokenizerError(f"{path}: can't read ({err.strerror})") from None
-    apart = json_merges.split_off(text, raw) if merges_apart else None
+    apart = json_merges.split_off(raw) if merges_apart else None
     if apart is not None:
         try:
             data = json.loads(apart[0])
-        except ValueError:  # the plain parse below says where
+        except (ValueError, RecursionError):  # the plain parse below says what is wrong
             data = None
         model = data.get("model") if isinstance(data, dict) else None
         if isinstance(model, dict) and model.get("merges") == json_merges.SENTINEL:
             model["merges"] = apart[1]
             return data
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TokenizerError(f"{path}: not UTF-8 text (byte {err.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:

@@ -41,41 +41,43 @@ SENTINEL = "\0rml-chat: merges read apart"
 _SENTINEL_JSON = json.dumps(SENTINEL)
 #: pretty-printed pairs take ~50 bytes a merge: ``bulk.wanted`` decides by the count this gives
 _BYTES_PER_MERGE = 50
-_KEY = {str: re.compile(r'"merges"\s*:\s*\['), bytes: re.compile(rb'"merges"\s*:\s*\[')}
-_JSON_SPACE = " \t\n\r"
+_KEY = re.compile(rb'"merges"\s*:\s*\[')
+_JSON_SPACE = b" \t\n\r"
 _QUOTE, _BACKSLASH, _SPACE = 0x22, 0x5C, 0x20
 
 
-def split_off(text: str, raw: bytes) -> tuple[str, JsonMerges] | None:
-    """``text`` (the file, decoded from ``raw``) with its merges array replaced by ``SENTINEL``'s JSON,
-    and the merges read from ``raw``; None where this does not apply or the array is not plainly valid."""
-    found = _array_span(text), _array_span(raw)
-    if found[0] is None or found[1] is None or not bulk.wanted((found[1][1] - found[1][0]) // _BYTES_PER_MERGE + 1):
+def split_off(raw: bytes) -> tuple[str, JsonMerges] | None:
+    """The file's text (``raw`` decoded) with its merges array replaced by ``SENTINEL``'s JSON, and the
+    merges read from ``raw``; None where this does not apply, or the file is not plainly valid UTF-8 and
+    JSON there (the plain path then reads it all, and says what is wrong)."""
+    span = _array_span(raw)
+    if span is None or not bulk.wanted((span[1] - span[0]) // _BYTES_PER_MERGE + 1):
         return None
-    (start, end), (raw_start, raw_end) = found
-    merges = _read_array(raw[raw_start:raw_end])
-    if merges is None:
+    start, end = span
+    try:  # the array's bytes are checked in _read_array: the text is decoded around them only
+        text = raw[:start].decode("utf-8") + _SENTINEL_JSON + raw[end:].decode("utf-8")
+    except UnicodeDecodeError:
         return None
-    return text[:start] + _SENTINEL_JSON + text[end:], merges
+    merges = _read_array(memoryview(raw)[start:end])
+    return None if merges is None else (text, merges)
 
 
-def _array_span(text: Any) -> tuple[int, int] | None:
-    """Where the merges array starts and ends in ``text`` (str or bytes alike: every character sought
-    is ASCII), when it is the last value of the last value of the file: ``"merges": [ ... ] } }``."""
-    lit = (lambda s: s.encode("ascii")) if isinstance(text, bytes) else (lambda s: s)
-    space, end = lit(_JSON_SPACE), len(text)
-    for closing in "}}]":  # from the end: the file's brace, the model's, the array's bracket
+def _array_span(raw: bytes) -> tuple[int, int] | None:
+    """Where the merges array starts and ends in ``raw``, when it is the last value of the last value of
+    the file: ``"merges": [ ... ] } }``."""
+    end = len(raw)
+    for closing in b"}}]":  # from the end: the file's brace, the model's, the array's bracket
         end -= 1
-        while end >= 0 and text[end:end + 1] in space:
+        while end >= 0 and raw[end] in _JSON_SPACE:
             end -= 1
-        if end < 0 or text[end:end + 1] != lit(closing):
+        if end < 0 or raw[end] != closing:
             return None
-    key = len(text)
+    key = len(raw)
     for _ in range(8):  # a later "merges" may be a string inside the array: try the ones before it
-        key = text.rfind(lit('"merges"'), 0, key)
+        key = raw.rfind(b'"merges"', 0, key)
         if key < 0:
             return None
-        match = _KEY[type(text)].match(text, key)
+        match = _KEY.match(raw, key)
         if match:
             return match.end() - 1, end + 1
     return None
@@ -86,12 +88,12 @@ class JsonMerges(bulk.BytesMerges):
     as (buffer, starts, lengths) for ``bulk``. Read as a sequence, the array is parsed by ``json`` on
     first use (what the plain path would have had)."""
 
-    def __init__(self, region: bytes, count: int, queries: list[tuple[Any, Any, Any]]):
+    def __init__(self, region: memoryview, count: int, queries: list[tuple[Any, Any, Any]]):
         self.region, self.count, self.queries = region, count, queries
 
     @cached_property
     def pairs(self) -> Sequence[Any]:
-        merges = json.loads(self.region)
+        merges = json.loads(bytes(self.region))
         return (split_pairs(merges) if merges and isinstance(merges[0], str) else merges) or []
 
     def __len__(self) -> int:
@@ -102,13 +104,16 @@ class JsonMerges(bulk.BytesMerges):
         return bulk.table_of_queries(self.queries, vocab, width, tokens)
 
 
-def _read_array(region: bytes) -> JsonMerges | None:
+def _read_array(region: memoryview) -> JsonMerges | None:
     """The merges of a JSON array of [a, b] pairs or of "a b" texts (``region``: '[' to ']'), or None."""
     import numpy as np
 
     data = np.frombuffer(region, dtype=np.uint8)
-    is_quote = data == _QUOTE
-    backslashes = np.flatnonzero(data == _BACKSLASH)
+    # Each pass over the array writes into one of three arrays made here: fresh 14 MB arrays cost
+    # more in page faults than the passes themselves.
+    scratch = np.equal(data, _BACKSLASH)
+    backslashes = np.flatnonzero(scratch)
+    is_quote = np.equal(data, _QUOTE)
     if len(backslashes):  # the character after each escaping backslash is not a quote that counts
         run_start = np.flatnonzero(np.diff(backslashes, prepend=-2) != 1)
         in_run = np.arange(len(backslashes)) - np.repeat(run_start, np.diff(run_start, append=len(backslashes)))
@@ -119,22 +124,29 @@ def _read_array(region: bytes) -> JsonMerges | None:
     # True from each opening quote up to its closing one: runs between quotes, alternately out and in
     # (np.repeat: ~3x faster than a cumulative sum of the quotes over 14 MB)
     inside = np.repeat(np.arange(len(quotes) + 1) % 2 == 1, np.diff(quotes, prepend=0, append=len(data)))
-    outside = np.greater(data, _SPACE)
-    outside &= ~inside
-    skeleton = data[outside].tobytes()
+    np.greater(data, _SPACE, out=scratch)
+    np.less(inside, scratch, out=scratch)  # outside the strings, and not whitespace
+    skeleton = data[scratch].tobytes()
     pairs = skeleton[1:2] == b"["
     count = len(quotes) // (4 if pairs else 2)
     if not count or skeleton != b"[" + ((b'[","],' if pairs else b'",') * count)[:-1] + b"]":
         return None  # (an empty list: json's own parse is as quick)
-    inside &= ~is_quote  # the strings' bytes, less their opening quotes
+    np.greater(inside, is_quote, out=inside)  # the strings' bytes, less their opening quotes
     buffer = data[inside]
     if len(buffer) and buffer.min() < _SPACE:  # a control character in a string: JSON rejects it
         return None
     # none outside either (the strings have none: checked just above), but JSON's whitespace
-    if np.count_nonzero(data < _SPACE) != sum(np.count_nonzero(data == c) for c in b"\t\n\r"):
+    whitespace = 0
+    for code in b"\t\n\r":
+        whitespace += np.count_nonzero(np.equal(data, code, out=scratch))
+    if np.count_nonzero(np.less(data, _SPACE, out=scratch)) != whitespace:
         return None
     opens, closes = quotes[0::2], quotes[1::2]
     lengths = closes - opens - 1
+    # UTF-8 (the rest of the file was decoded apart): the strings' bytes, one after the other, decode,
+    # and none starts with a continuation byte — so none ends inside a character either
+    if ((data[opens[lengths > 0] + 1] & 0xC0) == 0x80).any() or not _is_utf8(buffer.tobytes()):
+        return None
     starts = np.cumsum(lengths) - lengths
     tail = b""
     if len(backslashes):
@@ -146,7 +158,15 @@ def _read_array(region: bytes) -> JsonMerges | None:
     return None if queries is None else JsonMerges(region, count, queries)
 
 
-def _decode_escaped(region: bytes, buffer: Any, opens: Any, closes: Any, backslashes: Any, starts: Any,
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _decode_escaped(region: memoryview, buffer: Any, opens: Any, closes: Any, backslashes: Any, starts: Any,
                     lengths: Any, pairs: bool) -> bytes | None:
     """The strings holding a backslash (with their pair's other half), decoded by ``json``, to be laid
     after ``buffer``; their ``starts``/``lengths`` are pointed there and their old bytes blanked (no
