@@ -9,8 +9,9 @@ of freshly split strings (each merge's halves and result), memory-bound at 100-2
    start) from the first record proves which candidates are records. A record the chain misses (256+
    bytes, or seven zero bytes inside a string) is read on its own, and the chain picks up after it.
    "ab", "c" -> 02 00.. 'a' 'b' 01 00.. 'c': candidates at 0 and 10; 0 + 8 + 2 = 10, so both are records.
-2. ``BulkMerges.table`` (a GGUF's merges, split at their spaces) and ``table_of_texts`` (a
-   tokenizer.json's, joined at NULs and encoded once) key every token, merge half and merge result by
+2. ``BulkMerges.table`` (a GGUF's merges, split at their spaces), ``table_of_texts`` (merges as Python
+   strings, joined at NULs and encoded once) and ``table_of_queries`` (a tokenizer.json's, read from its
+   bytes by ``json_merges``) key every token, merge half and merge result by
    its first and last eight bytes and its length — the string itself up to 16 bytes; a longer one is
    also compared byte for byte with the token its key finds — and look them up in a hash-bucketed
    index of the tokens (``_Index``): exact, not a hash guess. Anything unusual (not one space per GGUF

@@ -5,7 +5,8 @@ GGUF loader builds. Components are read stage by stage (Sequences flattened):
 
     normalizer      NFC/NFKC/NFD/NFKD/Lowercase -> spec.normalizers; Replace(" "->"▁")/Prepend("▁") -> spaces
     pre_tokenizer   ByteLevel (+ Split before it) -> byte-level; Metaspace -> SentencePiece style
-    model           BPE only (vocab, merges as "a b" or [a, b], byte_fallback, ignore_merges, unk_token)
+    model           BPE only (vocab, merges as "a b" or [a, b], byte_fallback, ignore_merges, unk_token);
+                    a big merge list is read from the file's bytes (``json_merges``), not by ``json``
     added_tokens    special -> CONTROL (cut only with parse_special), else USER_DEFINED (always cut);
                     lstrip/rstrip (Unicode spaces), single_word, normalized (non-special: cut after normalizing)
     post_processor  TemplateProcessing / Roberta / Bert -> which BOS/EOS add_special adds

@@ -4,9 +4,9 @@ Most of a big tokenizer.json is its merges: Llama 3's 17 MB file is 3.3 MB of vo
 then 14 MB of pretty-printed merges. ``json.loads`` makes (and later frees) 560k strings and 280k lists
 of them, which ``bulk`` then joins and encodes again — two thirds of the whole load. Here:
 
-1. ``split_off`` cuts the merges array out of the text (it must be the last value of ``model``, itself
-   the last value of the file, as HF writes them) and puts a sentinel string in its place; ``json``
-   parses the rest, and the sentinel must come back as ``model["merges"]``.
+1. ``split_off`` cuts the merges array out of the file's bytes (it must be the last value of ``model``,
+   itself the last value of the file, as HF writes them); the rest is decoded with a sentinel string in
+   the array's place, ``json`` parses it, and the sentinel must come back as ``model["merges"]``.
 2. ``_read_array`` reads the array's bytes. Every '"' not escaped (not after an odd run of
    backslashes) opens or closes a string, in turn. What lies outside the strings, less JSON's
    whitespace, must then be exactly the array's skeleton — one of::
@@ -14,15 +14,15 @@ of them, which ``bulk`` then joins and encodes again — two thirds of the whole
        [["a","b"],["ab","c"]]   ->   [[","],[","]]    (pairs; closing quotes count as outside)
        ["a b","ab c"]           ->   [","]            (texts, one space each)
 
-   No control character may stand inside a string (JSON's rule); a string with a backslash is decoded
-   by ``json`` itself (a few thousand of them in Llama 3's file).
+   No control character may stand inside a string (JSON's rule), the strings' bytes must be UTF-8, and
+   a string with a backslash is decoded by ``json`` itself (a few thousand of them in Llama 3's file).
 3. The strings' bytes are gathered into one buffer, each pair's halves abutting (a result is its two
    halves side by side), and ``bulk`` builds the merge table from them as from a GGUF's.
 
 Anything else (merges not last, another layout, a shape or escape JSON would reject, a text without
 exactly one space) answers None, and the caller parses the whole file with ``json``: same result, or
-the same error message. Measured on Llama 3's file: ``json.loads`` of the whole text ~115-200 ms, of
-the text less its merges ~45 ms; reading the array here ~50 ms.
+the same error message. Measured on Llama 3's file: ``json.loads`` of the whole text 115-200 ms, of
+the text less its merges ~45 ms; reading the array here ~60 ms; the whole load 0.41 -> 0.30 s.
 """
 
 from __future__ import annotations

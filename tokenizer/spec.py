@@ -51,8 +51,9 @@ class TokenizerSpec:
 
     tokens: token strings, index = id (byte-level ones spelled in the byte alphabet).
     types: one TokenType per token (None: all NORMAL).
-    merges: (left, right) token strings in rank order (a list, ``bpe.MergePairs`` columns, or a big GGUF's
-        ``bulk.BulkMerges``, still in the file's bytes), or None for score-based SentencePiece.
+    merges: (left, right) token strings in rank order (a list, ``bpe.MergePairs`` columns, or, still in the
+        file's bytes, a big GGUF's ``bulk.BulkMerges`` or a big tokenizer.json's ``json_merges.JsonMerges``),
+        or None for score-based SentencePiece.
     scores: one float per token (score-based SentencePiece).
     pre_split: a name from ``pretokenizers.PRE_SPLITS`` (llama.cpp's ``tokenizer.ggml.pre``); empty means
         the kind's own default: "default" for byte-level, "none" (no pre-split) for SentencePiece.
