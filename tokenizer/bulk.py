@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import struct
 import sys
+from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any
@@ -151,8 +152,9 @@ class BytesMerges(Sequence[tuple[str, str]]):
     def __getitem__(self, index):  # type: ignore[override]
         return self.pairs[index]
 
+    @abstractmethod
     def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
-        raise NotImplementedError
+        """``bpe.build_merge_table``'s table, or None where the plain path must decide."""
 
 
 class BulkMerges(BytesMerges):

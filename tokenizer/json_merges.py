@@ -145,16 +145,17 @@ def _read_array(region: memoryview) -> JsonMerges | None:
     lengths = closes - opens - 1
     # UTF-8 (the rest of the file was decoded apart): the strings' bytes, one after the other, decode,
     # and none starts with a continuation byte — so none ends inside a character either
-    if ((data[opens[lengths > 0] + 1] & 0xC0) == 0x80).any() or not _is_utf8(buffer.tobytes()):
+    content = buffer.tobytes()
+    if ((data[opens[lengths > 0] + 1] & 0xC0) == 0x80).any() or not _is_utf8(content):
         return None
     starts = np.cumsum(lengths) - lengths
-    tail = b""
     if len(backslashes):
         tail = _decode_escaped(region, buffer, opens, closes, backslashes, starts, lengths, pairs)
         if tail is None:
             return None
-    buffer = np.frombuffer(buffer.tobytes() + tail + bytes(8), dtype=np.uint8)  # bulk reads 8 bytes at a time
-    queries = _pair_queries(np, buffer, starts, lengths) if pairs else _text_queries(np, buffer, starts, lengths)
+        content = buffer.tobytes() + tail
+    buffer = np.frombuffer(content + bytes(8), dtype=np.uint8)  # bulk reads 8 bytes at a time
+    queries = _pair_queries(buffer, starts, lengths) if pairs else _text_queries(np, buffer, starts, lengths)
     return None if queries is None else JsonMerges(region, count, queries)
 
 
@@ -190,7 +191,7 @@ def _decode_escaped(region: memoryview, buffer: Any, opens: Any, closes: Any, ba
     return b"".join(decoded)
 
 
-def _pair_queries(np: Any, buffer: Any, starts: Any, lengths: Any) -> list[tuple[Any, Any, Any]] | None:
+def _pair_queries(buffer: Any, starts: Any, lengths: Any) -> list[tuple[Any, Any, Any]]:
     """Left halves, right halves and results of [a, b] pairs (string 2k is merge k's left half)."""
     left, right = (starts[0::2], lengths[0::2]), (starts[1::2], lengths[1::2])
     return [(buffer, *left), (buffer, *right), (buffer, left[0], left[1] + right[1])]
@@ -199,11 +200,10 @@ def _pair_queries(np: Any, buffer: Any, starts: Any, lengths: Any) -> list[tuple
 def _text_queries(np: Any, buffer: Any, starts: Any, lengths: Any) -> list[tuple[Any, Any, Any]] | None:
     """Left halves, right halves and results of "a b" texts: exactly one space each, not first."""
     spaces = np.flatnonzero(buffer[:len(buffer) - 8] == _SPACE)
-    order = np.argsort(starts, kind="stable")  # the texts as they lie in the buffer (escaped ones last)
     if len(spaces) != len(starts):
         return None
     at = np.empty_like(spaces)
-    at[order] = spaces  # text k's space (one each, in buffer order: checked just below)
+    at[np.argsort(starts, kind="stable")] = spaces  # text k's space (one each, in buffer order: checked just below)
     if not ((starts < at) & (at < starts + lengths)).all():
         return None
     joined = np.delete(buffer, spaces)
