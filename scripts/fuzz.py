@@ -177,7 +177,7 @@ def small_json(kind: str) -> dict:
                      "behavior": "Isolated", "invert": False},
                     {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
                 "post_processor": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"},
-                "model": {"type": "BPE", "vocab": vocab, "merges": merges, "byte_fallback": False}}
+                "model": {"type": "BPE", "byte_fallback": False, "vocab": vocab, "merges": merges}}  # HF's order
     pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["▁", "h", "e", "l", "o", "he", "▁he"]
     return {"version": "1.0", "added_tokens": [{"id": i, "content": p, "special": True} for i, p in enumerate(pieces[:3])],
             "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False},
@@ -187,8 +187,8 @@ def small_json(kind: str) -> dict:
             "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
                                                          {"type": "ByteFallback"}, {"type": "Fuse"},
                                                          {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
-            "model": {"type": "BPE", "vocab": {p: i for i, p in enumerate(pieces)}, "merges": [["h", "e"], ["▁", "he"]],
-                      "unk_token": "<unk>", "byte_fallback": True, "fuse_unk": True}}
+            "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": True, "fuse_unk": True,
+                      "vocab": {p: i for i, p in enumerate(pieces)}, "merges": [["h", "e"], ["▁", "he"]]}}
 
 
 _ODD_VALUES = [None, True, 0, -1, 2**31, 10**30, 1e308, "x", "", [], {}, [1, "a"], {"type": "Nope"}, "\ud800".encode(

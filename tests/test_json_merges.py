@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import hf_files, read_in_bulk
+from conftest import ROOT, hf_files, read_in_bulk
 
 import tokenizer
 from tokenizer import bulk, json_merges
@@ -161,3 +162,16 @@ def test_small_merge_lists_are_left_to_json_unless_numpy_is_in_use(tmp_path: Pat
     text, merges = json_merges.split_off(raw)
     assert json.loads(text)["model"]["merges"] == json_merges.SENTINEL
     assert len(merges) == len(PAIRS) and merges[1] == ["ab", "c"]  # read as a sequence: json parses the array
+
+
+def test_the_fuzzer_s_mutations_of_whole_files_fail_or_load_alike_both_ways(tmp_path: Path, monkeypatch) -> None:
+    """scripts/fuzz.py's tokenizer.json cases (keys deleted, odd values, bad merges, bytes flipped, cut
+    short, deep nesting), whose bases put the merges last as HF does."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fuzz
+
+    outcomes = set()
+    for case, data in enumerate(fuzz.json_cases(random.Random(3), 300)):
+        fast = _both(_write(tmp_path / f"{case}.json", data), monkeypatch)
+        outcomes.add((fast[0], fast[0] == "ok" and fast[3]))
+    assert ("error", False) in outcomes and ("ok", True) in outcomes
