@@ -35,7 +35,8 @@ def _write(path: Path, text: str | bytes) -> Path:
 
 
 def _outcome(path: Path, monkeypatch, bulk_min: int):
-    """What loading gives: ("ok", merge table, pairs, read apart?) or ("error", type, message)."""
+    """What loading gives: ("ok", merge table, pairs, read apart?, the table ``JsonMerges.table`` builds
+    itself — None where it leaves the file to the plain path, or is not used) or ("error", type, message)."""
     read_in_bulk(monkeypatch, bulk_min)
     monkeypatch.setenv("RML_CHAT_TOKENIZER_CACHE", "off")
     try:
@@ -43,16 +44,9 @@ def _outcome(path: Path, monkeypatch, bulk_min: int):
     except Exception as err:  # noqa: BLE001 - both readers must fail alike, whatever the failure
         return "error", type(err).__name__, str(err)
     apart = isinstance(tok.spec.merges, json_merges.JsonMerges)
-    if apart:  # its own table, not the plain one it falls back to
-        assert tok.spec.merges.table(tok._vocab, tok._width, tok.spec.tokens) in (tok.merge_table, None)
-    return "ok", tok.merge_table, [tuple(m) for m in tok.spec.merges or []], apart
-
-
-def _table_apart(path: Path, monkeypatch) -> dict[int, int] | None:
-    """The merge table ``JsonMerges.table`` builds itself (None: it leaves the file to the plain path)."""
-    read_in_bulk(monkeypatch, 1)
-    tok = tokenizer.load(path)
-    return tok.spec.merges.table(tok._vocab, tok._width, tok.spec.tokens)
+    own = tok.spec.merges.table(tok._vocab, tok._width, tok.spec.tokens) if apart else None
+    assert own in (tok.merge_table, None)  # never a table other than the plain path's
+    return "ok", tok.merge_table, [tuple(m) for m in tok.spec.merges or []], apart, own
 
 
 def _both(path: Path, monkeypatch) -> tuple:
@@ -68,7 +62,7 @@ def test_every_test_tokenizer_json_reads_its_merges_apart_to_the_same_table(monk
     fast = _both(path, monkeypatch)
     assert fast[0] == "ok" and fast[3] == bool(fast[2])  # read apart wherever there are merges
     if fast[3]:
-        assert _table_apart(path, monkeypatch) == fast[1]  # built apart, not by the fallback
+        assert fast[4] == fast[1]  # built apart, not by the fallback
 
 
 @pytest.mark.parametrize(("layout", "dump"), [
@@ -84,7 +78,7 @@ def test_layouts_and_escapes_read_apart_give_json_s_own_merges(tmp_path: Path, m
     path = _write(tmp_path / "tokenizer.json", json.dumps(_file(merges), **dump))
     fast = _both(path, monkeypatch)
     assert fast[0] == "ok" and fast[3], fast
-    assert _table_apart(path, monkeypatch) == fast[1]  # built apart, not by the fallback
+    assert fast[4] == fast[1]  # built apart, not by the fallback
     assert fast[2] == [tuple(m.split(" ")) if texts else tuple(m) for m in merges]
     assert fast[1][VOCAB["ab"] * (len(VOCAB) + 1) + VOCAB["c"]] == 1 * (len(VOCAB) + 1) + VOCAB["abc"]
 

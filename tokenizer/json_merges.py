@@ -50,6 +50,8 @@ def split_off(raw: bytes) -> tuple[str, JsonMerges] | None:
     """The file's text (``raw`` decoded) with its merges array replaced by ``SENTINEL``'s JSON, and the
     merges read from ``raw``; None where this does not apply, or the file is not plainly valid UTF-8 and
     JSON there (the plain path then reads it all, and says what is wrong)."""
+    if not bulk.wanted(len(raw) // _BYTES_PER_MERGE + 1):  # too small even if it were all merges
+        return None
     span = _array_span(raw)
     if span is None or not bulk.wanted((span[1] - span[0]) // _BYTES_PER_MERGE + 1):
         return None
