@@ -33,6 +33,7 @@ Performance notes (the hot path is a cache hit in core.py; this runs on misses):
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from operator import add, itemgetter, mul
@@ -40,6 +41,11 @@ from typing import Any
 
 from . import bulk
 from .spec import TokenizerError
+
+try:  # the short-word loops below in C (_cmerge.c), built by pip install; optional
+    from ._cmerge import RankedTable, ScoredVocab
+except ImportError:  # not built (no C compiler, or run from a bare source tree): Python does the same
+    RankedTable = ScoredVocab = None  # type: ignore[assignment,misc]
 
 #: words longer than this use the heap-based loop.
 SHORT_WORD = 128
@@ -202,6 +208,39 @@ def merge_scored(symbols: list[str], scores: dict[str, float]) -> list[str]:
         if at < len(values):
             values[at] = get(merged + symbols[at + 1], _NO_TOKEN)
     return symbols
+
+
+def native_wanted() -> bool:
+    """Whether the C loops run: built, and not turned off with ``RML_CHAT_NATIVE=off``."""
+    return ScoredVocab is not None and os.environ.get("RML_CHAT_NATIVE") != "off"
+
+
+def scored_vocab(tokens: list[str], scores: list[float] | None) -> ScoredVocab | None:
+    """``merge_scored`` in C for this vocabulary: ``.encode(chunk)`` gives the ids (``-1 - code point`` for a
+    character that is no token), or None for a chunk over ``SHORT_WORD`` characters. None when the C loops
+    do not run (``native_wanted``) or the tables are not plain lists of str and float ("1.5" is a score to
+    ``float`` but not to C): the Python loop then runs, with the same ids (tests/test_cmerge.py)."""
+    if not native_wanted() or type(tokens) is not list or type(scores) not in (list, type(None)):
+        return None
+    if scores is None or len(scores) != len(tokens):  # as zip() pairs them: a token past the scores never merges
+        scores = (scores or [])[:len(tokens)] + [_NO_TOKEN] * (len(tokens) - len(scores or []))
+    try:
+        return ScoredVocab(tokens, scores)
+    except (TypeError, ValueError):
+        return None
+
+
+def ranked_table(merges: dict[int, int], width: int, vocab: dict[str, int]) -> RankedTable | None:
+    """``merge_ranked`` in C for this table: ``.merge(ids)`` gives the merged ids; ``.encode(chunk)`` merges a
+    chunk's characters (their tokens; ``width - 1`` for one with none, as ``_missing``) and gives ids as
+    ``ScoredVocab.encode`` does. Each gives None for a word over ``SHORT_WORD`` units. None when the C loops
+    do not run (``native_wanted``)."""
+    if not native_wanted() or type(merges) is not dict or type(vocab) is not dict:
+        return None
+    try:
+        return RankedTable(merges, width, vocab)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _scored_pair(scores: dict[str, float], a: str, b: str) -> tuple[float, str] | None:

@@ -25,7 +25,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from functools import cached_property, partial
-from itertools import compress
+from itertools import compress, repeat
 
 from . import bpe, pretokenizers
 from .byte_alphabet import BYTE_TO_CHAR, spell
@@ -105,8 +105,6 @@ class Tokenizer:
         else:
             no_pre_split = not spec.pre_split_patterns and not self._pre.patterns and not self._pre.fused
             self._split = pretokenizers.sentencepiece_splitter(self._tokens, None if no_pre_split else split)
-            if not spec.merges:  # score-based: text -> score, built here with the other tables (later duplicates win)
-                self._scores = dict(zip(spec.tokens, map(float, spec.scores or [])))
             encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
             self._cache = _WordCache(encode_chunk)
 
@@ -145,22 +143,17 @@ class Tokenizer:
 
     # ----- words -------------------------------------------------------------------------
 
-    def _ranked_runs(self, ids: list[int]) -> list[int]:
-        """Merge runs of known units; missing units split the runs and become unk or nothing."""
-        missing = self._missing
-        if missing not in ids:
-            return bpe.merge_ranked(ids, self._merges, self._width)
-        out: list[int] = []
-        run: list[int] = []
-        for unit in ids + [missing]:
-            if unit != missing:
-                run.append(unit)
-                continue
-            out += bpe.merge_ranked(run, self._merges, self._width)
-            run = []
-            out.append(missing)
-        out.pop()
-        return out
+    @cached_property
+    def _ranked_table(self) -> bpe.RankedTable | None:
+        """The merge table in C (``bpe.ranked_table``), built on the first word; None: Python only."""
+        return bpe.ranked_table(self._merges, self._width, self._vocab)
+
+    def _merge_ranked(self, ids: list[int]) -> list[int]:
+        """Rank merges, in C where it runs. A unit with no token (``_missing``) is in no merge key, so it
+        stays where it is, alone: the caller finds it there."""
+        native = self._ranked_table
+        merged = native.merge(ids) if native is not None else None
+        return bpe.merge_ranked(ids, self._merges, self._width) if merged is None else merged
 
     def _encode_byte_word(self, word: str) -> tuple[int, ...]:
         raw = word.encode("utf-8")
@@ -169,7 +162,7 @@ class Tokenizer:
             if whole is not None:
                 return (whole,)
         byte_tokens = self._byte_tokens
-        ids = self._ranked_runs([byte_tokens[b] for b in raw])
+        ids = self._merge_ranked([byte_tokens[b] for b in raw])
         if self._missing in ids:  # a byte the vocabulary lacks: dropped (llama.cpp) or unk (HF)
             unk = self.spec.unk_id if self.spec.unk_for_missing_bytes else None
             ids = [unk if i == self._missing else i for i in ids if i != self._missing or unk is not None]
@@ -181,25 +174,49 @@ class Tokenizer:
         """A character with no token: its <0xXX> byte tokens when the vocabulary has every one of them
         (byte fallback), else one unk — none without an unk token; with ``fuse_unk`` an unk right after
         another in the same word is not repeated. HF's rule: "😀" lacking <0xF0> is one unk, not 3 bytes."""
+        ids = self._fallbacks.get(char)
+        if ids is None:
+            ids = self._fallbacks[char] = self._fallback_ids(char)
+        if not (self._unk_fuses and ids is self._unk_alone and out and out[-1] == ids[0]):
+            out += ids
+
+    def _fallback_ids(self, char: str) -> tuple[int, ...]:
         if self.spec.byte_fallback:
-            tokens = [self._byte_tokens[b] for b in char.encode("utf-8")]
+            tokens = tuple(self._byte_tokens[b] for b in char.encode("utf-8"))
             if self._missing not in tokens:
-                out += tokens
-                return
-        unk = self.spec.unk_id
-        if unk is not None and not (self.spec.fuse_unk and out and out[-1] == unk):
-            out.append(unk)
+                return tokens
+        return self._unk_alone
+
+    @cached_property
+    def _fallbacks(self) -> dict[str, tuple[int, ...]]:
+        """Each character's ids from ``_fallback_ids``, found once (a dict, filled as characters come)."""
+        return {}
+
+    @cached_property
+    def _unk_alone(self) -> tuple[int, ...]:
+        return () if self.spec.unk_id is None else (self.spec.unk_id,)
+
+    @cached_property
+    def _unk_fuses(self) -> bool:
+        return bool(self.spec.fuse_unk and self.spec.unk_id is not None)
+
+    @cached_property
+    def _scores(self) -> dict[str, float]:
+        """Score-based merges in Python: text -> score (later duplicates win), built on first use."""
+        return dict(zip(self.spec.tokens, map(float, self.spec.scores or [])))
+
+    @cached_property
+    def _scored_vocab(self) -> bpe.ScoredVocab | None:
+        """Score-based merges in C (``bpe.scored_vocab``), built on the first chunk; None: Python only."""
+        return bpe.scored_vocab(self._tokens, self.spec.scores)
 
     def _encode_scored_chunk(self, chunk: str) -> tuple[int, ...]:
-        get = self._vocab.get
-        out: list[int] = []
-        for piece in bpe.merge_scored(list(chunk), self._scores):
-            token = get(piece)
-            if token is None:
-                self._byte_fallback(piece, out)
-            else:
-                out.append(token)
-        return tuple(out)
+        native = self._scored_vocab
+        ids = native.encode(chunk) if native is not None else None
+        if ids is None:  # no C loop here, or a chunk too long for it
+            get = self._vocab.get  # a piece that is no token is a lone character (a merge always makes a token)
+            ids = [get(piece, -1 - ord(piece[0])) for piece in bpe.merge_scored(list(chunk), self._scores)]
+        return self._fall_back(ids)
 
     def _encode_ranked_chunk(self, chunk: str) -> tuple[int, ...]:
         get = self._vocab.get
@@ -207,19 +224,29 @@ class Tokenizer:
             whole = get(chunk)
             if whole is not None:
                 return (whole,)
-        missing = self._missing
-        ids = self._ranked_runs([get(ch, missing) for ch in chunk])
-        if missing not in ids:
+        native = self._ranked_table
+        ids = native.encode(chunk) if native is not None else None
+        if ids is None:  # no C loop here, or a chunk too long for it
+            missing = self._missing
+            units = list(map(get, chunk, repeat(missing)))
+            lone = list(compress(chunk, map(missing.__eq__, units)))  # the characters with no token
+            ids = bpe.merge_ranked(units, self._merges, self._width)  # (merges units in place)
+            if lone:  # a unit with no token never merges: the k-th one left is the k-th character with none
+                spell = iter(lone)
+                ids = [-1 - ord(next(spell)) if token == missing else token for token in ids]
+        return self._fall_back(ids)
+
+    def _fall_back(self, ids: list[int]) -> tuple[int, ...]:
+        """A chunk's ids with each character that is no token (``-1 - code point``) replaced by its
+        ``_byte_fallback``."""
+        if min(ids, default=0) >= 0:
             return tuple(ids)
         out: list[int] = []
-        pos = 0
-        for token in ids:  # walk the chunk alongside to recover each missing character
-            if token == missing:
-                self._byte_fallback(chunk[pos], out)
-                pos += 1
+        for token in ids:
+            if token < 0:
+                self._byte_fallback(chr(-1 - token), out)
             else:
                 out.append(token)
-                pos += len(self._tokens[token])
         return tuple(out)
 
     # ----- public API ----------------------------------------------------------------------

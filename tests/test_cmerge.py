@@ -1,0 +1,177 @@
+"""The merge loops in C (tokenizer/_cmerge*.c) against the Python loops of bpe.py, which define them.
+
+Every other test runs the C loops (pip install builds them); these hold them to the Python ones id for id:
+whole tokenizers on the committed corpus, and the two C types alone on generated vocabularies, scores
+(NaN and infinities too) and merge tables, plus every way of calling them wrong.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import VOCABS, corpus, hf_files, model_path
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tokenizer
+from tokenizer import bpe
+from tokenizer.core import Tokenizer
+
+#: beyond the corpus: long chunks (the Python heap loop takes them), characters no vocabulary has, byte fallback
+EXTRA = ["a" * 127, "a" * 128, "a" * 129, "x" * 5000, "\U0001f600\U0001f9ea\u0fff\ufffd", "\ud800 lone surrogate",
+         "\t\n\r\x00\x7f", "".join(map(chr, range(0x2500, 0x2600))), "▁▁▁ ▁" * 40]
+
+
+def _python_twin(tok: Tokenizer) -> Tokenizer:
+    """The same tokenizer with its C tables turned off: every word goes through bpe.py's loops."""
+    twin = Tokenizer(tok.spec, tok.merge_table)
+    twin.__dict__["_scored_vocab"] = twin.__dict__["_ranked_table"] = None
+    return twin
+
+
+def _assert_alike(tok: Tokenizer) -> None:
+    twin = _python_twin(tok)
+    for text in [*corpus(), *EXTRA]:
+        assert tok.encode(text) == twin.encode(text), text
+    native = tok.__dict__.get("_scored_vocab") or tok.__dict__.get("_ranked_table")
+    assert native is not None, "the C loop did not run"
+
+
+def test_the_c_loops_are_built() -> None:
+    """README's install compiles them. Were that to fail silently, the other tests would pass on the
+    Python loops alone, and the speed the README reports would be gone: so this one fails."""
+    assert bpe.ScoredVocab is not None and bpe.RankedTable is not None
+    assert bpe.native_wanted()
+
+
+@pytest.mark.parametrize("name", [*VOCABS, "gemma3", "smollm2"])
+def test_gguf_vocabularies_encode_alike(name: str) -> None:
+    _assert_alike(tokenizer.load(model_path(name)))
+
+
+@pytest.mark.parametrize("name", hf_files.NAMES)
+def test_tokenizer_json_files_encode_alike(name: str) -> None:
+    _assert_alike(tokenizer.load(hf_files.out_dir() / name / "tokenizer.json"))
+
+
+def test_turned_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RML_CHAT_NATIVE", "off")
+    assert bpe.scored_vocab(["a"], [0.0]) is None
+    assert bpe.ranked_table({}, 2, {"a": 0}) is None
+    monkeypatch.delenv("RML_CHAT_NATIVE")
+    assert bpe.scored_vocab(["a"], [0.0]) is not None
+
+
+# ----- ScoredVocab alone ---------------------------------------------------------------------------
+
+_SCORES = st.one_of(st.floats(-50, 50), st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0]))
+_TEXTS = st.text(alphabet="ab▁é\U0001f600\ud800", min_size=1, max_size=4)
+
+
+def _scored_in_python(tokens: list[str], scores: list[float], chunk: str) -> list[int]:
+    vocab = dict(zip(tokens, range(len(tokens))))
+    pieces = bpe.merge_scored(list(chunk), dict(zip(tokens, scores)))
+    return [vocab.get(piece, -1 - ord(piece[0])) for piece in pieces]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_TEXTS, _SCORES), min_size=1, max_size=40),
+       st.text(alphabet="ab▁é\U0001f600\ud800c", max_size=60))
+def test_scored_vocab_merges_as_python(entries: list[tuple[str, float]], chunk: str) -> None:
+    """Duplicated texts (the later wins), NaN and infinite scores, characters that are no token."""
+    tokens, scores = [t for t, _ in entries], [s for _, s in entries]
+    assert bpe.ScoredVocab(tokens, scores).encode(chunk) == _scored_in_python(tokens, scores, chunk)
+
+
+def test_scored_vocab_on_a_real_vocabulary_and_limits() -> None:
+    tok = tokenizer.load(model_path("llama-spm"))
+    native = bpe.ScoredVocab(tok.spec.tokens, tok.spec.scores)
+    for chunk in ["▁hello▁world", "▁" * 128, "▁ÿ日本語\U0001f600", ""]:
+        assert native.encode(chunk) == _scored_in_python(tok.spec.tokens, tok.spec.scores, chunk)
+    assert native.encode("▁" * 129) is None  # the Python heap loop's
+    assert native.encode("▁hello") == [tok.token_to_id("▁hello")]
+
+
+def test_scored_vocab_refuses_bad_input() -> None:
+    with pytest.raises(TypeError):
+        bpe.ScoredVocab(["a", 1], [0.0, 0.0])
+    with pytest.raises(ValueError, match="one score per token"):
+        bpe.ScoredVocab(["a", "b"], [0.0])
+    with pytest.raises(TypeError):
+        bpe.ScoredVocab(["a"], ["1.5"])
+    assert bpe.scored_vocab(["a"], ["1.5"]) is None  # the Python loop takes such scores (float("1.5"))
+    assert bpe.scored_vocab(("a",), [0.0]) is None
+    with pytest.raises(TypeError):
+        bpe.ScoredVocab(["a"], [0.0]).encode(b"a")
+    with pytest.raises(TypeError):
+        bpe.ScoredVocab.__new__(bpe.ScoredVocab).encode("a")  # never initialised: an error, not a crash
+
+
+# ----- RankedTable alone ---------------------------------------------------------------------------
+
+WIDTH = 9  # ids 0..7 are tokens, 8 (= width - 1) is the missing unit
+
+
+@st.composite
+def _tables(draw) -> dict[int, int]:
+    pairs = draw(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.integers(0, 7)), max_size=30))
+    table: dict[int, int] = {}
+    for rank, (left, right, merged) in enumerate(pairs):
+        table.setdefault(left * WIDTH + right, rank * WIDTH + merged)
+    return table
+
+
+@settings(max_examples=400, deadline=None)
+@given(_tables(), st.lists(st.integers(0, 8), max_size=140))
+def test_ranked_table_merges_as_python(table: dict[int, int], ids: list[int]) -> None:
+    merged = bpe.RankedTable(table, WIDTH).merge(list(ids))
+    if len(ids) > bpe.SHORT_WORD:
+        assert merged is None
+    else:
+        assert merged == bpe.merge_ranked(list(ids), table, WIDTH)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_tables(), st.text(alphabet="abcdefgz\U0001f600\ud800", max_size=60))
+def test_ranked_table_encodes_as_python(table: dict[int, int], chunk: str) -> None:
+    """Characters a..g are tokens 0..6 (7 is a token no character spells); z, emoji and surrogate are none."""
+    vocab = {ch: i for i, ch in enumerate("abcdefg")} | {"ab": 7}
+    units = [vocab.get(ch, WIDTH - 1) for ch in chunk]
+    expected = bpe.merge_ranked(list(units), table, WIDTH)
+    lone = iter([ch for ch, unit in zip(chunk, units) if unit == WIDTH - 1])
+    expected = [-1 - ord(next(lone)) if i == WIDTH - 1 else i for i in expected]
+    assert bpe.RankedTable(table, WIDTH, vocab).encode(chunk) == expected
+
+
+def test_ranked_table_cache_fills_and_starts_again() -> None:
+    """Each pair is asked of the dict once and kept; past 2M pairs the cache starts again empty. A merge
+    after that still finds its pair."""
+    width = 1 << 22
+    table = {5 * width + 6: 0 * width + 7}
+    native = bpe.RankedTable(table, width)
+    for start in range(0, 2_200_000, 120):  # 2.2M pairs, each new: one start-again on the way
+        assert native.merge(list(range(start + 10, start + 131))) == list(range(start + 10, start + 131))
+        assert native.merge([5, 6]) == [7]
+
+
+def test_ranked_table_refuses_bad_input() -> None:
+    with pytest.raises(ValueError, match="width"):
+        bpe.RankedTable({}, 0)
+    with pytest.raises(TypeError):
+        bpe.RankedTable([], 3)
+    with pytest.raises(TypeError):
+        bpe.RankedTable({}, 3, ["a"])
+    with pytest.raises(ValueError, match="out of range"):
+        bpe.RankedTable({1: -5}, 3).merge([0, 1])
+    with pytest.raises(TypeError):
+        bpe.RankedTable({}, 3).merge([0, "a"])
+    with pytest.raises(TypeError):
+        bpe.RankedTable({}, 3).encode("ab")  # made without a vocabulary
+    with pytest.raises(ValueError, match="out of range"):
+        bpe.RankedTable({}, 3, {"a": 7}).encode("a")
+    with pytest.raises(TypeError):
+        bpe.RankedTable.__new__(bpe.RankedTable).merge([0])  # never initialised: an error, not a crash
+    assert bpe.RankedTable({}, 3).merge([0, 3]) is None  # not an id of this table: the Python loop decides
+    assert bpe.RankedTable({}, 3).merge([-1]) is None
+    assert bpe.ranked_table({}, 3, {"a": 0}) is not None

@@ -1,0 +1,71 @@
+/* The two merge loops of bpe.py for short words, in C: the same ids, ~20x faster per merge.
+ *
+ * - ScoredVocab.encode(chunk): bpe.merge_scored (score-based SentencePiece, as GGUF stores it).
+ *   Any two adjacent symbols whose concatenation is a token may merge; the pair whose token scores
+ *   highest merges first, leftmost on ties; a pair that is no token (or scores -inf) never merges.
+ * - RankedTable.merge(ids): bpe.merge_ranked (merge lists: byte-level BPE, tokenizer.json).
+ *   The adjacent pair with the lowest value (rank * width + merged id) merges first, leftmost on
+ *   ties. bpe.py has both rules with worked examples.
+ *
+ * Why C. A first pass over new text spends most of its time merging. In Python each merge costs
+ * ~1.2 us: a dozen bytecodes, and for score-based merges a new string per pair, hashed and freed.
+ * The same loop in C that still makes those strings costs ~0.5 us; this one ~0.05 us. That is what
+ * puts SentencePiece vocabularies' first pass ahead of HF tokenizers' (scripts/bench_tokenizer.py).
+ * The Python loops stay: they take long words (a heap, O(n log n)) and run where this module is not
+ * built; tests/test_cmerge.py holds the two to the same ids.
+ *
+ * Performance choices:
+ * - Each table is copied once, on the first word that needs it, into an open-addressing hash table
+ *   with linear probing at most half full: ScoredVocab keyed by code points (pricing a pair hashes
+ *   a span of the chunk in place, no object per pair), RankedTable keyed by the pair's int key.
+ * - A symbol is a span of the chunk (ScoredVocab: its start) or an id (RankedTable); merging two
+ *   drops one array entry (a memmove of a short array).
+ * - One array holds each adjacent pair's priority. A merge is a linear scan for the best plus two
+ *   lookups for the pairs that touch the merged symbol: O(n) per merge, for n <= MAX_SYMBOLS; a
+ *   longer word gets None back and goes to the Python heap loop.
+ * - Later duplicates of a token text win, for the id and the score, as in the Python tables
+ *   (dict(zip(tokens, ...))).
+ */
+#include "_cmerge.h"
+
+PyObject *id_list(const int64_t *ids, Py_ssize_t n) {
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PyLong_FromLongLong(ids[i]);
+        if (id == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, id);
+    }
+    return out;
+}
+
+static int add_type(PyObject *m, PyTypeObject *type, const char *name) {
+    if (PyType_Ready(type) < 0) return -1;
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_cmerge",
+    .m_doc = "The short-word merge loops of bpe.py in C (ScoredVocab, RankedTable).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__cmerge(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (add_type(m, &ScoredVocabType, "ScoredVocab") < 0 || add_type(m, &RankedTableType, "RankedTable") < 0 ||
+        PyModule_AddIntConstant(m, "MAX_SYMBOLS", MAX_SYMBOLS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,16 @@
+/* Shared by the merge loops in C: _cmerge.c (the module and why it exists), _cmerge_scored.c
+ * (ScoredVocab: bpe.merge_scored) and _cmerge_ranked.c (RankedTable: bpe.merge_ranked). */
+#ifndef RML_CMERGE_H
+#define RML_CMERGE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#define MAX_SYMBOLS 128 /* bpe.SHORT_WORD: a longer word gets None and goes to the Python heap loop */
+
+extern PyTypeObject ScoredVocabType, RankedTableType;
+
+/* A new list of ids[0:n] as Python ints. */
+PyObject *id_list(const int64_t *ids, Py_ssize_t n);
+
+#endif
