@@ -5,7 +5,8 @@
 CORPUS is split into documents at blank lines; each tokenizer encodes every document (no special
 parsing). Reported: load time, MB/s first pass (fresh tokenizer, empty word cache) and steady state
 (warm cache), and ratios to the others — our first pass against llama.cpp (no cache), HF's own first
-pass ("HF first": a fresh HF tokenizer, its word cache empty too) and HF's best rate. Every figure is
+pass ("HF first": a fresh HF tokenizer, its word cache empty too; "first-json": ours loaded from the same
+tokenizer.json) and HF's best rate. Every figure is
 the best of 3 runs; steady-state rates the best of 5 passes, the tokenizers taking turns. Loads are
 reported cold (table cache off: a model's first run) and warm (from the table cache, in a fresh temp
 folder: every later run of the same file).
@@ -33,6 +34,7 @@ fetch = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fetch)  # type: ignore[union-attr]
 
 import tokenizer  # noqa: E402
+from tokenizer import bpe  # noqa: E402
 from tokenizer.byte_alphabet import unspell  # noqa: E402
 
 HF_PATTERNS = {  # the families' original regexes (HF / tiktoken syntax)
@@ -146,6 +148,7 @@ def bench(name: str, docs: list[str], size: float, hf_root: Path | None) -> dict
         out["load ours json"], _ = timed(lambda: load_cold(hf_file))
         load_warm(hf_file)
         out["load ours json warm"], _ = timed(lambda: load_warm(hf_file))
+        out["ours json first"] = first_pass(lambda: load_cold(hf_file).encode, docs, size)
         out["HF first"] = first_pass(lambda: hf_encoder(hf_file), docs, size)
         steady["HF tokenizers"] = lambda d: hf.encode(d, add_special_tokens=False).ids
     if name in HF_PATTERNS:
@@ -162,6 +165,8 @@ def ratios(r: dict[str, float]) -> dict[str, float]:
     """Ours over theirs, from one round (so both sides ran under the same machine load)."""
     out = {f"steady/{k}": r["ours steady"] / r[k] for k in ("llama.cpp", "HF tokenizers", "tiktoken") if k in r}
     out |= {f"first/{k}": r["ours first"] / r[k] for k in ("llama.cpp", "HF first", "HF tokenizers") if k in r}
+    if "ours json first" in r:
+        out["first-json/HF first"] = r["ours json first"] / r["HF first"]
     out["load ours/llama.cpp cold"] = r["load ours"] / r["load llama.cpp"]
     out["load ours/llama.cpp warm"] = r["load ours warm"] / r["load llama.cpp"]
     if "load HF" in r:
@@ -182,6 +187,8 @@ def main() -> None:
     docs = [d for d in text.split("\n\n") if d]
     size = len(text.encode()) / 1e6
     print(f"{len(docs)} documents, {size:.2f} MB; rates in MB/s, loads in s; median of {args.rounds} round(s)")
+    loops = "C (tokenizer._cmerge)" if bpe.native_wanted() else "Python (C module not built, or RML_CHAT_NATIVE=off)"
+    print(f"short-word merge loops: {loops}")
     for name in args.names.split(","):
         rounds = [bench(name, docs, size, args.hf_root) for _ in range(args.rounds)]
         per_round = [ratios(r) for r in rounds]
