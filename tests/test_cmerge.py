@@ -98,8 +98,9 @@ def test_scored_vocab_refuses_bad_input() -> None:
         bpe.ScoredVocab(["a", 1], [0.0, 0.0])
     with pytest.raises(ValueError, match="one score per token"):
         bpe.ScoredVocab(["a", "b"], [0.0])
-    with pytest.raises(TypeError):
-        bpe.ScoredVocab(["a"], ["1.5"])
+    for score in ("1.5", 1, True):  # exact floats only: no __float__ runs while the table is filled
+        with pytest.raises(TypeError, match="floats"):
+            bpe.ScoredVocab(["a"], [score])
     assert bpe.scored_vocab(["a"], ["1.5"]) is None  # the Python loop takes such scores (float("1.5"))
     assert bpe.scored_vocab(("a",), [0.0]) is None
     with pytest.raises(TypeError):
@@ -166,6 +167,10 @@ def test_ranked_table_refuses_bad_input() -> None:
         bpe.RankedTable({1: -5}, 3).merge([0, 1])
     with pytest.raises(TypeError):
         bpe.RankedTable({}, 3).merge([0, "a"])
+    with pytest.raises(TypeError, match="ints"):
+        bpe.RankedTable({1: 2.0}, 3).merge([0, 1])
+    with pytest.raises(TypeError, match="ints"):
+        bpe.RankedTable({}, 3, {"a": 1.0}).encode("a")
     with pytest.raises(TypeError):
         bpe.RankedTable({}, 3).encode("ab")  # made without a vocabulary
     with pytest.raises(ValueError, match="out of range"):

@@ -119,6 +119,10 @@ static int pair_value(RankedTable *t, int64_t left, int64_t right, int64_t *valu
     if (found == NULL && PyErr_Occurred()) return -1;
     long long v = NO_MERGE;
     if (found != NULL) {
+        if (!PyLong_CheckExact(found)) { /* no __index__ to run: no Python code runs in here */
+            PyErr_SetString(PyExc_TypeError, "merge table values must be ints");
+            return -1;
+        }
         v = PyLong_AsLongLong(found);
         if (v == -1 && PyErr_Occurred()) return -1;
         if (v < 0 || v >= NO_MERGE) {
@@ -189,6 +193,10 @@ static int char_id(RankedTable *t, Py_UCS4 cp, int64_t *id) {
     PyObject *found = PyDict_GetItemWithError(t->vocab, text);
     Py_DECREF(text);
     if (found == NULL && PyErr_Occurred()) return -1;
+    if (found != NULL && !PyLong_CheckExact(found)) {
+        PyErr_SetString(PyExc_TypeError, "vocabulary ids must be ints");
+        return -1;
+    }
     long long v = found ? PyLong_AsLongLong(found) : t->width - 1;
     if (v == -1 && PyErr_Occurred()) return -1;
     if (v < 0 || v >= t->width) {

@@ -63,6 +63,11 @@ static int vocab_init(ScoredVocab *self, PyObject *args, PyObject *kwargs) {
             return -1;
         }
         total += PyUnicode_GET_LENGTH(text);
+        /* exact floats (no __float__ to run: no Python code runs while the tables are filled) */
+        if (!PyFloat_CheckExact(PyList_GET_ITEM(scores, i))) {
+            PyErr_SetString(PyExc_TypeError, "scores must be floats");
+            return -1;
+        }
     }
     if (n > INT32_MAX / 2 || total > (Py_ssize_t)UINT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "vocabulary too large for ScoredVocab");
@@ -83,8 +88,7 @@ static int vocab_init(ScoredVocab *self, PyObject *args, PyObject *kwargs) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *text = PyList_GET_ITEM(tokens, i);
         Py_ssize_t length = PyUnicode_GET_LENGTH(text);
-        double score = PyFloat_AsDouble(PyList_GET_ITEM(scores, i));
-        if (score == -1.0 && PyErr_Occurred()) return -1;
+        double score = PyFloat_AS_DOUBLE(PyList_GET_ITEM(scores, i)); /* checked: exact floats */
         if (length == 0) continue; /* "" is never a pair nor a character */
         Py_UCS4 *at = self->chars + offset;
         if (PyUnicode_AsUCS4(text, at, length, 0) == NULL) return -1;

@@ -81,6 +81,9 @@ class Tokenizer:
                                                 spec.tokens)
                         if merge_table is None else merge_table)
         self._byte_tokens = self._build_byte_tokens()
+        self._fallbacks: dict[str, tuple[int, ...]] = {}  # a character with no token -> its ids (_fallback_ids)
+        self._unk_alone = () if spec.unk_id is None else (spec.unk_id,)
+        self._unk_fuses = bool(spec.fuse_unk and spec.unk_id is not None)
         specials = [(spec.tokens[i], i) for i in compress(range(n), map(_SPECIAL_TYPES.__contains__, self._types))]
         specials += [(spec.tokens[i], i) for i in sorted(spec.added_byte_ids)]
         self._special_texts = {text: i for text, i in specials if text}
@@ -188,19 +191,6 @@ class Tokenizer:
         return self._unk_alone
 
     @cached_property
-    def _fallbacks(self) -> dict[str, tuple[int, ...]]:
-        """Each character's ids from ``_fallback_ids``, found once (a dict, filled as characters come)."""
-        return {}
-
-    @cached_property
-    def _unk_alone(self) -> tuple[int, ...]:
-        return () if self.spec.unk_id is None else (self.spec.unk_id,)
-
-    @cached_property
-    def _unk_fuses(self) -> bool:
-        return bool(self.spec.fuse_unk and self.spec.unk_id is not None)
-
-    @cached_property
     def _scores(self) -> dict[str, float]:
         """Score-based merges in Python: text -> score (later duplicates win), built on first use."""
         return dict(zip(self.spec.tokens, map(float, self.spec.scores or [])))
@@ -232,8 +222,8 @@ class Tokenizer:
             lone = list(compress(chunk, map(missing.__eq__, units)))  # the characters with no token
             ids = bpe.merge_ranked(units, self._merges, self._width)  # (merges units in place)
             if lone:  # a unit with no token never merges: the k-th one left is the k-th character with none
-                spell = iter(lone)
-                ids = [-1 - ord(next(spell)) if token == missing else token for token in ids]
+                chars = iter(lone)
+                ids = [-1 - ord(next(chars)) if token == missing else token for token in ids]
         return self._fall_back(ids)
 
     def _fall_back(self, ids: list[int]) -> tuple[int, ...]:
