@@ -52,6 +52,17 @@ static int add_type(PyObject *m, PyTypeObject *type, const char *name) {
     return 0;
 }
 
+Py_ssize_t read_chunk(PyObject *chunk, Py_UCS4 *text) {
+    if (!PyUnicode_Check(chunk)) {
+        PyErr_SetString(PyExc_TypeError, "encode() needs a str");
+        return -1;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(chunk);
+    if (n > MAX_SYMBOLS) return TOO_LONG;
+    if (n && PyUnicode_AsUCS4(chunk, text, MAX_SYMBOLS, 0) == NULL) return -1;
+    return n;
+}
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_cmerge",

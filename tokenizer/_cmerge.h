@@ -13,4 +13,9 @@ extern PyTypeObject ScoredVocabType, RankedTableType;
 /* A new list of ids[0:n] as Python ints. */
 PyObject *id_list(const int64_t *ids, Py_ssize_t n);
 
+#define TOO_LONG (-2)
+/* A chunk's code points into text[MAX_SYMBOLS]: their count; TOO_LONG past MAX_SYMBOLS; -1 (an error
+ * set) when chunk is no str. */
+Py_ssize_t read_chunk(PyObject *chunk, Py_UCS4 *text);
+
 #endif

@@ -210,20 +210,15 @@ static int char_id(RankedTable *t, Py_UCS4 cp, int64_t *id) {
 
 /* encode(chunk): merge the chunk's characters (SentencePiece text); ids as ScoredVocab.encode gives them. */
 static PyObject *ranked_encode(RankedTable *self, PyObject *chunk) {
-    if (!PyUnicode_Check(chunk)) {
-        PyErr_SetString(PyExc_TypeError, "encode() needs a str");
-        return NULL;
-    }
     if (self->slots == NULL || self->char_ids == NULL) {
         PyErr_SetString(PyExc_TypeError, "encode() needs a RankedTable made with a vocabulary");
         return NULL;
     }
-    Py_ssize_t n = PyUnicode_GET_LENGTH(chunk);
-    if (n > MAX_SYMBOLS) Py_RETURN_NONE;
-    Py_UCS4 text[MAX_SYMBOLS + 1];
+    Py_UCS4 text[MAX_SYMBOLS];
+    Py_ssize_t n = read_chunk(chunk, text);
+    if (n < 0) return n == TOO_LONG ? Py_NewRef(Py_None) : NULL;
     int64_t ids[MAX_SYMBOLS];
     Py_ssize_t origin[MAX_SYMBOLS];
-    if (n && PyUnicode_AsUCS4(chunk, text, MAX_SYMBOLS + 1, 0) == NULL) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (char_id(self, text[i], &ids[i]) < 0) return NULL;
         origin[i] = i;

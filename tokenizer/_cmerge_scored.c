@@ -115,16 +115,15 @@ static double price(const ScoredVocab *v, const Py_UCS4 *s, Py_ssize_t n) {
 /* encode(chunk): the ids, -1 - code point for a character that is no token (the caller applies
  * byte fallback or unk); None past MAX_SYMBOLS characters. */
 static PyObject *vocab_encode(ScoredVocab *self, PyObject *chunk) {
-    if (!PyUnicode_Check(chunk) || self->slots == NULL) {
-        PyErr_SetString(PyExc_TypeError, "encode() needs a str and a ScoredVocab made by __init__");
+    if (self->slots == NULL) {
+        PyErr_SetString(PyExc_TypeError, "encode() needs a ScoredVocab made by __init__");
         return NULL;
     }
-    Py_ssize_t n = PyUnicode_GET_LENGTH(chunk);
-    if (n > MAX_SYMBOLS) Py_RETURN_NONE;
-    Py_UCS4 text[MAX_SYMBOLS + 1];
+    Py_UCS4 text[MAX_SYMBOLS];
+    Py_ssize_t n = read_chunk(chunk, text);
+    if (n < 0) return n == TOO_LONG ? Py_NewRef(Py_None) : NULL;
     Py_ssize_t start[MAX_SYMBOLS + 1]; /* symbol i is text[start[i]:start[i + 1]] */
     double value[MAX_SYMBOLS];        /* value[i]: the score of symbols i and i + 1 together */
-    if (n && PyUnicode_AsUCS4(chunk, text, MAX_SYMBOLS + 1, 0) == NULL) return NULL;
     Py_ssize_t symbols = n;
     for (Py_ssize_t i = 0; i <= n; i++) start[i] = i;
     for (Py_ssize_t i = 0; i + 1 < n; i++) value[i] = price(self, text + i, 2);
