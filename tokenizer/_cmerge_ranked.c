@@ -10,8 +10,9 @@ typedef struct {
 } PairSlot;
 
 /* A cache in front of the Python merge table: each pair is looked up in the dict once, then found
- * here. Copying a whole table up front costs more than a first pass asks of it (Gemma 3's 515k
- * merges: 86 ms, against ~20 ms to look up the pairs a 1 MB first pass meets). */
+ * here. Copying a whole table up front costs more than a first pass gains from it: Gemma 3's 515k
+ * merges take 86 ms to copy, then its 51k new chunks of the bench corpus 33 ms; asked pair by pair,
+ * the same chunks take 93 ms in all. */
 typedef struct {
     PyObject_HEAD
     PyObject *merges; /* dict[int, int], key left * width + right -> rank * width + merged id */
@@ -43,22 +44,25 @@ static PairSlot *find_pair(const RankedTable *t, uint64_t stored) {
 static int make_room(RankedTable *t) {
     size_t size = t->mask + 1;
     if (2 * (t->used + 1) <= size) return 0;
+    if (size >= MAX_SLOTS) {
+        memset(t->slots, 0, size * sizeof(PairSlot));
+        t->used = 0;
+        return 0;
+    }
     PairSlot *old = t->slots;
-    size_t new_size = size < MAX_SLOTS ? 2 * size : size;
-    t->slots = PyMem_Calloc(new_size, sizeof(PairSlot));
-    if (t->slots == NULL) {
+    t->slots = PyMem_Calloc(2 * size, sizeof(PairSlot));
+    if (t->slots == NULL) { /* the old table stays, as it was */
         t->slots = old;
         PyErr_NoMemory();
         return -1;
     }
-    t->mask = new_size - 1;
+    t->mask = 2 * size - 1;
     t->used = 0;
-    if (new_size > size)
-        for (size_t i = 0; i < size; i++)
-            if (old[i].key) {
-                *find_pair(t, old[i].key) = old[i];
-                t->used++;
-            }
+    for (size_t i = 0; i < size; i++)
+        if (old[i].key) {
+            *find_pair(t, old[i].key) = old[i];
+            t->used++;
+        }
     PyMem_Free(old);
     return 0;
 }

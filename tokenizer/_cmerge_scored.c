@@ -32,7 +32,8 @@ static Slot *find(const ScoredVocab *v, const Py_UCS4 *s, Py_ssize_t n, uint64_t
     for (;;) {
         Slot *slot = &v->slots[i];
         if (slot->length == 0) return slot;
-        if (slot->check == (uint32_t)(h >> 32) && slot->length == (uint32_t)n && memcmp(v->chars + slot->offset, s, n * sizeof(Py_UCS4)) == 0)
+        if (slot->check == (uint32_t)(h >> 32) && slot->length == (uint32_t)n &&
+            memcmp(v->chars + slot->offset, s, n * sizeof(Py_UCS4)) == 0)
             return slot;
         i = (i + 1) & v->mask;
     }

@@ -28,8 +28,8 @@ Performance notes (the hot path is a cache hit in core.py; this runs on misses):
   with no split point stays linear-ish.
 * ``width - 1`` (= vocab size) is a sentinel id for a unit that is not in the
   vocabulary: it appears in no merge key, so it never merges.
-* The short-word loops have C twins (``_cmerge*.c``: ``ScoredVocab``, ``RankedTable``), ~20x faster per
-  merge; ``core`` uses them where the module is built. The loops here stay the definition, take long
+* The short-word loops have C twins (``_cmerge*.c``: ``ScoredVocab``, ``RankedTable``), ~8x faster all
+  in; ``core`` uses them where the module is built. The loops here stay the definition, take long
   words, and run where C does not (tests/test_cmerge.py holds the two to the same ids).
 """
 
