@@ -180,3 +180,12 @@ def test_ranked_table_refuses_bad_input() -> None:
     assert bpe.RankedTable({}, 3).merge([0, 3]) is None  # not an id of this table: the Python loop decides
     assert bpe.RankedTable({}, 3).merge([-1]) is None
     assert bpe.ranked_table({}, 3, {"a": 0}) is not None
+
+
+def test_fallback_ids_are_kept_for_a_bounded_number_of_characters() -> None:
+    """Byte-fallback ids are kept per character, up to 4,096 characters (then the store starts again):
+    6,000 Hangul syllables, most of them no Llama 2 token, give the Python twin's ids."""
+    tok = tokenizer.load(model_path("llama-spm"))
+    text = " ".join(chr(c) for c in range(0xAC00, 0xAC00 + 6000))
+    assert tok.encode(text) == _python_twin(tok).encode(text)
+    assert 0 < len(tok._fallbacks) <= 4096

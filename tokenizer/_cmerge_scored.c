@@ -107,11 +107,14 @@ static int vocab_init(ScoredVocab *self, PyObject *args, PyObject *kwargs) {
     return 0;
 }
 
-/* The score of the token spelled by s[0:n], -inf when there is none. */
-static double price(const ScoredVocab *v, const Py_UCS4 *s, Py_ssize_t n) {
-    Slot *slot = find(v, s, n, hash_span(s, n));
-    return slot->length ? slot->score : -INFINITY;
+/* The pair s[0:n]: its token's score into *value and id into *id; -inf when it is no token. */
+static void price(const ScoredVocab *v, const Py_UCS4 *s, Py_ssize_t n, double *value, int32_t *id) {
+    const Slot *slot = find(v, s, n, hash_span(s, n));
+    *value = slot->length ? slot->score : -INFINITY;
+    *id = slot->id;
 }
+
+#define LONE INT64_MIN /* a symbol not merged: its one character's id is looked up at the end */
 
 /* encode(chunk): the ids, -1 - code point for a character that is no token (the caller applies
  * byte fallback or unk); None past MAX_SYMBOLS characters. */
@@ -124,10 +127,13 @@ static PyObject *vocab_encode(ScoredVocab *self, PyObject *chunk) {
     Py_ssize_t n = read_chunk(chunk, text);
     if (n < 0) return n == TOO_LONG ? Py_NewRef(Py_None) : NULL;
     Py_ssize_t start[MAX_SYMBOLS + 1]; /* symbol i is text[start[i]:start[i + 1]] */
-    double value[MAX_SYMBOLS];        /* value[i]: the score of symbols i and i + 1 together */
+    int64_t ids[MAX_SYMBOLS];          /* symbol i's token id (LONE: not merged, not looked up yet) */
+    double value[MAX_SYMBOLS];         /* value[i]: the score of symbols i and i + 1 together */
+    int32_t merged[MAX_SYMBOLS];       /* merged[i]: the id of that token, where value[i] > -inf */
     Py_ssize_t symbols = n;
     for (Py_ssize_t i = 0; i <= n; i++) start[i] = i;
-    for (Py_ssize_t i = 0; i + 1 < n; i++) value[i] = price(self, text + i, 2);
+    for (Py_ssize_t i = 0; i < n; i++) ids[i] = LONE;
+    for (Py_ssize_t i = 0; i + 1 < n; i++) price(self, text + i, 2, &value[i], &merged[i]);
     while (symbols > 1) {
         Py_ssize_t at = 0; /* the best pair, leftmost on ties (as Python's max() then index()) */
         double best = value[0];
@@ -137,21 +143,22 @@ static PyObject *vocab_encode(ScoredVocab *self, PyObject *chunk) {
                 at = i;
             }
         if (best == -INFINITY) break;
-        /* drop the boundary between symbols at and at + 1, and the pair score that spanned it */
+        /* symbol at becomes the pair's token; drop the boundary after it and the pair that spanned it */
+        ids[at] = merged[at];
         memmove(start + at + 1, start + at + 2, (symbols - at - 1) * sizeof(Py_ssize_t));
+        memmove(ids + at + 1, ids + at + 2, (symbols - at - 2) * sizeof(int64_t));
         memmove(value + at, value + at + 1, (symbols - at - 2) * sizeof(double));
+        memmove(merged + at, merged + at + 1, (symbols - at - 2) * sizeof(int32_t));
         symbols--;
-        if (at > 0) value[at - 1] = price(self, text + start[at - 1], start[at + 1] - start[at - 1]);
-        if (at + 1 < symbols) value[at] = price(self, text + start[at], start[at + 2] - start[at]);
+        if (at > 0)
+            price(self, text + start[at - 1], start[at + 1] - start[at - 1], &value[at - 1], &merged[at - 1]);
+        if (at + 1 < symbols) price(self, text + start[at], start[at + 2] - start[at], &value[at], &merged[at]);
     }
-    int64_t ids[MAX_SYMBOLS];
-    for (Py_ssize_t i = 0; i < symbols; i++) {
-        Py_ssize_t length = start[i + 1] - start[i];
-        const Py_UCS4 *s = text + start[i];
-        Slot *slot = find(self, s, length, hash_span(s, length));
-        /* a merged symbol is always a token; a lone character may not be one */
-        ids[i] = slot->length ? slot->id : -1 - (int64_t)s[0];
-    }
+    for (Py_ssize_t i = 0; i < symbols; i++)
+        if (ids[i] == LONE) { /* one character, which may be no token */
+            const Slot *slot = find(self, text + start[i], 1, hash_span(text + start[i], 1));
+            ids[i] = slot->length ? slot->id : -1 - (int64_t)text[start[i]];
+        }
     return id_list(ids, symbols);
 }
 

@@ -40,6 +40,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 #: cache entries are dropped wholesale past this many words; longer words are not cached.
 _CACHE_LIMIT = 200_000
 _CACHE_MAX_WORD = 256
+_CACHE_MAX_FALLBACKS = 4096  # characters whose byte-fallback ids are kept
 
 
 def _normalize(text: str, steps: tuple[str, ...]) -> str:
@@ -179,6 +180,8 @@ class Tokenizer:
         another in the same word is not repeated. HF's rule: "😀" lacking <0xF0> is one unk, not 3 bytes."""
         ids = self._fallbacks.get(char)
         if ids is None:
+            if len(self._fallbacks) >= _CACHE_MAX_FALLBACKS:  # bounded, whatever characters come
+                self._fallbacks.clear()
             ids = self._fallbacks[char] = self._fallback_ids(char)
         if not (self._unk_fuses and ids is self._unk_alone and out and out[-1] == ids[0]):
             out += ids
