@@ -1,8 +1,12 @@
-"""``rml-chat --check [MODEL]``: the end-to-end smoke test of tokenizer plus model.
+"""``rml-chat --check [MODEL]``: the end-to-end smoke test of tokenizer, prompt format and model.
 
 1. our ids vs llama.cpp's own tokenizer on a built-in multilingual sample (plain text, special off);
-2. the rendered chat prompt: our ``encode_chat`` vs llama.cpp tokenizing the rendered text (special on);
-3. a short greedy reply, which must end on a stop id — except for a model with no chat template (a base
+2. the template doctor: how the chat format was established (fingerprint, fitted, template-rendered,
+   vocabulary or flag), the template's verdict on it (probes identical n/n, the first difference), and
+   whether the template rewrites earlier turns;
+3. the chat prompt of a two-turn conversation: our text vs the model's own template rendering it, and
+   our ids vs llama.cpp tokenizing the template's text (special on);
+4. a short greedy reply, which must end on a stop id — except for a model with no chat template (a base
    model such as Gemma 3 270M, which never writes its end-of-turn token): there it is a note.
 Exit 0 only if all pass. The report names the first mismatching piece.
 """
@@ -14,7 +18,9 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 
-from tokenizer.chat import segments_text
+from tokenizer.chat import ChatFormatError, segments_text
+from tokenizer.chat.template import compiled
+from tokenizer.chat.verify import first_difference
 
 from .engine import Engine, Generation, Sampling
 from .model import Model, load_model
@@ -56,6 +62,10 @@ class CheckReport:
     chat_format: str
     format_source: str
     stop_ids: list[int]
+    template_probes: str = ""        # "22/22": the template's verdict on the format ("" without a template)
+    template_difference: str = ""    # the first probe that differs, both texts around the difference
+    prompt_matches_template: bool | None = None  # our prompt text == the template's rendering of CHAT
+    history: str = ""
     sample_total: int = 0
     sample_matched: int = 0
     first_mismatch: dict | None = None
@@ -94,15 +104,27 @@ def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckRepo
     if report.sample_matched != report.sample_total:
         report.problems.append(f"tokenizer: {report.sample_total - report.sample_matched} of {report.sample_total} "
                                f"sample texts differ from llama.cpp")
+    _doctor(model, report)
     segments = model.encoder.format(CHAT)
     ids = model.encoder.encode(segments)
-    theirs = engine.llama_tokenize(segments_text(segments), special=True)
+    text = segments_text(segments)
+    if tok.chat_template:
+        try:
+            text = compiled(tok.chat_template).render(CHAT, True, bos_token=model.encoder.bos_text,
+                                                      eos_token=model.encoder.eos_text)
+        except ChatFormatError as err:
+            report.problems.append(f"chat template: it can't render a plain conversation ({err})")
+        report.prompt_matches_template = text == segments_text(segments)
+        if not report.prompt_matches_template:
+            report.problems.append("chat prompt: ours differs from the model's template ("
+                                   + first_difference(segments_text(segments), text) + ")")
+    theirs = engine.llama_tokenize(text, special=True)
     report.prompt_tokens = len(ids)
     report.prompt_matches = ids == theirs
     if not report.prompt_matches:
-        report.problems.append("chat prompt: our ids differ from llama.cpp's tokenization of the rendered prompt")
+        report.problems.append("chat prompt: our ids differ from llama.cpp's tokenization of the template's prompt")
         if report.first_mismatch is None:
-            report.first_mismatch = _mismatch(tok, segments_text(segments), ids, theirs)
+            report.first_mismatch = _mismatch(tok, text, ids, theirs)
     gen = Generation()
     stream = ReplyStream(model.encoder.stop_strings)
     for token in engine.generate(ids, Sampling(temp=0.0, seed=0, max_tokens=max_tokens), model.stop_ids, gen):
@@ -118,13 +140,37 @@ def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckRepo
     return report
 
 
+def _doctor(model: Model, report: CheckReport) -> None:
+    """The template's verdict on the format, as the detection established it."""
+    d = model.detection
+    report.history = d.history
+    if d.verdict is not None:
+        report.template_probes = f"{d.verdict.identical}/{d.verdict.total}"
+        report.template_difference = d.verdict.difference
+        if not d.verdict.ok:
+            report.problems.append(f"chat format: {d.format.name} differs from the model's template "
+                                   f"({d.verdict.difference})")
+    elif model.tokenizer.chat_template:
+        report.problems.append(f"chat format: not verified against the model's template ({d.warning})")
+    if d.warning and d.verdict is None and not model.tokenizer.chat_template:
+        report.notes.append(d.warning)
+
+
 def format_report(r: CheckReport) -> str:
+    probes = f"; template: {r.template_probes} probes identical" if r.template_probes else ""
+    against = "the template's prompt" if r.prompt_matches_template is not None else "our prompt"
     lines = [f"model        {r.model}",
-             f"chat format  {r.chat_format} (from {r.format_source})",
+             f"chat format  {r.chat_format} (established by {r.format_source}{probes})",
              f"stop ids     {', '.join(map(str, r.stop_ids))}",
              f"tokenizer    {r.sample_matched}/{r.sample_total} sample texts id-exact with llama.cpp",
-             f"chat prompt  {'id-exact' if r.prompt_matches else 'DIFFERENT'} ({r.prompt_tokens} tokens)",
+             f"chat prompt  {'id-exact' if r.prompt_matches else 'DIFFERENT'} with llama.cpp on {against} "
+             f"({r.prompt_tokens} tokens)" + ("" if r.prompt_matches_template in (None, True) else
+                                               "; our text DIFFERS from the template's"),
              f"reply        {r.reply.strip()[:200]!r} ({r.reply_tokens} tokens, stop: {r.reply_stop_reason})"]
+    if r.template_difference:
+        lines.append(f"template     first difference: {r.template_difference}")
+    if r.history:
+        lines.append(f"history      {r.history}")
     if r.first_mismatch:
         m = r.first_mismatch
         lines.append(f"first mismatch in {m['text'][:60]!r} at token {m['at_token']}: ours {m['ours']} "

@@ -22,7 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--prompt", help="one turn: print the reply and exit")
     p.add_argument("-sys", "--system", help="system message")
     p.add_argument("--json", action="store_true", help="print one JSON object (with -p, stdin or --check)")
-    p.add_argument("--check", action="store_true", help="smoke-test the model: tokenizer vs llama.cpp, a reply")
+    p.add_argument("--check", action="store_true", help="smoke-test the model: tokenizer vs llama.cpp, the prompt "
+                   "vs the model's own template, a reply")
+    p.add_argument("--show-prompt", action="store_true", help="print the prompt the model would see for -p/stdin "
+                   "(special tokens marked) and exit")
     p.add_argument("--temp", type=float, default=0.8)
     p.add_argument("--top-k", type=int, default=40)
     p.add_argument("--top-p", type=float, default=0.95)

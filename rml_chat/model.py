@@ -13,7 +13,7 @@ from pathlib import Path
 
 import tokenizer
 from tokenizer import Tokenizer, TokenizerError
-from tokenizer.chat import ChatEncoder, Detection, detect_chat_format
+from tokenizer.chat import ChatEncoder, ChatFormatError, Detection, detect_chat_format
 from tokenizer.table_cache import cache_dir
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -49,12 +49,15 @@ class Model:
     def describe(self) -> list[str]:
         """What --verbose and /info show."""
         d = self.detection
+        verdict = f"; template: {d.verdict.summary()}" if d.verdict else ""
         lines = [f"model: {self.source}" + (f" (weights {self.weights})" if self.weights != self.source else ""),
                  f"tokenizer: {self.tokenizer.spec.kind.value}, {self.tokenizer.vocab_size} tokens",
-                 f"chat format: {d.format.name} (from {d.source})",
+                 f"chat format: {d.format.name} (established by {d.source}{verdict})",
                  f"stop ids: {', '.join(f'{i} {t!r}' for i, t in zip(self.stop_ids, self.stop_texts()))}"]
         if self.encoder.stop_strings:
             lines.append(f"stop strings: {', '.join(map(repr, self.encoder.stop_strings))}")
+        if d.history:
+            lines.append(f"history: {d.history}; a turn re-evaluates from there")
         return lines
 
 
@@ -102,8 +105,11 @@ def load_model(model: str | None, *, weights: str | None = None, chat_format: st
         raise ModelError(f"{weights_path}: no such weights file")
     try:
         tok = tokenizer.load(tokenizer_source)
-        detection = detect_chat_format(chat_format or tok.chat_template, tok.vocab)
-    except TokenizerError as err:
+        bos = tok.id_to_token(tok.bos_id) if tok.bos_id is not None else ""
+        eos = tok.id_to_token(tok.spec.eos_id) if tok.spec.eos_id is not None else ""
+        detection = detect_chat_format(chat_format or tok.chat_template, tok.vocab, template=tok.chat_template,
+                                       bos_token=bos, eos_token=eos)
+    except (TokenizerError, ChatFormatError) as err:
         raise ModelError(str(err)) from None
     except OSError as err:
         raise ModelError(f"{tokenizer_source}: {err.strerror or err}") from None

@@ -18,6 +18,7 @@ from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 
 from .engine import Sampling
+from .prompt_view import marked_prompt
 from .session import ChatError, ChatSession, Conversation
 
 FENCE = '"""'
@@ -99,6 +100,7 @@ class Repl:
             "/save": (self._save, "FILE  save the conversation as JSON"),
             "/load": (self._load, "FILE  load a conversation saved with /save"),
             "/info": (self._info, "model, chat format, stop ids, settings"),
+            "/prompt": (self._prompt, "the prompt the model sees next, special tokens marked"),
             "/stats": (self._stats, "figures of the last reply"),
             "/set": (self._set, f"NAME VALUE  change a setting ({', '.join(Sampling.SETTABLE)})"),
             "/exit": (lambda _: True, "leave (or Ctrl-D)"),
@@ -238,6 +240,11 @@ class Repl:
         s = self.session.sampling
         self._say(f"context: {self.session.engine.n_ctx} tokens · overflow: {self.session.overflow}")
         self._say("settings: " + " ".join(f"{k}={getattr(s, k)}" for k in Sampling.SETTABLE))
+
+    def _prompt(self, _: str) -> None:
+        ids = self.session.prompt_ids()
+        self._say(marked_prompt(self.session.model.tokenizer, ids, sys.stdout.isatty()))
+        self._say(_dim(f"({len(ids)} tokens)"))
 
     def _stats(self, _: str) -> None:
         self._say(self._stats_line())

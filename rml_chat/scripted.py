@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from .prompt_view import marked_prompt
 from .session import ChatError, ChatSession, TurnResult
 
 
@@ -36,6 +37,13 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
             raise ChatError(f"stdin is not UTF-8 text ({err.reason} at byte {err.start})") from None
     if not text.strip():
         raise ChatError("empty prompt (give -p TEXT or text on stdin)")
+    if getattr(args, "show_prompt", False):
+        session.conversation.messages.append({"role": "user", "content": text})
+        ids = session.prompt_ids()
+        print(marked_prompt(session.model.tokenizer, ids, sys.stdout.isatty()))
+        print(f"({len(ids)} tokens; chat format {session.model.detection.format.name}, established by "
+              f"{session.model.detection.source})", file=sys.stderr)
+        return 0
 
     def emit(chunk: str) -> None:
         if not args.json and chunk:

