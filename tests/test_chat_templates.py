@@ -59,6 +59,8 @@ BATTERY = [
     [user("two users"), user("in a row")],
     [SYSTEM, user("q"), assistant("   ")],
     [user("q"), {"role": "tool", "content": "42"}],
+    [user("weather?"), {"role": "assistant", "content": "Let me look.", "tool_calls": [
+        {"type": "function", "function": {"name": "weather", "arguments": {"city": "Oslo"}}}]}],
 ]
 
 

@@ -84,7 +84,10 @@ def split_reasoning(content: str) -> tuple[str, str] | None:
 def check_domain(messages: Sequence[Mapping[str, object]]) -> None:
     """Raise OutOfDomain unless the conversation has the shape every established format is verified on:
     an optional system message first, then user and assistant messages alternating from a user message,
-    every content a string with something besides whitespace (and reasoning, where there is any)."""
+    each with a role and a content only (no tool calls, names …), every content a string with something
+    besides whitespace (and reasoning, where there is any)."""
+    if any(key not in ("role", "content") for m in messages for key in m):
+        raise OutOfDomain("a message with fields besides role and content")
     roles = [m.get("role") for m in messages]
     turns = roles[1:] if roles and roles[0] == "system" else roles
     if not turns or any(role != ("user", "assistant")[i % 2] for i, role in enumerate(turns)):
