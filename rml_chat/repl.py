@@ -3,23 +3,35 @@
 Multiline: Alt-Enter inserts a newline; a message that starts with triple quotes continues until a
 line ends with triple quotes; a bracketed paste is one message whatever its newlines. Ctrl-C during a
 reply stops it (the partial reply stays, marked as cut); Ctrl-C at the prompt keeps what was typed in
-the history (Up brings it back); Ctrl-D exits.
+the history (Up brings it back); Ctrl-D exits. Tab completes slash commands.
+
+No error ends the session: a turn or a command that fails prints one line and the prompt comes back.
+The conversation is autosaved after every turn and every command that changes it (``conversation.py``),
+so nothing typed or replied is lost, even to a kill.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 
-from .engine import Sampling
-from .prompt_view import marked_prompt
-from .session import ChatError, ChatSession, Conversation
+from tokenizer import TokenizerError
+from tokenizer.chat import ChatFormatError
+
+from . import text_input
+from .conversation import ChatError, new_autosave_path, sessions_dir
+from .errors import AppError, one_line
+from .repl_commands import Commands
+from .session import ChatSession
+from .words import counted
 
 FENCE = '"""'
 
@@ -49,16 +61,29 @@ class SafeFileHistory(FileHistory):
     def store_string(self, string: str) -> None:
         if self._broken:
             return
+        string = text_input.from_str(string, "history", warn=lambda _: None)  # the text policy, quietly
         try:
             Path(self.filename).parent.mkdir(parents=True, exist_ok=True)
             super().store_string(string)
-        except OSError as err:
+        except (OSError, UnicodeEncodeError) as err:
             self._fail(err)
 
     def _fail(self, err: Exception) -> None:
         if not self._broken:
             self._broken = True
             self._warn(f"note: history file {self.filename} can't be used ({err}); history is kept in memory only")
+
+
+class _SlashCompleter(Completer):
+    def __init__(self, names: list[str]):
+        self._names = names
+
+    def get_completions(self, document, complete_event):  # type: ignore[no-untyped-def]
+        text = document.text_before_cursor
+        if text.startswith("/") and " " not in text:
+            for name in self._names:
+                if name.startswith(text):
+                    yield Completion(name, start_position=-len(text))
 
 
 def _key_bindings() -> KeyBindings:
@@ -78,46 +103,54 @@ def _key_bindings() -> KeyBindings:
     return kb
 
 
-def _dim(text: str) -> str:
+def dim(text: str) -> str:
     return f"\x1b[2m{text}\x1b[0m" if sys.stdout.isatty() else text
+
+
+def fit_width(fields: list[str], width: int | None = None) -> str:
+    """Fields joined with " · ", wrapped between fields (never inside one) to the terminal's width."""
+    width = width or shutil.get_terminal_size((80, 24)).columns
+    lines, line = [], ""
+    for part in fields:
+        joined = f"{line} · {part}" if line else part
+        if line and len(joined) > width:
+            lines.append(line)
+            line = part
+        else:
+            line = joined
+    return "\n".join([*lines, line])
 
 
 class Repl:
     """Reads messages and commands, runs turns, prints replies and a stats line after each."""
 
-    def __init__(self, session: ChatSession, *, input=None, output=None, history: Path | None = None):
+    def __init__(self, session: ChatSession, *, input=None, output=None, history: Path | None = None,
+                 autosave: Path | None = None):
         self.session = session
-        self._input = input
+        self._pending: list[str] = []  # notes raised while the prompt owns the terminal: printed after it
+        self._prompting = False
         store = SafeFileHistory(history or history_path(), self._say) if history is not False else InMemoryHistory()
+        self.commands = Commands(self)
         self.prompt = PromptSession(history=store, key_bindings=_key_bindings(), input=input, output=output,
-                                    enable_history_search=False)
-        self.commands: dict[str, tuple[Callable[[str], bool | None], str]] = {
-            "/help": (self._help, "this list"),
-            "/system": (self._system, "TEXT  set the system message (empty: remove it)"),
-            "/clear": (self._clear, "start over (the system message stays)"),
-            "/undo": (self._undo, "drop the last exchange"),
-            "/regen": (self._regen, "generate the last reply again"),
-            "/save": (self._save, "FILE  save the conversation as JSON"),
-            "/load": (self._load, "FILE  load a conversation saved with /save"),
-            "/info": (self._info, "model, chat format, stop ids, settings"),
-            "/prompt": (self._prompt, "the prompt the model sees next, special tokens marked"),
-            "/stats": (self._stats, "figures of the last reply"),
-            "/set": (self._set, f"NAME VALUE  change a setting ({', '.join(Sampling.SETTABLE)})"),
-            "/exit": (lambda _: True, "leave (or Ctrl-D)"),
-        }
+                                    enable_history_search=False, completer=_SlashCompleter(self.commands.names()),
+                                    complete_while_typing=False)
+        self.autosave_path = autosave or session.autosave_path or new_autosave_path(session.model.name)
+        self._autosave_failed = False
 
     # ----- the loop ----------------------------------------------------------------------
 
     def run(self) -> int:
         d = self.session.model.detection
-        self._say(f"rml-chat · {self.session.model.name} · {d.format.name} format · "
-                  f"/help for commands, Alt-Enter for a new line, Ctrl-D to leave")
+        self._say(fit_width([f"rml-chat · {self.session.model.name}", f"{d.format.name} format"]))
+        self._say(dim(fit_width(["/help for commands", "Alt-Enter for a new line", "Ctrl-D to leave"])))
+        if self.session.conversation.messages:
+            self._say(dim(f"resumed: {counted(len(self.session.conversation.messages), 'message')}"))
         while True:
             try:
                 text = self.read_message()
             except KeyboardInterrupt:
-                self._say(_dim("(Ctrl-C again does nothing here: Ctrl-D or /exit leaves; what you typed is in "
-                               "the history, press Up)"))
+                self._say(dim("(Ctrl-C again does nothing here: Ctrl-D or /exit leaves; what you typed is in "
+                              "the history, press Up)"))
                 continue
             except EOFError:
                 self._say("")
@@ -125,20 +158,32 @@ class Repl:
             if not text.strip():
                 continue
             if text.startswith("/"):
-                if self.command(text):
+                if self.guarded(lambda: self.commands.run(text)):  # noqa: B023
                     return 0
                 continue
             self.reply(text)
 
+    def guarded(self, action: Callable[[], object]) -> object:
+        """Run a command or a turn; an error is one line and the session goes on."""
+        try:
+            return action()
+        except (AppError, ChatFormatError, TokenizerError) as err:
+            self._say(f"error: {one_line(str(err))}")
+        except OSError as err:
+            self._say(f"error: {one_line(str(err))}")
+        except Exception as err:  # never ends the session
+            self._say(f"internal error ({type(err).__name__}: {one_line(str(err))}); the conversation is kept")
+        return None
+
     def read_message(self) -> str:
-        text = self.prompt.prompt("> ")
+        text = self._prompt("> ")
         if not text.lstrip().startswith(FENCE):
             return text
         body = text.lstrip()[len(FENCE):]
         lines = [body]
         while not (lines[-1].rstrip().endswith(FENCE) and (len(lines) > 1 or body.strip() != "")):
             try:
-                lines.append(self.prompt.prompt("… "))
+                lines.append(self._prompt("… "))
             except EOFError:  # Ctrl-D inside a block ends the block
                 lines.append(FENCE)
             except KeyboardInterrupt:  # the block so far goes to the history: Up brings it back
@@ -147,6 +192,17 @@ class Repl:
         joined = "\n".join(lines).rstrip()
         return joined[:-len(FENCE)].strip("\n")
 
+    def _prompt(self, marker: str) -> str:
+        self._prompting = True
+        try:
+            text = self.prompt.prompt(marker)
+        finally:
+            self._prompting = False
+            for line in self._pending:
+                self._say(line)
+            self._pending.clear()
+        return text_input.from_str(text, "the chat input", warn=lambda line: self._say(f"note: {line}"))
+
     def reply(self, text: str | None) -> None:
         def emit(chunk: str) -> None:
             if chunk:
@@ -154,111 +210,60 @@ class Repl:
                 sys.stdout.flush()
 
         try:
-            result = self.session.turn(text, emit, lambda line: self._say(_dim(line)))
+            result = self.session.turn(text, emit, lambda line: self._say(dim(line)))
         except KeyboardInterrupt:
-            self._say("\n" + _dim("[reply cut by Ctrl-C; the part shown stays in the conversation]"))
+            self._say("\n" + dim("[reply cut by Ctrl-C; the part shown stays in the conversation]"))
+            self.autosave()
             return
-        except ChatError as err:
-            self._say(f"error: {err}")
+        except Exception as err:  # no error ends the session; the message goes back to the history
+            known = isinstance(err, (AppError, ChatFormatError, TokenizerError, OSError))
+            self._say(f"error: {one_line(str(err))}" if known else
+                      f"internal error ({type(err).__name__}: {one_line(str(err))}); the conversation is kept")
             if text is not None:
+                if self.session.conversation.messages[-1:] == [{"role": "user", "content": text}]:
+                    self.session.conversation.messages.pop()
                 self.prompt.history.append_string(text)
-                self._say(_dim("your message was not sent; it is in the history (press Up)"))
+                self._say(dim("your message was not sent; it is in the history (press Up)"))
             return
         if not result.reply.endswith("\n"):
             sys.stdout.write("\n")
-        self._say(_dim(self._stats_line()))
+        self._say(dim(self.stats_line()))
+        self.autosave()
 
-    def command(self, line: str) -> bool:
-        name, _, rest = line.strip().partition(" ")
-        entry = self.commands.get(name) or (self.commands.get("/exit") if name == "/quit" else None)
-        if entry is None:
-            self._say(f"unknown command {name}; /help lists them")
-            return False
-        return bool(entry[0](rest.strip()))
+    def autosave(self) -> None:
+        """Save the conversation after a change; a failure warns once (until saving works again)."""
+        conversation = self.session.conversation
+        conversation.model = str(self.session.model.source)
+        try:
+            self.autosave_path.parent.mkdir(parents=True, exist_ok=True)
+            conversation.save(self.autosave_path)
+        except (ChatError, OSError) as err:
+            if not self._autosave_failed:
+                self._say(f"note: autosave failed ({one_line(str(err))}); the conversation is still here — "
+                          "/save FILE keeps it")
+            self._autosave_failed = True
+            return
+        if self._autosave_failed:
+            self._say(dim(f"autosave works again: {self.autosave_path}"))
+        self._autosave_failed = False
 
     def _say(self, line: str) -> None:
+        if self._prompting:
+            self._pending.append(line)
+            return
         print(line, flush=True)
 
-    def _stats_line(self) -> str:
+    def stats_line(self) -> str:
         last = self.session.last
         if last is None:
             return "no reply yet"
         g = last.generation
-        cut = " · cut" if g.stop_reason == "interrupted" else ""
-        return (f"{g.evaluated} prompt tokens evaluated · TTFT {g.ttft_s * 1000:.0f} ms · "
-                f"{len(g.tokens)} tokens at {g.tokens_per_s:.1f} tok/s · context {last.context_used}/"
-                f"{self.session.engine.n_ctx} · stop: {g.stop_reason}{cut}")
+        fields = [f"{counted(g.evaluated, 'prompt token')} evaluated",
+                  f"TTFT {g.ttft_s * 1000:.0f} ms" if g.first_token_at else "no token yet",
+                  f"{counted(len(g.tokens), 'token')} at {g.tokens_per_s:.1f} tok/s",
+                  f"context {last.context_used}/{self.session.engine.n_ctx}",
+                  f"stop: {g.stop_reason}" + (" (cut)" if g.stop_reason == "interrupted" else "")]
+        return fit_width(fields)
 
-    # ----- commands ----------------------------------------------------------------------
-
-    def _help(self, _: str) -> None:
-        for name, (_, text) in self.commands.items():
-            self._say(f"  {name:8} {text}")
-
-    def _system(self, text: str) -> None:
-        self.session.conversation.system = text or None
-        self._say("system message set" if text else "system message removed")
-
-    def _clear(self, _: str) -> None:
-        self.session.conversation.messages.clear()
-        self._say("conversation cleared")
-
-    def _undo(self, _: str) -> None:
-        self._say("last exchange dropped" if self.session.conversation.undo() else "nothing to undo")
-
-    def _regen(self, _: str) -> None:
-        messages = self.session.conversation.messages
-        if not messages or messages[-1]["role"] != "assistant":
-            self._say("no reply to generate again")
-            return
-        messages.pop()
-        self.reply(None)
-
-    def _save(self, path: str) -> None:
-        if not path:
-            self._say("usage: /save FILE")
-            return
-        try:
-            self.session.conversation.save(Path(path))
-            self._say(f"saved {len(self.session.conversation.messages)} messages to {path}")
-        except ChatError as err:
-            self._say(f"error: {err}")
-
-    def _load(self, path: str) -> None:
-        if not path:
-            self._say("usage: /load FILE")
-            return
-        try:
-            self.session.conversation = Conversation.load(Path(path))
-            self._say(f"loaded {len(self.session.conversation.messages)} messages from {path}")
-        except ChatError as err:
-            self._say(f"error: {err}")
-
-    def _info(self, _: str) -> None:
-        for line in self.session.model.describe():
-            self._say(line)
-        s = self.session.sampling
-        self._say(f"context: {self.session.engine.n_ctx} tokens · overflow: {self.session.overflow}")
-        self._say("settings: " + " ".join(f"{k}={getattr(s, k)}" for k in Sampling.SETTABLE))
-
-    def _prompt(self, _: str) -> None:
-        ids = self.session.prompt_ids()
-        self._say(marked_prompt(self.session.model.tokenizer, ids, sys.stdout.isatty()))
-        self._say(_dim(f"({len(ids)} tokens)"))
-
-    def _stats(self, _: str) -> None:
-        self._say(self._stats_line())
-
-    def _set(self, rest: str) -> None:
-        name, _, value = rest.partition(" ")
-        name = name.replace("-", "_")
-        if name not in Sampling.SETTABLE or not value.strip():
-            self._say(f"usage: /set NAME VALUE, NAME one of {', '.join(Sampling.SETTABLE)}")
-            return
-        kind = type(getattr(self.session.sampling, name))
-        try:
-            setattr(self.session.sampling, name, kind(value.strip()))
-        except ValueError:
-            self._say(f"{name} needs a {kind.__name__}, not {value.strip()!r}")
-            return
-        self._say(f"{name} = {getattr(self.session.sampling, name)}")
+    def sessions_note(self) -> str:
+        return f"autosave: {self.autosave_path} (rml-chat --resume reopens the newest in {sessions_dir()})"

@@ -6,13 +6,16 @@ import argparse
 import json
 import sys
 
+from . import text_input
+from .errors import EXIT_INTERRUPTED, AppError
 from .prompt_view import marked_prompt
-from .session import ChatError, ChatSession, TurnResult
+from .session import ChatSession, TurnResult
 
 
 def result_json(session: ChatSession, result: TurnResult) -> dict:
     g = result.generation
     return {
+        "ok": True,
         "reply": result.reply,
         "model": session.model.name,
         "chat_format": session.model.detection.format.name,
@@ -28,15 +31,10 @@ def result_json(session: ChatSession, result: TurnResult) -> dict:
 
 
 def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
-    if args.prompt is not None:
-        text = args.prompt
-    else:
-        try:
-            text = sys.stdin.read()
-        except UnicodeDecodeError as err:
-            raise ChatError(f"stdin is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    """One turn: the reply streamed to stdout (or one JSON object); the exit code."""
+    text = args.prompt if args.prompt is not None else text_input.read_stdin()
     if not text.strip():
-        raise ChatError("empty prompt (give -p TEXT or text on stdin)")
+        raise AppError("empty prompt (give -p TEXT or text on stdin)", "input")
     if getattr(args, "show_prompt", False):
         session.conversation.messages.append({"role": "user", "content": text})
         ids = session.prompt_ids()
@@ -56,8 +54,11 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     try:
         result = session.turn(text, emit, notify)
     except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return 130
+        if not args.json:
+            sys.stdout.write("\n")
+        print("rml-chat: interrupted (the reply so far is above)" if not args.json else "rml-chat: interrupted",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.json:
         print(json.dumps(result_json(session, result), ensure_ascii=False))
     elif not result.reply.endswith("\n"):

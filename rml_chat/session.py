@@ -11,96 +11,22 @@ message is kept either way.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizer import TokenType
 
+from .conversation import ChatError, Conversation
 from .engine import Engine, Generation, Sampling
 from .model import Model
 from .stream import ReplyStream
 
+__all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "Conversation", "TurnResult"]
+
 OVERFLOW_POLICIES = ("drop-oldest", "error")
 #: token types whose bytes are never shown (control tokens such as a stray <|im_start|>)
 _HIDDEN_TYPES = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
-
-
-class ChatError(Exception):
-    """A turn that can't be run; the message is one line for the user."""
-
-
-@dataclass
-class Conversation:
-    """The messages so far (without the system message, which is kept apart)."""
-
-    system: str | None = None
-    messages: list[dict] = field(default_factory=list)
-
-    def for_prompt(self) -> list[dict[str, str]]:
-        head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [{"role": m["role"], "content": m["content"]} for m in self.messages]
-
-    def undo(self) -> bool:
-        """Drop the last exchange (the last user message and what follows it)."""
-        for i in range(len(self.messages) - 1, -1, -1):
-            if self.messages[i]["role"] == "user":
-                del self.messages[i:]
-                return True
-        return False
-
-    def to_json(self) -> dict:
-        return {"format": "rml-chat conversation", "version": 1, "system": self.system, "messages": self.messages}
-
-    @classmethod
-    def from_json(cls, data: object, source: str) -> Conversation:
-        if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
-            raise ChatError(f"{source}: not an rml-chat conversation (no 'messages' list)")
-        messages = []
-        for i, m in enumerate(data["messages"]):
-            if not (isinstance(m, dict) and m.get("role") in ("user", "assistant")
-                    and isinstance(m.get("content"), str)):
-                raise ChatError(f"{source}: message {i} needs a role user/assistant and a string content")
-            messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut")})
-        system = data.get("system")
-        if system is not None and not isinstance(system, str):
-            raise ChatError(f"{source}: 'system' must be a string or null")
-        return cls(system, messages)
-
-    def save(self, path: Path) -> None:
-        """Write atomically: a temporary file beside the target, then rename (the old file stays intact
-        if anything fails)."""
-        path = Path(path).expanduser()
-        text = json.dumps(self.to_json(), ensure_ascii=False, indent=1) + "\n"
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-        except OSError as err:
-            raise ChatError(f"{path}: can't write there ({err.strerror})") from None
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except OSError as err:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise ChatError(f"{path}: save failed ({err.strerror}); the old file is unchanged") from None
-
-    @classmethod
-    def load(cls, path: Path) -> Conversation:
-        path = Path(path).expanduser()
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as err:
-            raise ChatError(f"{path}: can't read ({err.strerror})") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ChatError(f"{path}: not valid JSON ({err})") from None
-        return cls.from_json(data, str(path))
 
 
 @dataclass
@@ -128,6 +54,7 @@ class ChatSession:
         self.thinking = thinking
         self.conversation = Conversation()
         self.last: TurnResult | None = None
+        self.autosave_path: Path | None = None  # set when resumed from an autosave: saving goes on there
 
     def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
         encoder = self.model.encoder

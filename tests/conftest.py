@@ -34,6 +34,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     never read)."""
     os.environ["RML_CHAT_TOKENIZER_CACHE"] = _TABLES_DIR
     os.environ["RML_CHAT_FORMAT_CACHE"] = os.path.join(_TABLES_DIR, "chat-formats")
+    os.environ["RML_CHAT_SESSIONS"] = os.path.join(_TABLES_DIR, "sessions")  # the REPL's autosaves
     fetch.fetch_llama_cpp_models(lambda m: print(m, file=sys.stderr))
     fetch.fetch_smollm(lambda m: print(m, file=sys.stderr))
     fetch.fetch_gemma(lambda m: print(m, file=sys.stderr))

@@ -95,9 +95,8 @@ def test_prompt_from_stdin_prints_the_reply() -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["/no/such/model.gguf", "-p", "x"], "/no/such/model.gguf: no such file or directory"),
-    (["--chat-format", "lama3", "-p", "x"], "unknown chat format 'lama3'"),
     (["pyproject.toml", "-p", "x"], "pyproject.toml: not a .gguf file or a model directory"),
-    (["-c", "64", "--overflow", "error", "-p", "word " * 200], "tokens but the context holds 256"),
+    (["-c", "256", "--overflow", "error", "-p", "word " * 200], "tokens but the context holds 256"),
 ])
 def test_errors_are_one_line_and_a_non_zero_exit(args: list[str], message: str) -> None:
     if args[0] == "-c":

@@ -190,6 +190,11 @@ class FittedFormat:
         return (item.role, *(item.flags.get(f) for f in self.transform_flags))
 
     @property
+    def thinking_switch(self) -> bool:
+        """Thinking on and off write different prompts (the fit needed the switch in its keys)."""
+        return "think" in self.piece_features or "think" in self.transform_flags
+
+    @property
     def writes_bos(self) -> bool:
         return any(BOS_HOLE in text for key, text in self.pieces.items() if key[0] == START)
 

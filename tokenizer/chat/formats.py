@@ -64,6 +64,11 @@ class ChatFormat:
     def writes_bos(self) -> bool:
         return self.bos or any("{bos}" in text for text in self.roles.values())
 
+    @property
+    def thinking_switch(self) -> bool:
+        """Thinking on and off write different prompts."""
+        return self.think[1] != self.think[2]
+
     def template_texts(self) -> list[str]:
         return list(self.markers)
 

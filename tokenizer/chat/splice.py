@@ -43,6 +43,10 @@ class TemplateFormat:
     after_assistant: tuple[str, ...] = ()
     writes_bos: bool = False
 
+    @property
+    def thinking_switch(self) -> bool:
+        return compiled(self.template).reads_thinking
+
     def template_texts(self) -> list[str]:
         return list(self.texts)
 

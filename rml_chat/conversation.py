@@ -1,0 +1,129 @@
+"""A conversation: its messages, saved and loaded atomically, and autosaved by the REPL.
+
+Files are JSON (``{"format": "rml-chat conversation", "version": 1, "system", "messages", "model"}``),
+written to a temporary file beside the target and renamed into place, so a failed write (a full disk)
+leaves the old file whole. A file read back follows the text policy (``text_input``: invalid UTF-8 becomes
+U+FFFD, with a warning) and is checked message by message; what is wrong is one line naming the file.
+
+Autosaves: ``$RML_CHAT_SESSIONS``, else ``$XDG_DATA_HOME/rml-chat/sessions``, else
+``~/.local/share/rml-chat/sessions``; one file per chat, named by its start time and model, rewritten
+after every turn. ``rml-chat --resume`` reopens the newest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import text_input
+from .errors import AppError
+
+ROLES = ("user", "assistant")
+
+
+class ChatError(AppError):
+    """A turn that can't be run, or a conversation file that can't be used; one line for the user."""
+
+    def __init__(self, message: str):
+        super().__init__(message, "chat")
+
+
+@dataclass
+class Conversation:
+    """The messages so far (without the system message, which is kept apart)."""
+
+    system: str | None = None
+    messages: list[dict] = field(default_factory=list)
+    model: str | None = None  # the model it was held with (a path), for --resume
+
+    def for_prompt(self) -> list[dict[str, str]]:
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        return head + [{"role": m["role"], "content": m["content"]} for m in self.messages]
+
+    def undo(self) -> bool:
+        """Drop the last exchange (the last user message and what follows it)."""
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i]["role"] == "user":
+                del self.messages[i:]
+                return True
+        return False
+
+    def to_json(self) -> dict:
+        return {"format": "rml-chat conversation", "version": 1, "system": self.system, "messages": self.messages,
+                "model": self.model}
+
+    @classmethod
+    def from_json(cls, data: object, source: str) -> Conversation:
+        if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+            raise ChatError(f"{source}: not an rml-chat conversation (no 'messages' list)")
+        messages = []
+        for i, m in enumerate(data["messages"]):
+            if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
+                raise ChatError(f"{source}: message {i} needs a role user/assistant and a string content")
+            messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut")})
+        system = data.get("system")
+        if system is not None and not isinstance(system, str):
+            raise ChatError(f"{source}: 'system' must be a string or null")
+        model = data.get("model")
+        return cls(system, messages, model if isinstance(model, str) else None)
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a temporary file beside the target, then rename (the old file stays intact
+        if anything fails)."""
+        path = Path(path).expanduser()
+        text = json.dumps(self.to_json(), ensure_ascii=False, indent=1) + "\n"
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+        except OSError as err:
+            raise ChatError(f"{path}: can't write there ({err.strerror})") from None
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise ChatError(f"{path}: save failed ({err.strerror}); the old file is unchanged") from None
+
+    @classmethod
+    def load(cls, path: Path) -> Conversation:
+        path = Path(path).expanduser()
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise ChatError(f"{path}: can't read ({err.strerror})") from None
+        try:
+            parsed = json.loads(text_input.from_bytes(data, str(path)))
+        except (json.JSONDecodeError, RecursionError) as err:
+            raise ChatError(f"{path}: not valid JSON ({err})") from None
+        return cls.from_json(parsed, str(path))
+
+
+def sessions_dir() -> Path:
+    if os.environ.get("RML_CHAT_SESSIONS"):
+        return Path(os.environ["RML_CHAT_SESSIONS"]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "rml-chat" / "sessions"
+
+
+def new_autosave_path(model_name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model_name)[:60] or "chat"
+    return sessions_dir() / f"{stamp}-{safe}.json"
+
+
+def last_autosave() -> Path:
+    """The newest autosaved conversation, or ChatError saying there is none."""
+    folder = sessions_dir()
+    found = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    if not found:
+        raise ChatError(f"no autosaved conversation in {folder} to resume")
+    return found[-1]

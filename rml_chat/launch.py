@@ -1,0 +1,84 @@
+"""Opening a chat: the model, the engine over its weights, and the session with the flags' settings.
+
+Everything that can't apply is said here, once, before the first token: a context rounded up to
+llama.cpp's step, ``-c 0`` meaning the model's training context, ``--think`` for a model whose prompt
+has no thinking switch, and a tokenizer that does not fit the weights (an error).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from .conversation import Conversation, last_autosave, sessions_dir
+from .engine import Engine, Sampling, context_size
+from .model import load_model
+from .session import ChatSession
+from .words import counted
+
+
+def sampling_from(args: argparse.Namespace) -> Sampling:
+    return Sampling(temp=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                    repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens)
+
+
+def _threads(value: int) -> int | None:
+    return None if value == -1 else value
+
+
+def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_ctx: int | None = None) -> Engine:
+    """llama.cpp over the model's weights, checked against our tokenizer; notes on the context size."""
+    requested = args.ctx_size if n_ctx is None else n_ctx
+    threads = _threads(args.threads)
+    engine = Engine(model.weights, n_ctx=requested, n_threads=threads,
+                    n_threads_batch=_threads(args.threads_batch) or threads, verbose=args.verbose)
+    try:
+        engine.check_vocabulary(model.tokenizer, model.source)
+    except BaseException:
+        engine.close()
+        raise
+    if requested == 0:
+        say(f"note: context {engine.n_ctx} tokens (-c 0: the model's training context)")
+    elif engine.n_ctx != requested and context_size(requested) == engine.n_ctx:
+        say(f"note: context {engine.n_ctx} tokens (-c {requested} rounded up: llama.cpp allocates in steps of 256)")
+    return engine
+
+
+def resumed(args: argparse.Namespace) -> tuple[Conversation, Path] | None:
+    """``--resume [FILE]``: the conversation to reopen (the newest autosave without FILE) and its file."""
+    if args.resume is None:
+        return None
+    path = last_autosave() if args.resume == "last" else Path(args.resume).expanduser()
+    return Conversation.load(path), path
+
+
+def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSession:
+    """Load model and weights, with a progress line; raises ModelError (one line). With ``--resume`` the
+    saved conversation comes back, with the model it was held with unless MODEL names another."""
+    reopened = resumed(args)
+    if reopened is not None and args.model is None and reopened[0].model and Path(reopened[0].model).exists():
+        args.model = reopened[0].model
+    say(f"loading {args.model or 'SmolLM2-135M-Instruct (default)'} …")
+    model = load_model(args.model, weights=args.weights, chat_format=args.chat_format)
+    if model.detection.warning:
+        say(f"note: {model.detection.warning}")
+    if args.verbose:
+        for line in model.describe():
+            say(line)
+    thinking = {"on": True, "off": False, None: None}[args.think]
+    if thinking is not None and not model.detection.format.thinking_switch:
+        say(f"note: --think {args.think} does not apply: the chat format {model.detection.format.name!r} has no "
+            "thinking switch (its template writes the same prompt either way)")
+        thinking = None
+    engine = open_engine(model, args, say)
+    session = ChatSession(model, engine, sampling_from(args), overflow=args.overflow,
+                          stop_strings=tuple(args.stop), thinking=thinking)
+    if reopened is not None:
+        session.conversation, path = reopened
+        if path.parent.resolve() == sessions_dir().resolve():  # an autosave goes on in its own file
+            session.autosave_path = path
+        say(f"resumed {path} ({counted(len(session.conversation.messages), 'message')})")
+    if args.system is not None:
+        session.conversation.system = args.system
+    return session

@@ -1,0 +1,167 @@
+"""The REPL's slash commands, as a table: name, what it takes, what it does.
+
+Each returns True to leave the REPL. Settings go through the same table as the command line
+(``settings.py``), so ``/set top-p 5`` is refused with the same sentence as ``--top-p 5``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .conversation import Conversation
+from .prompt_view import marked_prompt
+from .settings import SETTINGS, SettingError, settable
+from .words import counted
+
+if TYPE_CHECKING:
+    from .repl import Repl
+
+KEYS = (("Enter", "send the message"), ("Alt-Enter", "a new line in the message"),
+        ('"""', 'a message from """ to a line ending with """'), ("paste", "a pasted text is one message"),
+        ("Up / Down", "earlier messages"), ("Tab", "complete a /command"), ("Ctrl-C", "stop the reply (the part "
+        "shown stays); at the prompt, keep the line in the history"), ("Ctrl-D", "leave"))
+
+
+class Commands:
+    def __init__(self, repl: Repl):
+        self.repl = repl
+        self.table: dict[str, tuple[Callable[[str], bool | None], str]] = {
+            "/help": (self._help, "this list, and the keys"),
+            "/system": (self._system, "[TEXT | --clear]  show, set or remove the system message"),
+            "/clear": (self._clear, "start over (the system message stays)"),
+            "/undo": (self._undo, "drop the last exchange"),
+            "/regen": (self._regen, "generate the last reply again"),
+            "/save": (self._save, "FILE  save the conversation as JSON"),
+            "/load": (self._load, "FILE  load a conversation saved with /save (or an autosave)"),
+            "/prompt": (self._prompt, "the prompt the model sees next, special tokens marked"),
+            "/info": (self._info, "model, chat format, stop ids, settings, the autosave file"),
+            "/stats": (self._stats, "figures of the last reply"),
+            "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
+            "/exit": (lambda _: True, "leave (or Ctrl-D)"),
+        }
+
+    def names(self) -> list[str]:
+        return [*self.table, "/quit"]
+
+    def run(self, line: str) -> bool:
+        name, _, rest = line.strip().partition(" ")
+        entry = self.table.get("/exit" if name == "/quit" else name)
+        if entry is None:
+            self.say(f"unknown command {name}; /help lists them")
+            return False
+        return bool(entry[0](rest.strip()))
+
+    @property
+    def session(self):  # type: ignore[no-untyped-def]
+        return self.repl.session
+
+    def say(self, line: str) -> None:
+        self.repl._say(line)
+
+    def _changed(self) -> None:
+        self.repl.autosave()
+
+    # ----- the commands ------------------------------------------------------------------
+
+    def _help(self, _: str) -> None:
+        for name, (_, text) in self.table.items():
+            self.say(f"  {name:8} {text}")
+        self.say("keys:")
+        for key, text in KEYS:
+            self.say(f"  {key:10} {text}")
+
+    def _system(self, text: str) -> None:
+        conversation = self.session.conversation
+        if not text:
+            self.say(f"system message: {conversation.system!r}" if conversation.system else
+                     "no system message (/system TEXT sets one)")
+            return
+        conversation.system = None if text == "--clear" else text
+        self.say("system message removed" if text == "--clear" else "system message set")
+        self._changed()
+
+    def _clear(self, _: str) -> None:
+        self.session.conversation.messages.clear()
+        self.say("conversation cleared")
+        self._changed()
+
+    def _undo(self, _: str) -> None:
+        self.say("last exchange dropped" if self.session.conversation.undo() else "nothing to undo")
+        self._changed()
+
+    def _regen(self, _: str) -> None:
+        messages = self.session.conversation.messages
+        if not messages or messages[-1]["role"] != "assistant":
+            self.say("no reply to generate again")
+            return
+        messages.pop()
+        self.repl.reply(None)
+
+    def _save(self, path: str) -> None:
+        if not path:
+            self.say("usage: /save FILE")
+            return
+        self.session.conversation.save(Path(path))
+        self.say(f"saved {counted(len(self.session.conversation.messages), 'message')} to {path}")
+
+    def _load(self, path: str) -> None:
+        if not path:
+            self.say("usage: /load FILE")
+            return
+        loaded = Conversation.load(Path(path))
+        self.session.conversation = loaded
+        self.say(f"loaded {counted(len(loaded.messages), 'message')} from {path}")
+        self._changed()
+
+    def _prompt(self, _: str) -> None:
+        ids = self.session.prompt_ids()
+        self.say(marked_prompt(self.session.model.tokenizer, ids, sys.stdout.isatty()))
+        self.say(f"({counted(len(ids), 'token')})")
+
+    def _info(self, _: str) -> None:
+        for line in self.session.model.describe():
+            self.say(line)
+        engine = self.session.engine
+        self.say(f"context: {engine.n_ctx} tokens · overflow: {self.session.overflow} · threads: {engine.n_threads} "
+                 f"(prompt evaluation: {engine.n_threads_batch})")
+        self.say("settings: " + " ".join(f"{name}={value}" for name, value in self._settings()))
+        self.say(self.repl.sessions_note())
+
+    def _stats(self, _: str) -> None:
+        self.say(self.repl.stats_line())
+
+    def _settings(self) -> list[tuple[str, object]]:
+        values = []
+        for row in SETTINGS:
+            if row.settable:
+                value = ({True: "on", False: "off", None: "the template's"}[self.session.thinking]
+                         if row.name == "think" else getattr(self.session.sampling, row.name))
+                values.append((row.name.replace("_", "-"), value))
+        return values
+
+    def _set(self, rest: str) -> None:
+        name, _, value = rest.partition(" ")
+        if not name:
+            self.say("settings: " + " ".join(f"{n}={v}" for n, v in self._settings()) + " (/set NAME VALUE)")
+            return
+        row = settable(name)
+        if row is None or not value.strip():
+            names = ", ".join(n for n, _ in self._settings())
+            self.say(f"usage: /set NAME VALUE, NAME one of {names}")
+            return
+        try:
+            parsed = row.check(value.strip(), flag=row.name.replace("_", "-"))
+        except SettingError as err:
+            self.say(f"error: {err}")
+            return
+        if row.name == "think":
+            if not self.session.model.detection.format.thinking_switch:
+                self.say("think does not apply: this chat format has no thinking switch")
+                return
+            self.session.thinking = parsed == "on"
+        else:
+            setattr(self.session.sampling, row.name, parsed)
+        self.say(f"{row.name.replace('_', '-')} = {parsed}")

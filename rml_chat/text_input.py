@@ -1,0 +1,70 @@
+"""One text policy for every input path: invalid UTF-8 becomes U+FFFD, with a one-time warning.
+
+The paths: command-line arguments (``-p``, ``--system``, ``--stop`` …), stdin, what is typed or pasted
+into the REPL, and the files ``/load`` and ``--resume`` read. Python hands undecodable argv and terminal
+bytes over as lone surrogates (``\\udcff``); a file or stdin arrives as bytes. Either way each invalid
+byte becomes U+FFFD (as ``bytes.decode(errors="replace")`` does), and the first time a path brings one,
+one line names the path and the byte offset::
+
+    rml-chat: warning: stdin is not valid UTF-8 (byte 0xff at offset 6); invalid bytes were replaced with U+FFFD
+
+Rejecting the input instead would lose what was typed; replacing keeps every valid character.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_warned: set[str] = set()
+
+
+def _warn(line: str) -> None:
+    try:
+        print(f"rml-chat: warning: {line}", file=sys.stderr, flush=True)
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def from_bytes(data: bytes, source: str, warn: Callable[[str], None] = _warn) -> str:
+    """Decode ``data`` (from ``source``: "stdin", a file's name) under the policy."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        _once(source, f"{source} is not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})", warn)
+        return data.decode("utf-8", errors="replace")
+
+
+def from_str(text: str, source: str, warn: Callable[[str], None] = _warn) -> str:
+    """A string Python decoded with surrogate escapes (argv, a terminal), under the policy."""
+    if not _SURROGATES.search(text):
+        return text
+    raw = text.encode("utf-8", "surrogateescape") if _only_escapes(text) else None
+    if raw is not None:
+        return from_bytes(raw, source, warn)
+    _once(source, f"{source} holds text that is not valid Unicode (a lone surrogate)", warn)
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def _only_escapes(text: str) -> bool:
+    """Every surrogate is a surrogateescape of a byte (U+DC80-U+DCFF), so the bytes can be recovered."""
+    return all("\udc80" <= ch <= "\udcff" for ch in _SURROGATES.findall(text))
+
+
+def argv(args: list[str]) -> list[str]:
+    """Command-line arguments under the policy (each argument decoded on its own)."""
+    return [from_str(arg, "a command-line argument") for arg in args]
+
+
+def read_stdin() -> str:
+    """All of stdin, as bytes first, under the policy."""
+    stream = getattr(sys.stdin, "buffer", None)
+    return from_bytes(stream.read(), "stdin") if stream is not None else from_str(sys.stdin.read(), "stdin")
+
+
+def _once(source: str, line: str, warn: Callable[[str], None]) -> None:
+    if source not in _warned:
+        _warned.add(source)
+        warn(line + "; invalid bytes were replaced with U+FFFD")

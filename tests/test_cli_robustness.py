@@ -1,0 +1,312 @@
+"""The real CLI against bad input on every path: one line, the documented exit code, no traceback, and in
+the REPL a conversation that survives.
+
+Table-driven: bad values of every flag of the settings table, invalid bytes in every input path, a closed
+output pipe, mismatched and truncated model files, corrupt /load files, a full disk during autosave;
+then a bounded fuzz of random argv values and stdin bytes through ``rml-chat -p`` with the real SmolLM2.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import model_path
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from rml_chat import cli
+from rml_chat.conversation import Conversation
+from rml_chat.engine import Engine, Sampling
+from rml_chat.errors import EXIT_CODES
+from rml_chat.model import load_model
+from rml_chat.repl import Repl
+from rml_chat.session import ChatSession
+from rml_chat.settings import SETTINGS
+
+ENTER = "\r"
+
+
+def run(*args: str, stdin: bytes = b"", timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "rml_chat", *args], input=stdin, capture_output=True, timeout=timeout)
+
+
+def one_line_error(done: subprocess.CompletedProcess[bytes], code: int) -> str:
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == code, (done.returncode, err)
+    assert "Traceback" not in err and "internal error" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("rml-chat:") and "warning" not in line]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# ----- flags ------------------------------------------------------------------------------------------
+
+BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_p": ["5", "-0.1"],
+              "min_p": ["7", "x"], "repeat_penalty": ["0", "-2"], "seed": ["-2", str(2**32), "abc"],
+              "max_tokens": ["-5", "ten"], "ctx_size": ["-5", "4k"], "overflow": ["truncate"],
+              "threads": ["0", "-2", "513"], "threads_batch": ["0", "many", "9" * 30], "think": ["maybe", "ON"], "stop": [""]}
+
+
+def test_the_table_above_covers_every_setting() -> None:
+    assert set(BAD_VALUES) == {row.name for row in SETTINGS}
+
+
+@pytest.mark.parametrize(("flag", "value"), [(row.flag, value) for row in SETTINGS for value in BAD_VALUES[row.name]])
+def test_a_bad_value_of_every_flag_is_a_usage_error_naming_the_flag(flag: str, value: str) -> None:
+    line = one_line_error(run(flag, value, "-p", "hi"), 2)
+    assert flag in line and repr(value) in line and "must be" in line
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--chat-format", "lama3", "-p", "x"], "unknown chat format 'lama3'"),
+    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["-n"], "expected one argument"),
+    (["--check", "-p", "x"], "--check runs its own conversation"),
+])
+def test_other_usage_errors_are_one_line(args: list[str], words: str) -> None:
+    assert words in one_line_error(run(*args), 2)
+
+
+def test_with_json_an_error_is_also_a_json_object_on_stdout() -> None:
+    done = run("--json", "--top-p", "9", "-p", "x")
+    one_line_error(done, 2)
+    report = json.loads(done.stdout)
+    assert report["ok"] is False and report["error"]["kind"] == "usage" and "--top-p" in report["error"]["message"]
+    done = run("--json", "/no/such.gguf", "-p", "x")
+    assert json.loads(done.stdout)["error"] == {"kind": "model", "message": "/no/such.gguf: no such file or directory"}
+    done = run("--check", "--json", "/no/such.gguf")
+    assert done.returncode == 1 and json.loads(done.stdout)["ok"] is False
+
+
+def test_help_is_grouped_with_defaults_examples_environment_and_exit_codes() -> None:
+    text = run("--help").stdout.decode()
+    for heading in ("model:", "one turn and scripts:", "sampling (llama.cpp", "context and threads:", "output:",
+                    "interactive:", "examples:", "environment:", "exit codes:", "interactive keys:"):
+        assert heading in text
+    flat = " ".join(text.split())
+    assert "(default: 0.95)" in flat and "RML_CHAT_SESSIONS" in flat and "141 closed" in flat
+    assert all(row.flag in text for row in SETTINGS)
+
+
+def test_version_names_all_three() -> None:
+    done = run("--version")
+    assert done.returncode == 0
+    assert done.stdout.decode().startswith("rml-chat ") and "llama-cpp-python 0.3" in done.stdout.decode()
+    assert "llama.cpp " in done.stdout.decode()
+
+
+# ----- input paths ------------------------------------------------------------------------------------
+
+def test_invalid_utf8_on_stdin_is_replaced_with_one_warning() -> None:
+    done = run(str(model_path("smollm2")), "--temp", "0", "-n", "4", "--json", stdin=b"Say \xff\xfe hi \xc3")
+    err = done.stderr.decode()
+    assert done.returncode == 0 and "Traceback" not in err
+    assert err.count("warning: stdin is not valid UTF-8 (byte 0xff at offset 4)") == 1
+    assert json.loads(done.stdout)["prompt_tokens"] > 0
+
+
+@pytest.mark.parametrize("flag", ["-p", "-sys", "--stop"])
+def test_invalid_utf8_in_an_argument_is_replaced_with_one_warning(flag: str) -> None:
+    args = [str(model_path("smollm2")), "--temp", "0", "-n", "3", flag, os.fsdecode(b"x\xffy")]
+    if flag != "-p":
+        args += ["-p", "hi"]
+    done = run(*args)
+    assert done.returncode == 0, done.stderr
+    assert b"a command-line argument is not valid UTF-8 (byte 0xff at offset 1)" in done.stderr
+
+
+def test_a_context_too_big_for_memory_is_llama_cpps_reason_in_one_line() -> None:
+    line = one_line_error(run(str(model_path("smollm2")), "-c", "2000000", "-p", "hi"), 1)
+    assert "not enough memory for the weights and a 2000000-token context" in line
+
+
+def test_an_invalid_byte_in_the_model_path_is_a_clear_error() -> None:
+    assert "no such file or directory" in one_line_error(run(os.fsdecode(b"/no/m\xffdel.gguf"), "-p", "x"), 1)
+
+
+def test_a_closed_output_pipe_is_one_line_and_exit_141() -> None:
+    reader = subprocess.Popen([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "-p",
+                               "Write a long story about the sea.", "--temp", "0", "-n", "300"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader.stdout.read(5)
+    reader.stdout.close()  # what `| head -c 5` does
+    err = reader.stderr.read().decode()
+    assert reader.wait(120) == 141 and "Traceback" not in err and "Exception ignored" not in err
+    assert err.strip().splitlines()[-1] == "rml-chat: closed: the output was closed before everything was written"
+
+
+# ----- model files ------------------------------------------------------------------------------------
+
+def test_a_tokenizer_that_does_not_fit_the_weights_is_caught_before_the_first_token() -> None:
+    line = one_line_error(run(str(model_path("smollm2")), "--weights", str(model_path("gemma3")), "-p", "hi"), 1)
+    assert "the tokenizer (49152 tokens" in line and "does not fit the weights (262144 tokens)" in line
+
+
+@pytest.mark.parametrize("keep", [0.02, 0.5])
+def test_a_truncated_model_file_gives_llama_cpps_reason(tmp_path, keep: float) -> None:
+    data = model_path("smollm2").read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[:int(len(data) * keep)])
+    line = one_line_error(run(str(cut), "-p", "hi"), 1)
+    assert "cut.gguf" in line and ("not within the file bounds" in line or "offset" in line)
+
+
+# ----- the REPL ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def session() -> ChatSession:
+    model = load_model(str(model_path("smollm2")))
+    engine = Engine(model.weights, n_ctx=1024, n_threads=2)
+    yield ChatSession(model, engine, Sampling(temp=0.0, max_tokens=6))
+    engine.close()
+
+
+def drive(session: ChatSession, keys: list[str], tmp_path, capsys) -> str:
+    """Keys into a REPL through a pipe, a pause between groups (Tab completion answers asynchronously)."""
+    with create_pipe_input() as pipe:
+        def feed() -> None:
+            for group in keys:
+                pipe.send_text(group)
+                time.sleep(0.3)
+            pipe.close()
+
+        threading.Thread(target=feed, daemon=True).start()
+        repl = Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history",
+                    autosave=tmp_path / "autosave.json")
+        assert repl.run() == 0
+    captured = capsys.readouterr()
+    return captured.out + captured.err
+
+
+CORRUPT = {"not JSON": b"{nope", "not a conversation": b"[1, 2]", "a bad message": b'{"messages": [{"role": 3}]}',
+           "binary": bytes(range(256)), "nested": b"[" * 100000, "empty": b"",
+           "bad UTF-8 inside": b'{"messages": [{"role": "user", "content": "caf\xe9"}]}'}
+
+
+def test_corrupt_load_files_are_one_line_and_the_conversation_survives(session, tmp_path, capsys) -> None:
+    session.conversation = Conversation(None, [{"role": "user", "content": "keep me"},
+                                               {"role": "assistant", "content": "kept"}])
+    paths = []
+    for name, data in CORRUPT.items():
+        path = tmp_path / f"{name.replace(' ', '_')}.json"
+        path.write_bytes(data)
+        paths.append(path)
+    out = drive(session, [f"/load {p}" + ENTER for p in paths[:-1]] + [f"/load {tmp_path}/missing.json" + ENTER],
+                tmp_path, capsys)
+    assert out.count("error: ") == len(paths) and "Traceback" not in out and "internal error" not in out
+    assert [m["content"] for m in session.conversation.messages] == ["keep me", "kept"]
+    out = drive(session, [f"/load {paths[-1]}" + ENTER], tmp_path, capsys)  # readable once decoded: loaded
+    assert "not valid UTF-8" in out and session.conversation.messages[0]["content"] == "caf\ufffd"
+
+
+def test_a_turn_that_fails_unexpectedly_does_not_end_the_session(session, tmp_path, capsys, monkeypatch) -> None:
+    session.conversation = Conversation()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the GPU caught fire")
+        yield
+
+    monkeypatch.setattr(session.engine, "generate", broken)
+    out = drive(session, ["first" + ENTER, "/help" + ENTER], tmp_path, capsys)
+    assert "internal error (RuntimeError: the GPU caught fire); the conversation is kept" in out
+    assert "/regen" in out  # the REPL went on
+    monkeypatch.undo()
+
+
+def test_the_repl_autosaves_every_turn_and_survives_a_full_disk(session, tmp_path, capsys, monkeypatch) -> None:
+    session.conversation = Conversation()
+    out = drive(session, ["one" + ENTER], tmp_path, capsys)
+    saved = json.loads((tmp_path / "autosave.json").read_text())
+    assert [m["role"] for m in saved["messages"]] == ["user", "assistant"] and saved["model"]
+
+    real_fsync, failures = os.fsync, [2]
+
+    def full_then_freed(fd: int) -> None:  # the disk is full for two saves, then has room again
+        if failures[0]:
+            failures[0] -= 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_then_freed)
+    out = drive(session, ["two" + ENTER, "three" + ENTER, "four" + ENTER], tmp_path, capsys)
+    assert out.count("autosave failed") == 1 and "No space left on device" in out and "autosave works again" in out
+    assert len(session.conversation.messages) == 8  # nothing was lost in memory …
+    assert len(json.loads((tmp_path / "autosave.json").read_text())["messages"]) == 8  # … nor on disk, once saved
+
+
+def test_tab_completes_commands_and_system_alone_shows_it(session, tmp_path, capsys) -> None:
+    session.conversation = Conversation("Be brief.")
+    out = drive(session, ["/sys", "\t", ENTER, "/he", "\t", ENTER], tmp_path, capsys)
+    assert "system message: 'Be brief.'" in out and "keys:" in out and "Alt-Enter" in out
+
+
+def test_resume_reopens_the_newest_autosave(tmp_path) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    Conversation(None, [{"role": "user", "content": "old"}, {"role": "assistant", "content": "x"}]).save(folder / "a.json")
+    time.sleep(0.05)
+    Conversation(None, [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"}],
+                 str(model_path("smollm2"))).save(folder / "b.json")
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--resume", "-p", "And 3+3?", "--temp", "0", "-n", "8",
+                           "--json"], capture_output=True, timeout=300,
+                          env={**os.environ, "RML_CHAT_SESSIONS": str(folder)})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    model = load_model(str(model_path("smollm2")))
+    conversation = [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"},
+                    {"role": "user", "content": "And 3+3?"}]
+    assert report["prompt_tokens"] == len(model.encoder.encode(model.encoder.format(conversation)))
+
+
+# ----- a bounded fuzz through the real CLI, in process -----------------------------------------------
+
+_FLAGS = [row.flag for row in SETTINGS] + ["--chat-format", "-sys", "--json", "--show-prompt", "--weights", "-p"]
+_JUNK = ["0", "-1", "1", "2", "0.5", "-0.0", "1e309", "nan", "", " ", "on", "off", "chatml", "raw", "\x00",
+         "\udcff", "9" * 30, "-c", "--", "drop-oldest", "error", "日本", "/dev/null", "3.5", "256"]
+_VALID = {"--temp": ["0", "0.7", "2"], "--top-k": ["0", "1", "40"], "--top-p": ["0.1", "1"], "--min-p": ["0", "0.9"],
+          "--repeat-penalty": ["0.5", "1.3"], "--seed": ["-1", "0", "7"], "--max-tokens": ["0", "2"],
+          "--ctx-size": ["256", "300", "0"], "--overflow": ["drop-oldest", "error"], "--threads": ["-1", "1", "2"],
+          "--threads-batch": ["-1", "1"], "--think": ["on", "off"], "--stop": ["\n", "a", "Hello"],
+          "--chat-format": ["chatml", "raw", "llama2", "gemma", "phi3"], "-sys": ["Be brief.", "\udcff\x01", ""],
+          "-p": ["hi", "<|im_end|>", "\x1b[2J", ""]}
+
+
+def _call(argv: list[str], stdin: bytes, monkeypatch) -> tuple[int, str]:
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    monkeypatch.setattr(sys, "stderr", err)
+    code = cli.main(argv)
+    return code, err.getvalue()
+
+
+def test_fuzz_random_argv_and_stdin_never_give_a_traceback(monkeypatch) -> None:
+    """300 cases, mostly valid values (so that most reach the model), some junk; a few tokens each."""
+    rng = random.Random(2026)
+    model = str(model_path("smollm2"))
+    codes: dict[int, int] = {}
+    for case in range(300):
+        argv = [model, "-n", str(rng.randint(0, 3)), "-c", "256"]
+        for _ in range(rng.randint(0, 4)):
+            flag = rng.choice(_FLAGS)
+            good = _VALID.get(flag)
+            argv += [flag] if flag in ("--json", "--show-prompt") else [
+                flag, rng.choice(good) if good and rng.random() < 0.7 else rng.choice(_JUNK)]
+        stdin = bytes(rng.randrange(256) for _ in range(rng.randint(0, 40)))
+        if rng.random() < 0.5:
+            argv += ["-p", stdin.decode("utf-8", "surrogateescape")]
+        code, err = _call(argv, stdin, monkeypatch)
+        monkeypatch.undo()
+        assert code in EXIT_CODES, (case, argv, code, err)
+        assert "Traceback" not in err and "internal error" not in err, (case, argv, err)
+        codes[code] = codes.get(code, 0) + 1
+    assert codes.get(0, 0) >= 100 and codes.get(2, 0) >= 30, codes  # both kinds of case were reached
