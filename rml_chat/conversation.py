@@ -46,6 +46,11 @@ class Conversation:
         head = [{"role": "system", "content": self.system}] if self.system else []
         return head + [{"role": m["role"], "content": m["content"]} for m in self.messages]
 
+    def unanswered(self) -> str | None:
+        """The last message's text when it is a user message with no reply (its turn was cut before the
+        model wrote anything)."""
+        return self.messages[-1]["content"] if self.messages and self.messages[-1]["role"] == "user" else None
+
     def undo(self) -> bool:
         """Drop the last exchange (the last user message and what follows it)."""
         for i in range(len(self.messages) - 1, -1, -1):

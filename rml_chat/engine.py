@@ -8,17 +8,16 @@ leaves a consistent state (llama-cpp-python trims the KV cache to the common pre
 
 from __future__ import annotations
 
-import contextlib
+import ctypes
 import os
 import random
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .model import ModelError
+from .errors import ModelError
 
 
 @dataclass
@@ -42,9 +41,11 @@ class Generation:
 
     prompt_tokens: int = 0
     evaluated: int = 0           # prompt tokens llama.cpp actually evaluated (the rest was cached)
+    reused: int = 0              # of those not evaluated, the ones a context shift kept (dropped exchanges)
     tokens: list[int] = field(default_factory=list)
     stop_reason: str = ""        # "stop" | "stop_string" | "length" | "context" | "interrupted"
     started: float = 0.0
+    evaluated_at: float = 0.0    # when the prompt was evaluated (0: interrupted before)
     first_token_at: float = 0.0
     finished: float = 0.0
 
@@ -61,44 +62,47 @@ class Generation:
 CTX_STEP = 256  # llama.cpp allocates the context in steps of 256 tokens
 
 
-@contextlib.contextmanager
-def captured_output(enabled: bool = True) -> Iterator[list[str]]:
-    """Catch C-level writes to stdout and stderr (llama.cpp's loading log) in a temporary file; the
-    yielded list receives its lines afterwards, so a failed load can show llama.cpp's own reason."""
-    lines: list[str] = []
-    if not enabled:
-        yield lines
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with tempfile.TemporaryFile() as log:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        try:
-            yield lines
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
-            log.seek(0)
-            lines += log.read(1 << 20).decode("utf-8", "replace").splitlines()
+class LlamaLog:
+    """llama.cpp's log, taken over from llama-cpp-python's callback: its warnings and errors are kept (a
+    failed load shows them), and everything is printed only with --verbose. Printing the whole log of a
+    load, as llama-cpp-python does when verbose, costs it a third of its load time."""
+
+    _LEVEL_WARN, _LEVEL_ERROR, _LEVEL_CONT = 3, 4, 5  # ggml_log_level (llama-cpp-python's own map is older)
+
+    def __init__(self) -> None:
+        import llama_cpp
+
+        self.verbose = False
+        self.kept: list[str] = []
+        self._last = 0
+
+        @llama_cpp.llama_log_callback
+        def callback(level: int, text: bytes, user_data: object) -> None:
+            level = self._last if level == self._LEVEL_CONT else level
+            self._last = level
+            line = text.decode("utf-8", "replace")
+            if level in (self._LEVEL_WARN, self._LEVEL_ERROR) and len(self.kept) < 200:
+                self.kept.append(line)
+            if self.verbose:
+                print(line, end="", file=sys.stderr, flush=True)
+
+        self._callback = callback  # kept alive: llama.cpp holds only its address
+        llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+
+    def failure_reason(self) -> str:
+        """llama.cpp's own words for a failed load: its first error lines."""
+        lines = [line.strip().split(": ", 1)[-1] for line in self.kept
+                 if "error" in line.lower() or "failed" in line.lower()]
+        return "; ".join(dict.fromkeys(lines[:2])) if lines else ""
 
 
-def _quiet_llama(verbose: bool) -> None:
-    """After loading, llama.cpp logs (and llama-cpp-python prints timings) only with --verbose."""
-    from llama_cpp import _logger
-
-    _logger.set_verbose(verbose)
+_LOG: list[LlamaLog] = []
 
 
-def load_failure_reason(lines: list[str]) -> str:
-    """llama.cpp's own words for a failed load: its last error lines, shortest first-hand."""
-    errors = [line.split(": ", 1)[-1].strip() for line in lines if "error" in line.lower() or "failed" in line.lower()]
-    return "; ".join(dict.fromkeys(errors[:2])) if errors else "no reason given"
+def llama_log() -> LlamaLog:
+    if not _LOG:
+        _LOG.append(LlamaLog())
+    return _LOG[0]
 
 
 def context_size(requested: int) -> int:
@@ -119,21 +123,17 @@ class Engine:
         threads = n_threads or os.cpu_count() or 1
         self.n_threads, self.n_threads_batch = threads, n_threads_batch or threads
         self.requested_ctx = n_ctx
+        log = llama_log()
+        log.verbose, log.kept = verbose, []
         try:
-            # llama.cpp logs only when verbose: it logs into our temporary file, which we show on failure
-            with captured_output(not verbose) as log:
-                self._llm = llama_cpp.Llama(model_path=str(weights), n_ctx=context_size(n_ctx), verbose=True,
-                                            n_batch=512, n_threads=self.n_threads,
-                                            n_threads_batch=self.n_threads_batch)
+            self._llm = llama_cpp.Llama(model_path=str(weights), n_ctx=context_size(n_ctx), verbose=verbose,
+                                        n_batch=512, n_threads=self.n_threads, n_threads_batch=self.n_threads_batch)
         except (ValueError, RuntimeError, OSError) as err:
-            reason = load_failure_reason(log) if log else str(err)
+            reason = log.failure_reason() or str(err)
             if "failed to allocate" in reason:
                 reason = f"not enough memory for the weights and a {n_ctx or 'training'}-token context ({reason})"
             raise ModelError(f"{weights}: llama.cpp could not load the weights: {reason}"
                              + ("" if verbose else " (--verbose shows llama.cpp's log)")) from None
-        finally:
-            _quiet_llama(verbose)
-        self._llm.verbose = verbose
         # llama-cpp-python's token buffer has the size asked for; never plan past it or past llama.cpp's
         self.n_ctx = min(self._llm.n_ctx(), len(self._llm.input_ids))
 
@@ -150,30 +150,53 @@ class Engine:
                 raise ModelError(f"the tokenizer's {name} is token {ours} ({tokenizer.id_to_token(ours)!r}) but the "
                                  f"weights' is {their_id}; use the tokenizer of the same model")
 
+    @property
+    def llm(self):  # type: ignore[no-untyped-def]
+        """llama-cpp-python's ``Llama`` (for --check's tokenizer comparison and the benchmarks)."""
+        return self._llm
+
     def close(self) -> None:
         self._llm.close()
+
+    def reset(self) -> None:
+        """Forget the cached prompt (the next turn evaluates everything)."""
+        self._llm.reset()
 
     def llama_tokenize(self, text: str, special: bool) -> list[int]:
         """llama.cpp's own tokenization — only for --check, which compares ours against it."""
         return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
 
-    def reusable_prefix(self, ids: Sequence[int]) -> int:
-        """How many leading ids need no evaluation (as ``Llama.generate`` decides: one is replayed
-        when the whole prompt is cached, to refresh the logits)."""
-        common = 0
-        for a, b in zip(self._llm._input_ids, ids):
-            if a != b:
-                break
-            common += 1
-        return common - 1 if common == len(ids) and common > 0 else common
+    def cached_ids(self) -> list[int]:
+        """The ids whose keys and values llama.cpp's cache holds, in order."""
+        return self._llm.input_ids[: self._llm.n_tokens].tolist()
+
+    def set_cached(self, ids: Sequence[int]) -> None:
+        """Record that the cache holds exactly ``ids`` (after a shift or a restored state)."""
+        self._llm.input_ids[: len(ids)] = ids
+        self._llm.n_tokens = len(ids)
+
+    def evaluate(self, ids: Sequence[int], gen: Generation, progress: Progress | None = None) -> None:
+        """Evaluate the prompt's ids after the longest prefix the cache holds, in batches, all but the last
+        (``generate`` evaluates that one and samples from it). ``progress(done, total, seconds)`` is called
+        after each batch. A Ctrl-C between two batches leaves the cache holding what was evaluated."""
+        cached = self.cached_ids()
+        common = common_prefix(cached, ids)
+        common = min(common, len(ids) - 1)  # the last id is evaluated by generate, for its logits
+        self._llm.n_tokens = common
+        gen.evaluated = len(ids) - common
+        todo = list(ids[common:len(ids) - 1])
+        step = self._llm.n_batch
+        for done in range(0, len(todo), step):
+            self._llm.eval(todo[done:done + step])
+            if progress is not None:
+                progress(min(done + step, len(todo)), len(todo), time.perf_counter() - gen.started)
 
     def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int],
-                 gen: Generation) -> Iterator[int]:
+                 gen: Generation, progress: Progress | None = None) -> Iterator[int]:
         """Yield sampled ids until a stop id (not yielded), max_tokens, or a full context.
         ``gen`` records counts, times and the stop reason; a KeyboardInterrupt marks it "interrupted"."""
         stops = set(stop_ids)
         gen.prompt_tokens = len(ids)
-        gen.evaluated = len(ids) - self.reusable_prefix(ids)
         gen.started = time.perf_counter()
         seed = sampling.seed if sampling.seed >= 0 else random.getrandbits(32)
         self._llm.set_seed(seed)
@@ -182,8 +205,10 @@ class Engine:
             budget = min(budget, sampling.max_tokens)
         gen.stop_reason = "length" if sampling.max_tokens >= 0 and budget == sampling.max_tokens else "context"
         try:
-            if budget <= 0:
+            if budget <= 0 or not ids:
                 return
+            self.evaluate(ids, gen, progress)
+            gen.evaluated_at = time.perf_counter()
             for token in self._llm.generate(list(ids), top_k=sampling.top_k, top_p=sampling.top_p,
                                             min_p=sampling.min_p, temp=sampling.temp,
                                             repeat_penalty=sampling.repeat_penalty):
@@ -201,3 +226,16 @@ class Engine:
             raise
         finally:
             gen.finished = time.perf_counter()
+
+
+Progress = Callable[[int, int, float], None]
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading ids two sequences share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -34,6 +34,13 @@ class AppError(Exception):
         self.kind = kind
 
 
+class ModelError(AppError):
+    """A model that can't be found or loaded; the message is one line for the user."""
+
+    def __init__(self, message: str):
+        super().__init__(message, "model")
+
+
 class UsageError(AppError):
     exit_code = EXIT_USAGE
 

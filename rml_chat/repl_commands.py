@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .conversation import Conversation
+from .kv_cache import load_state, save_state, state_path
 from .prompt_view import marked_prompt
 from .settings import SETTINGS, SettingError, settable
 from .words import counted
@@ -80,7 +81,7 @@ class Commands:
                      "no system message (/system TEXT sets one)")
             return
         conversation.system = None if text == "--clear" else text
-        self.say("system message removed" if text == "--clear" else "system message set")
+        self.say(("system message removed" if text == "--clear" else "system message set") + self._cost())
         self._changed()
 
     def _clear(self, _: str) -> None:
@@ -94,27 +95,46 @@ class Commands:
 
     def _regen(self, _: str) -> None:
         messages = self.session.conversation.messages
-        if not messages or messages[-1]["role"] != "assistant":
+        if not messages:
             self.say("no reply to generate again")
             return
-        messages.pop()
-        self.repl.reply(None)
+        if messages[-1]["role"] == "assistant":
+            messages.pop()
+        self.repl.reply(None)  # or the first reply to a message whose evaluation was cut
 
     def _save(self, path: str) -> None:
         if not path:
             self.say("usage: /save FILE")
             return
-        self.session.conversation.save(Path(path))
-        self.say(f"saved {counted(len(self.session.conversation.messages), 'message')} to {path}")
+        target = Path(path).expanduser()
+        self.session.conversation.save(target)
+        note = ""
+        try:
+            size = save_state(self.session.engine, state_path(target), self.session.model.weights)
+            note = f", and llama.cpp's state ({size / 1e6:.1f} MB) beside it"
+        except OSError as err:
+            note = f" (llama.cpp's state could not be written: {err.strerror}; a reload will evaluate it again)"
+        self.say(f"saved {counted(len(self.session.conversation.messages), 'message')} to {path}{note}")
 
     def _load(self, path: str) -> None:
         if not path:
             self.say("usage: /load FILE")
             return
-        loaded = Conversation.load(Path(path))
+        source = Path(path).expanduser()
+        loaded = Conversation.load(source)
         self.session.conversation = loaded
-        self.say(f"loaded {counted(len(loaded.messages), 'message')} from {path}")
+        restored, why = load_state(self.session.engine, state_path(source), self.session.model.weights)
+        if restored:
+            note = f"; llama.cpp's state restored ({counted(restored, 'token')}): nothing to evaluate again"
+        else:
+            note = f"; {why}" + self._cost()
+        self.say(f"loaded {counted(len(loaded.messages), 'message')} from {path}{note}")
         self._changed()
+
+    def _cost(self) -> str:
+        """What the change costs the next turn in evaluation, when it costs anything."""
+        again = self.session.reevaluation()
+        return f" (the next turn evaluates {counted(again, 'token')} again)" if again else ""
 
     def _prompt(self, _: str) -> None:
         ids = self.session.prompt_ids()

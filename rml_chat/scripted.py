@@ -8,6 +8,7 @@ import sys
 
 from . import text_input
 from .errors import EXIT_INTERRUPTED, AppError
+from .progress import EvalProgress
 from .prompt_view import marked_prompt
 from .session import ChatSession, TurnResult
 
@@ -43,8 +44,11 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
               f"{session.model.detection.source})", file=sys.stderr)
         return 0
 
+    progress = EvalProgress()
+
     def emit(chunk: str) -> None:
         if not args.json and chunk:
+            progress.clear()
             sys.stdout.write(chunk)
             sys.stdout.flush()
 
@@ -52,13 +56,15 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
         print(f"note: {line}", file=sys.stderr)
 
     try:
-        result = session.turn(text, emit, notify)
+        result = session.turn(text, emit, notify, progress)
     except KeyboardInterrupt:
+        progress.clear()
         if not args.json:
             sys.stdout.write("\n")
         print("rml-chat: interrupted (the reply so far is above)" if not args.json else "rml-chat: interrupted",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+    progress.clear()
     if args.json:
         print(json.dumps(result_json(session, result), ensure_ascii=False))
     elif not result.reply.endswith("\n"):

@@ -18,9 +18,11 @@ from pathlib import Path
 from tokenizer import TokenType
 
 from .conversation import ChatError, Conversation
-from .engine import Engine, Generation, Sampling
+from .engine import Engine, Generation, Progress, Sampling, common_prefix
+from .kv_cache import kv_shift
 from .model import Model
 from .stream import ReplyStream
+from .words import counted
 
 __all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "Conversation", "TurnResult"]
 
@@ -67,28 +69,46 @@ class ChatSession:
         return min(wanted, self.engine.n_ctx // 4)
 
     def _fit(self, notify: Callable[[str], None]) -> tuple[list[int], int]:
+        """The prompt, fitted to the context. On overflow whole exchanges are dropped from the start (the
+        system message stays) until a quarter of the context is free, so that it happens rarely, as
+        llama.cpp's context shift does; the cache keeps the tokens of what is kept (``kv_shift``)."""
         ids = self.prompt_ids()
         limit = self.engine.n_ctx - self.reply_room()
+        if len(ids) <= limit:
+            return ids, 0
+        if self.overflow == "error":
+            raise ChatError(f"the conversation needs {len(ids)} tokens but the context holds {self.engine.n_ctx} "
+                            f"(with {self.reply_room()} kept for the reply); /clear, /undo or use -c/--ctx-size")
+        target = limit - self.engine.n_ctx // 4
         dropped = 0
-        while len(ids) > limit:
-            if self.overflow == "error":
-                raise ChatError(f"the conversation needs {len(ids)} tokens but the context holds {self.engine.n_ctx} "
-                                f"(with {self.reply_room()} kept for the reply); /clear, /undo or use -c/--ctx-size")
+        while len(ids) > target:
             first_reply = next((i for i, m in enumerate(self.conversation.messages[1:], 1) if m["role"] == "user"), None)
             if first_reply is None:
+                if len(ids) <= limit:
+                    break
                 raise ChatError(f"the message alone needs {len(ids)} tokens; the context holds {self.engine.n_ctx}")
             del self.conversation.messages[:first_reply]
             dropped += 1
             ids = self.prompt_ids()
-        if dropped:
-            notify(f"context full: dropped the {dropped} oldest exchange{'s' if dropped > 1 else ''} "
-                   f"to fit ({len(ids)}/{self.engine.n_ctx} tokens)")
+        kept = kv_shift(self.engine, ids)
+        how = (f"the cache kept {kept} tokens, shifted" if kept > 0 else
+               "this model's cache can't shift: the rest is evaluated again" if kept < 0 else
+               "the rest is evaluated again")
+        notify(f"context full: dropped the {counted(dropped, 'oldest exchange')} to fit "
+               f"({len(ids)}/{self.engine.n_ctx} tokens; {how})")
         return ids, dropped
 
-    def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None]) -> TurnResult:
-        """Add the user's message (None: regenerate the last reply), generate, stream through ``emit``.
-        Ctrl-C keeps the partial reply, marked as cut, and re-raises KeyboardInterrupt."""
+    def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
+             progress: Progress | None = None) -> TurnResult:
+        """Add the user's message (None: regenerate the last reply), generate, stream through ``emit``;
+        ``progress(done, total, seconds)`` follows a long prompt evaluation. Ctrl-C keeps the partial reply,
+        marked as cut, and re-raises KeyboardInterrupt; during the evaluation it keeps the message and
+        records no reply."""
         if text is not None:
+            pending = self.conversation.unanswered()
+            if pending is not None:  # a message whose evaluation was cut: it goes with this one
+                text = pending + "\n\n" + text
+                self.conversation.messages.pop()
             self.conversation.messages.append({"role": "user", "content": text})
         try:
             ids, dropped = self._fit(notify)
@@ -100,7 +120,7 @@ class ChatSession:
         stream = ReplyStream(self.stop_strings)
         tokenizer = self.model.tokenizer
         try:
-            for token in self.engine.generate(ids, self.sampling, self.model.stop_ids, gen):
+            for token in self.engine.generate(ids, self.sampling, self.model.stop_ids, gen, progress):
                 if tokenizer.token_type(token) in _HIDDEN_TYPES:
                     continue
                 emit(stream.feed(tokenizer.token_bytes(token)))
@@ -110,7 +130,10 @@ class ChatSession:
             emit(stream.finish())
         except KeyboardInterrupt:
             emit(stream.finish())
-            self._record(stream.text, ids, gen, dropped, cut=True)
+            if gen.tokens or gen.first_token_at:
+                self._record(stream.text, ids, gen, dropped, cut=True)
+            else:  # cut during the prompt's evaluation: the message stays, unanswered; no reply is made up
+                self.last = TurnResult("", gen, ids, dropped)
             raise
         return self._record(stream.text, ids, gen, dropped, cut=False)
 
@@ -121,3 +144,12 @@ class ChatSession:
         self.conversation.messages.append(message)
         self.last = TurnResult(reply, gen, ids, dropped)
         return self.last
+
+    def reevaluation(self) -> int:
+        """How many tokens the next turn will evaluate again because the prompt changed before its end
+        (after /system or /load): 0 when the cache still holds the prompt's start."""
+        cached = self.engine.cached_ids()
+        if not cached:
+            return 0
+        common = common_prefix(cached, self.prompt_ids())
+        return max(len(cached) - common, 0)

@@ -1,16 +1,18 @@
-"""Benchmark the chat loop against llama-cpp-python's own create_completion (not a test).
+"""Benchmark the chat loop side by side with llama.cpp and llama-cpp-python (not a test).
 
-    python scripts/bench_chat.py [MODEL.gguf] [--tokens 128] [--turns 10] [--repeat 3]
+    python scripts/bench_chat.py [MODEL.gguf] [--only NAME ...] [--repeat 3] [--tree OLD_CHECKOUT]
 
-1. Generation speed: the same prompt, greedy, the same number of tokens; our loop (our ids into
-   ``Llama.generate``, our streaming) vs ``create_completion(stream=True)`` on the same Llama object.
-   Reported as tokens/s and the ratio ours/theirs (best of --repeat).
-2. Turn latency: a conversation grown turn by turn; time to first token of each turn, measured from the
-   user's message to the first streamed token (formatting + our encoding + evaluation of new ids).
-   Reported as turn 10 / turn 1.
-3. Formatting + encoding alone: the prompt of a 50-exchange conversation written and encoded turn by turn
-   (what a turn costs before llama.cpp sees it), µs per turn over the last 10 turns. With ``--tree DIR``
-   (repeatable) the same runs for other checkouts too, in alternating subprocesses: before and after.
+Sections (``--only`` picks some):
+
+* ``generation``  tokens/s of our loop (our ids, our streaming) against a bare llama.cpp decode loop on the
+  same context (the C API: ``llama_decode`` one token at a time, llama.cpp's greedy sampler), and against
+  ``create_completion(stream=True)``; best of --repeat, as ratios.
+* ``overflow``    50 greedy turns in a 1,024-token context: median time to first token of the last 10
+  turns over the first 10 (a chat that keeps overflowing must not stall), and the tokens evaluated.
+* ``launch``      launch to first token, whole processes, alternating: ``rml-chat MODEL -p … -n 1`` against
+  llama-cpp-python's own path (``Llama(...)`` + ``create_chat_completion``), median of --repeat.
+* ``format``      formatting + encoding one turn of a 50-exchange conversation (what a turn costs before
+  llama.cpp sees it), µs; with ``--tree DIR`` the same for another checkout, in alternating processes.
 """
 
 from __future__ import annotations
@@ -18,49 +20,98 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from rml_chat.engine import Engine, Sampling  # noqa: E402
+from rml_chat.engine import Engine, Generation, Sampling  # noqa: E402
 from rml_chat.model import load_model  # noqa: E402
 from rml_chat.session import ChatSession  # noqa: E402
 from tokenizer.chat import segments_text  # noqa: E402
 
 STORY = "Write a long story about a dragon who learns to cook, with many details."
+SECTIONS = ("generation", "overflow", "launch", "format")
 
 
-def ours_tokens_per_s(session: ChatSession, n: int) -> tuple[float, int]:
-    session.engine._llm.reset()
+# ----- generation ------------------------------------------------------------------------------------
+
+def ours_tokens_per_s(session: ChatSession, n: int) -> float:
+    session.engine.reset()
     session.conversation.messages.clear()
     session.sampling = Sampling(temp=0.0, seed=0, max_tokens=n)
     session.stop_strings = ()
     result = session.turn(STORY, lambda _: None, lambda _: None)
-    return result.generation.tokens_per_s, len(result.generation.tokens)
+    return result.generation.tokens_per_s
 
 
-def theirs_tokens_per_s(session: ChatSession, n: int) -> tuple[float, int]:
-    llm = session.engine._llm
+def bare_tokens_per_s(session: ChatSession, n: int) -> float:
+    """llama.cpp's own decode loop through its C API: one token per llama_decode, its greedy sampler."""
+    import llama_cpp
+
+    llm = session.engine.llm
+    llm.reset()
+    ids = session.model.encoder.encode(session.model.encoder.format([{"role": "user", "content": STORY}]))
+    ctx = llm.ctx
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+    prompt = (llama_cpp.llama_token * len(ids))(*ids)
+    llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(prompt, len(ids)))
+    sampler = llama_cpp.llama_sampler_init_greedy()
+    token = llama_cpp.llama_token()
+    first = last = 0.0
+    for _ in range(n):
+        token.value = llama_cpp.llama_sampler_sample(sampler, ctx, -1)
+        llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(token, 1))
+        last = time.perf_counter()
+        first = first or last
+    llama_cpp.llama_sampler_free(sampler)
+    llm.reset()
+    llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+    return (n - 1) / (last - first)
+
+
+def create_completion_tokens_per_s(session: ChatSession, n: int) -> float:
+    llm = session.engine.llm
     llm.reset()
     prompt = segments_text(session.model.encoder.format([{"role": "user", "content": STORY}]))
-    first = last = 0.0
-    count = 0
-    for _chunk in llm.create_completion(prompt, max_tokens=n, temperature=0.0, stream=True):
-        now = time.perf_counter()
-        first = first or now
-        last = now
-        count += 1
-    return ((count - 1) / (last - first) if count > 1 else 0.0), count
+    stamps = [time.perf_counter() for _chunk in llm.create_completion(prompt, max_tokens=n, temperature=0.0,
+                                                                      stream=True)]
+    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
 
 
-def turn_latencies(session: ChatSession, turns: int) -> list[float]:
-    session.engine._llm.reset()
-    session.conversation.messages.clear()
-    session.sampling = Sampling(temp=0.0, seed=0, max_tokens=24)
-    out = []
+def generation(model_path: str | None, repeat: int) -> None:
+    model = load_model(model_path)
+    engine = Engine(model.weights, n_ctx=4096)
+    session = ChatSession(model, engine, Sampling())
+    n = 128
+    for _ in range(2):  # warm up: first decodes allocate
+        ours_tokens_per_s(session, 16)
+    rows = {"ours": [], "bare llama.cpp loop": [], "create_completion": []}
+    for _ in range(repeat):  # interleaved, so that the machine's drift hits all three alike
+        rows["ours"].append(ours_tokens_per_s(session, n))
+        rows["bare llama.cpp loop"].append(bare_tokens_per_s(session, n))
+        rows["create_completion"].append(create_completion_tokens_per_s(session, n))
+    best = {name: max(values) for name, values in rows.items()}
+    print(f"generation ({model.name}, {n} tokens greedy, best of {repeat}): " + ", ".join(
+        f"{name} {value:.1f} tok/s" for name, value in best.items()))
+    print(f"  ours / bare llama.cpp loop {best['ours'] / best['bare llama.cpp loop']:.3f}   "
+          f"ours / create_completion {best['ours'] / best['create_completion']:.3f}")
+    engine.close()
+
+
+# ----- a chat that keeps overflowing -------------------------------------------------------------------
+
+def overflow(model_path: str | None, turns: int = 50, n_ctx: int = 1024) -> None:
+    """Also: the replies of the last 10 turns (after shifts) against a second engine that evaluates each
+    of those prompts from scratch — a shifted cache is not bit-identical, so greedy replies may differ."""
+    model = load_model(model_path)
+    engine = Engine(model.weights, n_ctx=n_ctx)
+    session = ChatSession(model, engine, Sampling(temp=0.0, seed=0, max_tokens=48))
+    ttft, evaluated, drops, last_turns = [], [], 0, []
     for i in range(turns):
         start = time.perf_counter()
         first: list[float] = []
@@ -69,10 +120,65 @@ def turn_latencies(session: ChatSession, turns: int) -> list[float]:
             if chunk and not first:
                 first.append(time.perf_counter())
 
-        session.turn(f"Question {i + 1}: tell me one short fact about the number {i + 7}.", emit, lambda _: None)
-        out.append((first[0] if first else time.perf_counter()) - start)
-    return out
+        result = session.turn(f"Question {i + 1}: tell me one fact about the number {i + 7}, in two sentences.",
+                              emit, lambda _: None)
+        ttft.append((first[0] if first else time.perf_counter()) - start)
+        evaluated.append(result.generation.evaluated)
+        drops += result.dropped
+        if i >= turns - 10:
+            last_turns.append((result.prompt_ids, result.generation.tokens))
+    engine.close()
+    reference = Engine(model.weights, n_ctx=n_ctx)  # after the timed turns, so as not to disturb them
+    agree = compared = same_replies = 0
+    for prompt, ours in last_turns:
+        reference.reset()
+        fresh = list(reference.generate(prompt, session.sampling, model.stop_ids, Generation()))
+        compared += max(len(ours), len(fresh))
+        agree += sum(a == b for a, b in zip(ours, fresh))
+        same_replies += ours == fresh
+    head, tail = statistics.median(ttft[:10]), statistics.median(ttft[-10:])
+    print(f"overflow ({model.name}, {turns} greedy turns, {n_ctx}-token context, {drops} exchanges dropped): "
+          f"median TTFT first 10 {head * 1000:.0f} ms, last 10 {tail * 1000:.0f} ms, ratio {tail / head:.2f}")
+    print(f"  tokens evaluated per turn, last 10: {evaluated[-10:]}")
+    print(f"  last 10 replies vs a full re-evaluation of the same prompts: {same_replies}/10 identical, "
+          f"{agree}/{compared} tokens agree position by position")
+    reference.close()
 
+
+# ----- launch to first token ---------------------------------------------------------------------------
+
+_THEIRS = """
+import sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], n_ctx=4096, verbose=False)
+out = llm.create_chat_completion(messages=[{"role": "user", "content": "Say hi."}], max_tokens=1, temperature=0)
+"""
+
+
+def _wall(cmd: list[str]) -> float:
+    """A whole process's wall time, with byte-code caching on (as for a user: PYTHONDONTWRITEBYTECODE is
+    dropped, and the warm-up run writes the caches)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    return time.perf_counter() - start
+
+
+def launch(model_path: str | None, repeat: int) -> None:
+    path = str(load_model(model_path).weights)
+    ours_cmd = [sys.executable, "-m", "rml_chat", path, "-p", "Say hi.", "-n", "1", "--temp", "0"]
+    theirs_cmd = [sys.executable, "-c", _THEIRS, path]
+    _wall(ours_cmd), _wall(theirs_cmd)  # warm the page cache and our caches
+    ours, theirs = [], []
+    for _ in range(repeat):
+        ours.append(_wall(ours_cmd))
+        theirs.append(_wall(theirs_cmd))
+    o, t = statistics.median(ours), statistics.median(theirs)
+    print(f"launch to first token ({Path(path).name}, median of {repeat}): ours {o:.3f} s, llama-cpp-python "
+          f"{t:.3f} s, ratio {o / t:.2f}")
+
+
+# ----- formatting + encoding a turn --------------------------------------------------------------------
 
 _FORMAT_ENCODE = """
 import json, sys, time
@@ -92,52 +198,41 @@ print(json.dumps(per_turn))
 """
 
 
-def format_encode_us(tree: Path, model: str | None, rounds: int) -> float:
-    """µs per turn over turns 41-50 (best of ``rounds`` fresh processes) for the checkout at ``tree``."""
-    best = float("inf")
-    for _ in range(rounds):
-        out = subprocess.run([sys.executable, "-c", _FORMAT_ENCODE, str(tree), model or ""], capture_output=True,
-                             text=True, check=True).stdout
-        per_turn = json.loads(out)
-        best = min(best, sum(per_turn[-10:]) / 10 * 1e6)
-    return best
+def format_encode_us(tree: Path, model: str | None) -> float:
+    """µs per turn over turns 41-50, one fresh process, for the checkout at ``tree``."""
+    out = subprocess.run([sys.executable, "-c", _FORMAT_ENCODE, str(tree), model or ""], capture_output=True,
+                         text=True, check=True).stdout
+    return sum(json.loads(out)[-10:]) / 10 * 1e6
+
+
+def format_section(model: str | None, repeat: int, trees: list[Path]) -> None:
+    trees = [ROOT, *trees]
+    times: dict[Path, list[float]] = {tree: [] for tree in trees}
+    for _ in range(repeat):  # alternating, so that the machine's drift hits every tree alike
+        for tree in trees:
+            times[tree].append(format_encode_us(tree, model))
+    for tree in trees:
+        print(f"format+encode per turn (turns 41-50, best of {repeat}): {min(times[tree]):8.1f} µs  {tree}")
+    if len(trees) > 1:
+        print(f"  ratio this checkout / {trees[1]}: {min(times[trees[0]]) / min(times[trees[1]]):.3f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model", nargs="?")
-    parser.add_argument("--tokens", type=int, default=128)
-    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--tree", action="append", default=[], help="another checkout to time formatting in")
-    parser.add_argument("--format-only", action="store_true", help="only part 3")
+    parser.add_argument("--tree", action="append", default=[], type=Path, help="another checkout (format)")
     args = parser.parse_args()
-    trees = [Path(__file__).resolve().parent.parent, *map(Path, args.tree)]
-    times: dict[Path, list[float]] = {tree: [] for tree in trees}
-    for _ in range(args.repeat):  # alternating, so that the machine's drift hits every tree alike
-        for tree in trees:
-            times[tree].append(format_encode_us(tree, args.model, 1))
-    for tree in trees:
-        print(f"format+encode per turn (turns 41-50, best of {args.repeat}): {min(times[tree]):8.1f} µs  {tree}")
-    if len(trees) > 1:
-        print(f"ratio this checkout / {trees[1]}: {min(times[trees[0]]) / min(times[trees[1]]):.3f}")
-    if args.format_only:
-        return
-    model = load_model(args.model)
-    engine = Engine(model.weights, n_ctx=4096, n_threads=os.cpu_count())
-    session = ChatSession(model, engine, Sampling())
-    print(f"model {model.name}, {os.cpu_count()} threads, {args.tokens} tokens, best of {args.repeat}")
-    ours = max(ours_tokens_per_s(session, args.tokens) for _ in range(args.repeat))
-    theirs = max(theirs_tokens_per_s(session, args.tokens) for _ in range(args.repeat))
-    print(f"generation   ours {ours[0]:7.1f} tok/s ({ours[1]} tokens)   create_completion {theirs[0]:7.1f} tok/s "
-          f"({theirs[1]} tokens)   ratio {ours[0] / theirs[0]:.3f}")
-    runs = [turn_latencies(session, args.turns) for _ in range(args.repeat)]
-    best = [min(r[i] for r in runs) for i in range(args.turns)]
-    print("TTFT per turn (ms): " + " ".join(f"{t * 1000:.0f}" for t in best))
-    print(f"TTFT turn {args.turns} / turn 1: {best[-1] / best[0]:.2f}  "
-          f"(turn 1 {best[0] * 1000:.0f} ms, turn {args.turns} {best[-1] * 1000:.0f} ms, "
-          f"final prompt {session.last.generation.prompt_tokens} tokens)")
-    engine.close()
+    for section in args.only:
+        if section == "generation":
+            generation(args.model, args.repeat)
+        elif section == "overflow":
+            overflow(args.model)
+        elif section == "launch":
+            launch(args.model, args.repeat)
+        else:
+            format_section(args.model, args.repeat, args.tree)
 
 
 if __name__ == "__main__":

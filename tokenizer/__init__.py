@@ -12,18 +12,32 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import table_cache
-from .core import Tokenizer
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
 
+if TYPE_CHECKING:
+    from .core import Tokenizer
+
 __all__ = ["ModelKind", "Tokenizer", "TokenizerError", "TokenizerSpec", "TokenType", "Unsupported", "load"]
+
+
+def __getattr__(name: str) -> object:
+    """``tokenizer.Tokenizer`` imports the engine on first use: ``import tokenizer`` stays cheap for an app
+    that starts loading its model's weights first."""
+    if name == "Tokenizer":
+        from .core import Tokenizer
+
+        return Tokenizer
+    raise AttributeError(f"module 'tokenizer' has no attribute {name!r}")
 
 
 def load(path: str | Path) -> Tokenizer:
     """Build the tokenizer of a GGUF file, a tokenizer.json file, or a model directory (its tokenizer.json
     and config files, else its single ``.gguf``). The built tables of a big vocabulary are cached on disk
     (``table_cache``): the next load of the same, unchanged file reads them back."""
+    from . import table_cache
+    from .core import Tokenizer
     from .gguf import load_gguf
     from .hf_config import is_hf_source, load_hf
 

@@ -69,8 +69,9 @@ Py_ssize_t read_chunk(PyObject *chunk, Py_UCS4 *text) {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_cmerge",
-    .m_doc = "The short-word merge loops of bpe.py in C (ScoredVocab, RankedTable).",
+    .m_doc = "The short-word merge loops of bpe.py in C (ScoredVocab, RankedTable), and GGUF string arrays.",
     .m_size = -1,
+    .m_methods = GGUF_METHODS,
 };
 
 PyMODINIT_FUNC PyInit__cmerge(void) {

@@ -9,6 +9,7 @@
 #define MAX_SYMBOLS 128 /* bpe.SHORT_WORD: a longer word gets None and goes to the Python heap loop */
 
 extern PyTypeObject ScoredVocabType, RankedTableType;
+extern PyMethodDef GGUF_METHODS[]; /* _cmerge_gguf.c: read_strings */
 
 /* A new list of ids[0:n] as Python ints. */
 PyObject *id_list(const int64_t *ids, Py_ssize_t n);

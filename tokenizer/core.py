@@ -32,7 +32,7 @@ from .byte_alphabet import BYTE_TO_CHAR, spell
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, validate
 from .specials import ASCII_SPACE, UNICODE_SPACE, SpecialCutter
 from .token_bytes import SPECIAL_TYPES as _SPECIAL_TYPES
-from .token_bytes import byte_fallback_text, byte_table
+from .token_bytes import byte_fallback_text, byte_table, one_token
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
 _SPACE_LEADS = {ModelKind.SENTENCEPIECE: (" ", "\u2581"), ModelKind.BYTE_LEVEL: " "}
@@ -83,6 +83,8 @@ class Tokenizer:
                         if merge_table is None else merge_table)
         self._byte_tokens = self._build_byte_tokens()
         self._fallbacks: dict[str, tuple[int, ...]] = {}  # a character with no token -> its ids (_fallback_ids)
+        self._pieces: dict[int, bytes] = {}  # token_bytes of single tokens, before the whole table exists
+        self._few_cutters: dict[frozenset[str], SpecialCutter] = {}  # split_special(among=...)
         self._unk_alone = () if spec.unk_id is None else (spec.unk_id,)
         self._unk_fuses = bool(spec.fuse_unk and spec.unk_id is not None)
         specials = [(spec.tokens[i], i) for i in compress(range(n), map(_SPECIAL_TYPES.__contains__, self._types))]
@@ -317,9 +319,18 @@ class Tokenizer:
         """Every token cut out of text with parse_special (control, user-defined, unknown), by text."""
         return self._special_texts
 
-    def split_special(self, text: str) -> list[tuple[str, int | None]]:
-        """``text`` cut as ``encode(parse_special=True)`` cuts it: (fragment, None) and (token text, id)."""
-        return list(self._cut_all.split(text))
+    def split_special(self, text: str, among: Iterable[str] | None = None) -> list[tuple[str, int | None]]:
+        """``text`` cut as ``encode(parse_special=True)`` cuts it: (fragment, None) and (token text, id).
+        ``among``: only these special tokens can occur in the text (a cutter of just them is kept; Gemma's
+        6,000-token cutter costs 0.15 s to build)."""
+        if among is None:
+            return list(self._cut_all.split(text))
+        key = frozenset(among)
+        cutter = self._few_cutters.get(key)
+        if cutter is None:
+            cutter = self._few_cutters[key] = self._cutter((t, self._special_texts[t]) for t in key
+                                                           if t in self._special_texts and t in self._cut_all.ids)
+        return list(cutter.split(text))
 
     def literal_encoder(self, protected: Iterable[int]) -> Callable[[str], list[int]]:
         """Encode literal text (parse_special off: user-defined tokens only) where the ``protected`` ids
@@ -375,8 +386,15 @@ class Tokenizer:
                               f"(vocabulary has {self.vocab_size} tokens)")
 
     def token_bytes(self, token_id: int) -> bytes:
-        """Raw bytes one token stands for (a control token: its text)."""
-        return self._bytes[self._check(token_id)]
+        """Raw bytes one token stands for (a control token: its text); one at a time until a decode has
+        built the whole table."""
+        if "_bytes" in self.__dict__:
+            return self._bytes[self._check(token_id)]
+        piece = self._pieces.get(token_id)
+        if piece is None:
+            self._check(token_id)
+            piece = self._pieces[token_id] = one_token(self.spec.kind, self._tokens[token_id], self._types[token_id])
+        return piece
 
     def token_type(self, token_id: int) -> TokenType:
         return TokenType(self._types[self._check(token_id)])

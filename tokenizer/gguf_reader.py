@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from . import bulk as bulk_arrays
+from .bpe import native_wanted
 from .spec import TokenizerError
+
+try:  # the loop of _Cursor._strings in C, built by pip install; optional
+    from ._cmerge import read_strings as _read_strings
+except ImportError:
+    _read_strings = None
 
 _SCALARS: dict[int, struct.Struct] = {
     0: struct.Struct("<B"), 1: struct.Struct("<b"), 2: struct.Struct("<H"), 3: struct.Struct("<h"),
@@ -119,6 +125,11 @@ class _Cursor:
             if found is not None:
                 strings, self.pos = found
                 return strings  # type: ignore[return-value]
+        if keep and _read_strings is not None and native_wanted():  # the same loop in C (_cmerge_gguf.c)
+            found = _read_strings(self.buf, self.pos, self.end, count, decode)
+            if found is not None:
+                start, (out_c, self.pos) = self.pos, found
+                return bulk_arrays.RecordList(out_c, self.buf[start:self.pos]) if in_bulk and decode else out_c
         # The loop: locals only, one bounds check per string. (A pure-Python bulk reader — one bytes.split
         # at the seven NULs after one-byte lengths, each part checked — read 20-35 % slower: it makes two
         # bytes objects per string.)

@@ -41,10 +41,16 @@ class ChatEncoder:
         eos = tokenizer.spec.eos_id
         self.eos_text = tokenizer.id_to_token(eos) if eos is not None else ""
         after = [self._filled(text) for text in fmt.after_assistant_texts()]
-        template_ids = {i for text in fmt.template_texts() for _, i in tokenizer.split_special(self._filled(text))
-                        if i is not None}
-        self.stop_ids = stop_ids(tokenizer, fmt, config_eos_ids, after)
-        self.stop_strings = tuple(dict.fromkeys(_stop_strings(tokenizer, fmt, after)))
+        texts = [self._filled(text) for text in fmt.template_texts()]
+        # the special tokens the format's own texts hold: its template text is cut for those alone (Gemma's
+        # 6,000-token cutter costs 0.15 s to build). A template's own renderings (the spliced path, which a
+        # format established from a template also takes) may hold any, so those are cut for all.
+        joined = "\0".join(texts + after)
+        among = [t for t in specials if t in joined]
+        self._among = None if fmt.template is not None else among  # a TemplateFormat has one too
+        template_ids = {i for text in texts for _, i in tokenizer.split_special(text, among) if i is not None}
+        self.stop_ids = stop_ids(tokenizer, fmt, config_eos_ids, after, among)
+        self.stop_strings = tuple(dict.fromkeys(_stop_strings(tokenizer, fmt, after, among)))
         protected = template_ids | {specials[m] for m in getattr(fmt, "markers", ()) if m in specials}
         protected |= set(self.stop_ids) | {i for i in (tokenizer.bos_id, tokenizer.spec.eos_id) if i is not None}
         self._encode_literal = tokenizer.literal_encoder(protected)
@@ -79,7 +85,7 @@ class ChatEncoder:
                     if parts is None:
                         if len(self._template_parts) >= _RUN_CACHE_LIMIT:
                             self._template_parts.clear()
-                        parts = self._template_parts[text] = self.tokenizer.split_special(text)
+                        parts = self._template_parts[text] = self.tokenizer.split_special(text, self._among)
                     if len(parts) > 1 or parts[0][1] is not None:
                         for part, part_id in parts:
                             if part_id is None:
@@ -115,10 +121,10 @@ class ChatEncoder:
         out += ids
 
 
-def _first_special(tokenizer: Tokenizer, text: str) -> int | None:
+def _first_special(tokenizer: Tokenizer, text: str, among: list[str] | None = None) -> int | None:
     """The first special token of a text the template writes after an answer, when only whitespace
     comes before it (Llama 2 writes " </s>")."""
-    for part, token_id in tokenizer.split_special(text):
+    for part, token_id in tokenizer.split_special(text, among):
         if token_id is not None:
             return token_id
         if part.strip():
@@ -126,24 +132,26 @@ def _first_special(tokenizer: Tokenizer, text: str) -> int | None:
     return None
 
 
-def _stop_strings(tokenizer: Tokenizer, fmt: PromptFormat, after: Iterable[str]) -> Iterable[str]:
+def _stop_strings(tokenizer: Tokenizer, fmt: PromptFormat, after: Iterable[str],
+                  among: list[str] | None = None) -> Iterable[str]:
     """Stop texts that are no single token: the table's, and a template's end of an answer that holds
     no special token at all (RWKV writes "\\n\\nUser: ")."""
     yield from (text for text in getattr(fmt, "stops", ()) if tokenizer.token_to_id(text) is None)
     for text in after:
-        if text.strip() and all(i is None for _, i in tokenizer.split_special(text)):
+        if text.strip() and all(i is None for _, i in tokenizer.split_special(text, among)):
             yield text.rstrip()
 
 
 def stop_ids(tokenizer: Tokenizer, fmt: PromptFormat, config_eos_ids: Iterable[int] = (),
-             after_assistant: Iterable[str] | None = None) -> tuple[int, ...]:
+             after_assistant: Iterable[str] | None = None, among: list[str] | None = None) -> tuple[int, ...]:
     """Ids that end a reply: the tokenizer's EOS/EOT/EOM, the model config's eos_token_id(s), the table
     record's turn terminators that are single tokens, and the first token the template writes after an
-    assistant's answer (``after_assistant``: those texts, holes filled; default the format's own)."""
+    assistant's answer (``after_assistant``: those texts, holes filled; default the format's own; ``among``:
+    the special tokens they can hold)."""
     ids = list(tokenizer.eos_ids) + [i for i in config_eos_ids if 0 <= i < tokenizer.vocab_size]
     ids += [i for i in map(tokenizer.token_to_id, getattr(fmt, "stops", ())) if i is not None]
     after = fmt.after_assistant_texts() if after_assistant is None else after_assistant
-    ids += [i for i in (_first_special(tokenizer, text) for text in after) if i is not None]
+    ids += [i for i in (_first_special(tokenizer, text, among) for text in after) if i is not None]
     return tuple(dict.fromkeys(ids))
 
 

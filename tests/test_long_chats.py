@@ -1,0 +1,201 @@
+"""Long chats with the real SmolLM2: overflow keeps the KV cache (exact ids), cancelled evaluations keep
+the cache consistent, a saved state resumes a chat without evaluating it again."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from conftest import model_path
+
+from rml_chat.conversation import Conversation
+from rml_chat.engine import Engine, Generation, Sampling
+from rml_chat.kv_cache import kv_shift, load_state, save_state, state_path
+from rml_chat.model import load_model
+from rml_chat.progress import EvalProgress
+from rml_chat.session import ChatSession
+
+GREEDY = Sampling(temp=0.0, seed=0, max_tokens=24)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model(str(model_path("smollm2")))
+
+
+def _session(model, n_ctx: int) -> ChatSession:
+    return ChatSession(model, Engine(model.weights, n_ctx=n_ctx, n_threads=2), Sampling(**vars(GREEDY)))
+
+
+def test_an_overflowing_chat_evaluates_only_what_is_new_and_the_cache_holds_the_prompts_ids(model) -> None:
+    session = _session(model, 512)
+    notes: list[str] = []
+    shifts = 0
+    try:
+        for turn in range(26):
+            text = f"Question {turn}: name one animal that lives in the sea, and say where it lives."
+            new_tokens = len(model.encoder.encode(model.encoder.format([{"role": "user", "content": text}])))
+            result = session.turn(text, lambda _: None, notes.append)
+            cached = session.engine.cached_ids()
+            assert cached[:len(result.prompt_ids)] == result.prompt_ids  # exactly the rendered kept conversation
+            assert cached[len(result.prompt_ids):] == result.generation.tokens[:len(cached) - len(result.prompt_ids)]
+            if turn:  # the previous reply is re-encoded to the ids generated: only the new message is evaluated
+                assert result.generation.evaluated <= new_tokens + 8, (turn, result.generation.evaluated)
+            shifts += result.dropped > 0
+    finally:
+        session.engine.close()
+    assert shifts >= 2 and all("the cache kept" in note for note in notes if "context full" in note)
+    assert any("dropped the" in note for note in notes)
+
+
+def test_a_shift_keeps_exactly_the_tokens_after_the_dropped_ones(model) -> None:
+    engine = Engine(model.weights, n_ctx=512, n_threads=2)
+    try:
+        text = " ".join(f"w{i}" for i in range(120))
+        ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": text}]))
+        list(engine.generate(ids, Sampling(temp=0.0, max_tokens=1), model.stop_ids, Generation()))
+        assert engine.cached_ids()[:len(ids)] == ids
+        dropped = ids[:10] + ids[40:]  # as if the 30 tokens after the first 10 were an old exchange
+        assert kv_shift(engine, dropped) == len(ids) - 40
+        assert engine.cached_ids() == dropped
+        gen = Generation()
+        list(engine.generate(dropped + ids[5:8], Sampling(temp=0.0, max_tokens=2), model.stop_ids, gen))
+        assert gen.evaluated == 3  # only the three new ids
+    finally:
+        engine.close()
+
+
+def test_replies_after_a_shift_agree_with_a_full_evaluation(model) -> None:
+    session = _session(model, 512)
+    reference = Engine(model.weights, n_ctx=512, n_threads=2)
+    agree = total = 0
+    try:
+        for turn in range(12):
+            result = session.turn(f"Tell me fact number {turn} about the moon, briefly.", lambda _: None,
+                                  lambda _: None)
+            if turn >= 8:
+                reference.reset()
+                fresh = list(reference.generate(result.prompt_ids, session.sampling, model.stop_ids, Generation()))
+                agree += sum(a == b for a, b in zip(result.generation.tokens, fresh))
+                total += max(len(fresh), len(result.generation.tokens))
+    finally:
+        session.engine.close()
+        reference.close()
+    assert total and agree / total >= 0.5, (agree, total)  # a shifted cache is not bit-identical; sane, though
+
+
+def test_a_resumed_chat_evaluates_only_the_new_message(model, tmp_path) -> None:
+    session = _session(model, 1024)
+    saved = tmp_path / "chat.json"
+    try:
+        session.turn("What is the capital of France?", lambda _: None, lambda _: None)
+        session.turn("And of Italy?", lambda _: None, lambda _: None)
+        session.conversation.save(saved)
+        assert save_state(session.engine, state_path(saved), model.weights) > 0
+    finally:
+        session.engine.close()
+    resumed = _session(model, 1024)
+    try:
+        resumed.conversation = Conversation.load(saved)
+        restored, why = load_state(resumed.engine, state_path(saved), model.weights)
+        assert restored > 0 and why == ""
+        text = "And of Spain?"
+        new_tokens = len(model.encoder.encode(model.encoder.format([{"role": "user", "content": text}])))
+        result = resumed.turn(text, lambda _: None, lambda _: None)
+        assert result.generation.evaluated <= new_tokens + 2
+    finally:
+        resumed.engine.close()
+
+
+def test_a_damaged_stale_or_foreign_state_is_ignored_with_a_reason(model, tmp_path) -> None:
+    engine = Engine(model.weights, n_ctx=512, n_threads=2)
+    try:
+        ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": "Hi"}]))
+        list(engine.generate(ids, Sampling(temp=0.0, max_tokens=1), model.stop_ids, Generation()))
+        path = tmp_path / "chat.json.kv"
+        save_state(engine, path, model.weights)
+        good = path.read_bytes()
+        cases = {"damaged": good[:-100] + b"x" * 100, "not ours": b"GGUF" + good[4:], "empty": b""}
+        for name, data in cases.items():
+            path.write_bytes(data)
+            assert load_state(engine, path, model.weights)[0] == 0, name
+        path.write_bytes(good)
+        assert load_state(engine, path, model_path("gemma3")) == (0, "its state was saved with other weights")
+        other = Engine(model.weights, n_ctx=1024, n_threads=2)
+        try:
+            assert load_state(other, path, model.weights) == (0, "its state was saved with another context size")
+        finally:
+            other.close()
+        assert load_state(engine, tmp_path / "missing.kv", model.weights) == (0, "no saved state beside it")
+        assert load_state(engine, path, model.weights)[0] == len(engine.cached_ids()) > 0
+    finally:
+        engine.close()
+
+
+def test_the_progress_line_shows_on_a_terminal_after_half_a_second_and_is_erased() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    progress = EvalProgress(stream)
+    progress(512, 4096, 0.2)
+    assert stream.getvalue() == ""  # a short evaluation shows nothing
+    progress(1024, 4096, 0.8)
+    assert "evaluating the prompt: 1024/4096 tokens · 1280 tok/s" in stream.getvalue()
+    progress.clear()
+    assert stream.getvalue().endswith("\r\x1b[K") and not progress.shown
+    quiet = EvalProgress(io.StringIO())
+    quiet(1024, 4096, 5.0)
+    assert not quiet.shown
+
+
+def test_a_cut_evaluation_keeps_the_message_records_no_reply_and_the_next_message_goes_with_it(model) -> None:
+    session = _session(model, 2048)
+    calls = []
+
+    def interrupt(done: int, total: int, seconds: float) -> None:
+        calls.append(done)
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            session.turn("word " * 1200, lambda _: None, lambda _: None, interrupt)
+        assert calls and session.conversation.messages == [{"role": "user", "content": "word " * 1200}]
+        cached = session.engine.cached_ids()
+        assert cached == session.prompt_ids()[:len(cached)]  # consistent: a prefix of the prompt
+        result = session.turn("Now just say OK.", lambda _: None, lambda _: None)
+        assert [m["role"] for m in session.conversation.messages] == ["user", "assistant"]
+        assert session.conversation.messages[0]["content"].endswith("\n\nNow just say OK.")
+        assert result.generation.evaluated < len(result.prompt_ids)  # what was evaluated before the cut stayed
+    finally:
+        session.engine.close()
+
+
+def test_threads_and_threads_batch_reach_llama_cpp(model) -> None:
+    engine = Engine(model.weights, n_ctx=256, n_threads=1, n_threads_batch=2)
+    try:
+        import llama_cpp
+
+        assert (engine.n_threads, engine.n_threads_batch) == (1, 2)
+        assert llama_cpp.llama_n_threads(engine.llm.ctx) == 1
+        assert llama_cpp.llama_n_threads_batch(engine.llm.ctx) == 2
+    finally:
+        engine.close()
+
+
+def test_json_report_counts_stay_honest_after_a_resume(tmp_path) -> None:
+    """The JSON a script gets after --resume FILE reports what llama.cpp really evaluated."""
+    import subprocess
+    import sys
+
+    chat = tmp_path / "chat.json"
+    Conversation(None, [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}],
+                 str(model_path("smollm2"))).save(chat)
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--resume", str(chat), "-p", "Bye", "--temp", "0", "-n",
+                           "4", "--json"], capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["prompt_tokens_evaluated"] == report["prompt_tokens"]  # no state beside it: all evaluated
+    assert b"no saved state beside it" in done.stderr
