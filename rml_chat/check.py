@@ -184,7 +184,7 @@ def format_report(r: CheckReport) -> str:
 
 def run_check(args: argparse.Namespace, say) -> int:
     say(f"checking {args.model or 'SmolLM2-135M-Instruct (default)'} …")
-    model = load_model(args.model, weights=args.weights, chat_format=args.chat_format)
+    model = load_model(args.model, weights=args.weights, chat_format=args.chat_format, need_weights=not args.server)
     engine = open_engine(model, args, say, n_ctx=min(args.ctx_size or 2048, 2048))
     try:
         report = check_model(model, engine)

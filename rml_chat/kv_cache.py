@@ -53,6 +53,8 @@ def kv_shift(engine: Engine, ids: Sequence[int]) -> int:
     prefix (0: nothing to keep, -1: this model's memory can't shift)."""
     import llama_cpp
 
+    if engine.remote:  # a server's cache is its own (its prompt cache still reuses the common prefix)
+        return -1
     old = engine.cached_ids()
     p = common_prefix(old, ids)
     if p >= len(old) or p >= len(ids) - MIN_KEPT:
@@ -84,8 +86,12 @@ def _identity(weights: Path) -> dict:
 
 
 def save_state(engine: Engine, path: Path, weights: Path) -> int:
-    """Write the cache's state atomically; its size in bytes. OSError when it can't be written."""
+    """Write the cache's state atomically; its size in bytes (0: a server's, which keeps its own). OSError
+    when it can't be written."""
     import llama_cpp
+
+    if engine.remote:
+        return 0
 
     ctx = engine.llm.ctx
     size = llama_cpp.llama_state_get_size(ctx)
@@ -108,6 +114,9 @@ def save_state(engine: Engine, path: Path, weights: Path) -> int:
 def load_state(engine: Engine, path: Path, weights: Path) -> tuple[int, str]:
     """Restore a saved state: (the ids restored, "") or (0, why it was not used)."""
     import llama_cpp
+
+    if engine.remote:
+        return 0, "the server keeps its own cache"
 
     try:
         data = path.read_bytes()

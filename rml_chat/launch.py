@@ -17,10 +17,25 @@ from .conversation import Conversation, last_autosave, sessions_dir
 from .engine import Engine, Sampling, context_size
 from .kv_cache import load_state, state_path
 from .paths import resolve
+from .structured import Constraint, check, from_grammar, from_schema
 from .words import counted
 
 if TYPE_CHECKING:
     from .session import ChatSession
+
+
+def constraint_from(args: argparse.Namespace, engine: Engine) -> Constraint | None:
+    """-j/--json-schema, --grammar or --grammar-file, checked against llama.cpp's grammar parser."""
+    if args.json_schema is not None:
+        constraint = from_schema(args.json_schema)
+    elif args.grammar is not None:
+        constraint = from_grammar(args.grammar)
+    elif args.grammar_file is not None:
+        constraint = from_grammar("@" + args.grammar_file, "--grammar-file")
+    else:
+        return None
+    check(constraint, engine)
+    return constraint
 
 
 def sampling_from(args: argparse.Namespace) -> Sampling:
@@ -62,8 +77,15 @@ def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = No
 
 def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_ctx: int | None = None,
                 loading: Callable[[], Engine] | None = None) -> Engine:
-    """llama.cpp over the model's weights (``loading``: a load already started), checked against our
-    tokenizer; notes on the context size."""
+    """llama.cpp over the model's weights (``loading``: a load already started), or the server of
+    ``--server``, checked against our tokenizer; notes on the context size."""
+    if args.server:
+        from .remote import RemoteEngine
+
+        remote = RemoteEngine(args.server)
+        remote.check_vocabulary(model.tokenizer, model.source)
+        say(f"note: {remote.url} serves {remote.model_id} ({remote.n_ctx}-token context)")
+        return remote  # type: ignore[return-value]
     requested = args.ctx_size if n_ctx is None else n_ctx
     engine = (loading or start_engine(model.weights, args, n_ctx))()
     try:
@@ -93,11 +115,11 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
     if reopened is not None and args.model is None and reopened[0].model and Path(reopened[0].model).exists():
         args.model = reopened[0].model
     say(f"loading {args.model or 'SmolLM2-135M-Instruct (default)'} …")
-    loading = start_engine(resolve(args.model, args.weights)[1], args)
+    loading = None if args.server else start_engine(resolve(args.model, args.weights)[1], args)
     from .model import load_model  # our tokenizer and the chat code load while llama.cpp loads the weights
     from .session import ChatSession
 
-    model = load_model(args.model, weights=args.weights, chat_format=args.chat_format)
+    model = load_model(args.model, weights=args.weights, chat_format=args.chat_format, need_weights=not args.server)
     model.encoder.encode(model.encoder.format([{"role": "user", "content": "Hello"}]))  # its tables, now too
     if model.detection.warning:
         say(f"note: {model.detection.warning}")
@@ -112,6 +134,11 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
     engine = open_engine(model, args, say, loading=loading)
     session = ChatSession(model, engine, sampling_from(args), overflow=args.overflow,
                           stop_strings=tuple(args.stop), thinking=thinking)
+    try:
+        session.constraint = constraint_from(args, engine)
+    except BaseException:
+        engine.close()
+        raise
     if reopened is not None:
         session.conversation, path = reopened
         if path.parent.resolve() == sessions_dir().resolve():  # an autosave goes on in its own file

@@ -57,9 +57,10 @@ class Model:
         return lines
 
 
-def load_model(model: str | None, *, weights: str | None = None, chat_format: str | None = None) -> Model:
+def load_model(model: str | None, *, weights: str | None = None, chat_format: str | None = None,
+               need_weights: bool = True) -> Model:
     """Resolve MODEL, build our tokenizer and detect the chat format. Raises ModelError with one line."""
-    source, weights_path, tokenizer_source = resolve(model, weights)
+    source, weights_path, tokenizer_source = resolve(model, weights, need_weights)
     try:
         tok = tokenizer.load(tokenizer_source)
         bos = tok.id_to_token(tok.bos_id) if tok.bos_id is not None else ""

@@ -42,12 +42,15 @@ def _weights_in(directory: Path, weights: Path | None) -> Path:
     raise ModelError(f"{directory}: {len(found)} .gguf files; pass --weights FILE to choose one")
 
 
-def resolve(model: str | None, weights: str | None = None) -> tuple[Path, Path, Path]:
-    """MODEL (and --weights) -> (what was named, the weights file, where the tokenizer is read from)."""
+def resolve(model: str | None, weights: str | None = None, need_weights: bool = True) -> tuple[Path, Path, Path]:
+    """MODEL (and --weights) -> (what was named, the weights file, where the tokenizer is read from).
+    ``need_weights`` False (a server holds them): a model directory may have its tokenizer.json alone."""
     source = Path(model).expanduser() if model else default_model_path()
     weights_path = Path(weights).expanduser() if weights else None
     if not source.exists():
         raise ModelError(f"{source}: no such file or directory")
+    if source.is_dir() and not need_weights and weights_path is None and (source / "tokenizer.json").is_file():
+        return source, source, source
     if source.is_dir():
         weights_path = _weights_in(source, weights_path)
         tokenizer_source = source if (source / "tokenizer.json").is_file() else weights_path

@@ -240,6 +240,8 @@ class Repl:
         progress.clear()
         if not result.reply.endswith("\n"):
             sys.stdout.write("\n")
+        if result.outcome is not None and result.outcome.problem:
+            self._say(f"note: {result.outcome.problem}")
         self._say(dim(self.stats_line()))
         self.autosave()
 

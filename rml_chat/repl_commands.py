@@ -15,6 +15,7 @@ from .conversation import Conversation
 from .kv_cache import load_state, save_state, state_path
 from .prompt_view import marked_prompt
 from .settings import SETTINGS, SettingError, settable
+from .structured import check, from_grammar, from_schema
 from .words import counted
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class Commands:
             "/info": (self._info, "model, chat format, stop ids, settings, the autosave file"),
             "/stats": (self._stats, "figures of the last reply"),
             "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
+            "/schema": (self._schema, "JSON|@FILE|off  replies are JSON following this schema"),
+            "/grammar": (self._grammar, "GBNF|@FILE|off  replies follow this GBNF grammar"),
             "/exit": (lambda _: True, "leave (or Ctrl-D)"),
         }
 
@@ -135,6 +138,27 @@ class Commands:
         """What the change costs the next turn in evaluation, when it costs anything."""
         again = self.session.reevaluation()
         return f" (the next turn evaluates {counted(again, 'token')} again)" if again else ""
+
+    def _schema(self, text: str) -> None:
+        self._constrain(text, lambda value: from_schema(value, "/schema"))
+
+    def _grammar(self, text: str) -> None:
+        self._constrain(text, lambda value: from_grammar(value, "/grammar"))
+
+    def _constrain(self, text: str, make) -> None:  # type: ignore[no-untyped-def]
+        if not text:
+            current = self.session.constraint
+            self.say(f"replies follow {current.describe()}" if current else "replies are free text")
+            return
+        if text == "off":
+            self.session.constraint = None
+            self.say("replies are free text again")
+            return
+        constraint = make(text)
+        check(constraint, self.session.engine)
+        self.session.constraint = constraint
+        self.say(f"replies follow {constraint.describe()} now (/{'schema' if constraint.schema else 'grammar'} off "
+                 "to stop)")
 
     def _prompt(self, _: str) -> None:
         ids = self.session.prompt_ids()

@@ -7,21 +7,29 @@ import json
 import sys
 
 from . import text_input
-from .errors import EXIT_INTERRUPTED, AppError
+from .errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
 from .progress import EvalProgress
 from .prompt_view import marked_prompt
 from .session import ChatSession, TurnResult
+from .structured import Constraint, Outcome
 
 
-def result_json(session: ChatSession, result: TurnResult) -> dict:
+def result_json(session: ChatSession, result: TurnResult, constraint: Constraint | None = None) -> dict:
+    """A turn as a script reads it: reply, counts (evaluated and reused from the cache), stop reason,
+    timings; under a schema or grammar also whether the reply is complete and valid."""
     g = result.generation
+    outcome = result.outcome
+    shaped = {} if outcome is None or constraint is None else {
+        "complete": outcome.complete, "schema_valid": outcome.valid, "problem": outcome.problem}
     return {
-        "ok": True,
+        "ok": outcome is None or (outcome.complete and outcome.valid is not False),
+        **shaped,
         "reply": result.reply,
         "model": session.model.name,
         "chat_format": session.model.detection.format.name,
         "prompt_tokens": g.prompt_tokens,
         "prompt_tokens_evaluated": g.evaluated,
+        "prompt_tokens_reused": g.prompt_tokens - g.evaluated,
         "completion_tokens": len(g.tokens),
         "stop_reason": g.stop_reason,
         "context_used": result.context_used,
@@ -66,7 +74,16 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     progress.clear()
     if args.json:
-        print(json.dumps(result_json(session, result), ensure_ascii=False))
+        print(json.dumps(result_json(session, result, session.constraint), ensure_ascii=False))
     elif not result.reply.endswith("\n"):
         print()
-    return 0
+    return verdict(result.outcome, args.json)
+
+
+def verdict(outcome: Outcome | None, as_json: bool) -> int:
+    """The exit code of a constrained reply: 3 when incomplete, 1 when it breaks the schema (one line on
+    stderr; with --json the object printed already says it)."""
+    if outcome is None or (outcome.complete and outcome.valid is not False):
+        return 0
+    kind, code = ("incomplete", EXIT_INCOMPLETE) if not outcome.complete else ("invalid", 1)
+    return report(outcome.problem, kind, code, False)

@@ -19,9 +19,11 @@ from tokenizer import TokenType
 
 from .conversation import ChatError, Conversation
 from .engine import Engine, Generation, Progress, Sampling, common_prefix
+from .errors import AppError
 from .kv_cache import kv_shift
 from .model import Model
 from .stream import ReplyStream
+from .structured import Constraint, Outcome, grammar_of, judge
 from .words import counted
 
 __all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "Conversation", "TurnResult"]
@@ -37,6 +39,7 @@ class TurnResult:
     generation: Generation
     prompt_ids: list[int]
     dropped: int = 0  # exchanges dropped to fit
+    outcome: Outcome | None = None  # complete / valid, under a schema or grammar
 
     @property
     def context_used(self) -> int:
@@ -57,6 +60,7 @@ class ChatSession:
         self.conversation = Conversation()
         self.last: TurnResult | None = None
         self.autosave_path: Path | None = None  # set when resumed from an autosave: saving goes on there
+        self.constraint: Constraint | None = None  # a JSON schema or a grammar every reply follows
 
     def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
         encoder = self.model.encoder
@@ -92,18 +96,19 @@ class ChatSession:
             ids = self.prompt_ids()
         kept = kv_shift(self.engine, ids)
         how = (f"the cache kept {kept} tokens, shifted" if kept > 0 else
-               "this model's cache can't shift: the rest is evaluated again" if kept < 0 else
+               "the cache can't shift here: the rest is evaluated again" if kept < 0 else
                "the rest is evaluated again")
         notify(f"context full: dropped the {counted(dropped, 'oldest exchange')} to fit "
                f"({len(ids)}/{self.engine.n_ctx} tokens; {how})")
         return ids, dropped
 
     def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
-             progress: Progress | None = None) -> TurnResult:
+             progress: Progress | None = None, constraint: Constraint | None = None) -> TurnResult:
         """Add the user's message (None: regenerate the last reply), generate, stream through ``emit``;
         ``progress(done, total, seconds)`` follows a long prompt evaluation. Ctrl-C keeps the partial reply,
         marked as cut, and re-raises KeyboardInterrupt; during the evaluation it keeps the message and
-        records no reply."""
+        records no reply. ``constraint`` (default: the session's) is a schema or grammar the reply follows."""
+        constraint = constraint or self.constraint
         if text is not None:
             pending = self.conversation.unanswered()
             if pending is not None:  # a message whose evaluation was cut: it goes with this one
@@ -120,7 +125,8 @@ class ChatSession:
         stream = ReplyStream(self.stop_strings)
         tokenizer = self.model.tokenizer
         try:
-            for token in self.engine.generate(ids, self.sampling, self.model.stop_ids, gen, progress):
+            for token in self.engine.generate(ids, self.sampling, self.model.stop_ids, gen, progress,
+                                              grammar_of(constraint)):
                 if tokenizer.token_type(token) in _HIDDEN_TYPES:
                     continue
                 emit(stream.feed(tokenizer.token_bytes(token)))
@@ -128,6 +134,11 @@ class ChatSession:
                     gen.stop_reason = "stop_string"
                     break
             emit(stream.finish())
+        except AppError:  # the engine failed mid-reply (a server that went away): what came stays, cut
+            emit(stream.finish())
+            if gen.tokens:
+                self._record(stream.text, ids, gen, dropped, cut=True)
+            raise
         except KeyboardInterrupt:
             emit(stream.finish())
             if gen.tokens or gen.first_token_at:
@@ -135,7 +146,9 @@ class ChatSession:
             else:  # cut during the prompt's evaluation: the message stays, unanswered; no reply is made up
                 self.last = TurnResult("", gen, ids, dropped)
             raise
-        return self._record(stream.text, ids, gen, dropped, cut=False)
+        result = self._record(stream.text, ids, gen, dropped, cut=False)
+        result.outcome = judge(constraint, result.reply, gen.stop_reason)
+        return result
 
     def _record(self, reply: str, ids: list[int], gen: Generation, dropped: int, cut: bool) -> TurnResult:
         message = {"role": "assistant", "content": reply}

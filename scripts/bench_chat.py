@@ -11,6 +11,11 @@ Sections (``--only`` picks some):
   turns over the first 10 (a chat that keeps overflowing must not stall), and the tokens evaluated.
 * ``launch``      launch to first token, whole processes, alternating: ``rml-chat MODEL -p … -n 1`` against
   llama-cpp-python's own path (``Llama(...)`` + ``create_chat_completion``), median of --repeat.
+* ``batch``       N short prompts through ``--batch`` (one model load) against N separate ``-p`` runs, whole
+  processes, for N = 12 and 100: the ratio of wall times.
+* ``remote``      the same greedy reply through a llama-server over two RPC workers on 127.0.0.1
+  (scripts/cluster.py) against the local engine: tokens/s and TTFT as ratios, and the time our client adds
+  per token on top of the server's own timings.
 * ``format``      formatting + encoding one turn of a 50-exchange conversation (what a turn costs before
   llama.cpp sees it), µs; with ``--tree DIR`` the same for another checkout, in alternating processes.
 """
@@ -35,7 +40,7 @@ from rml_chat.session import ChatSession  # noqa: E402
 from tokenizer.chat import segments_text  # noqa: E402
 
 STORY = "Write a long story about a dragon who learns to cook, with many details."
-SECTIONS = ("generation", "overflow", "launch", "format")
+SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote")
 
 
 # ----- generation ------------------------------------------------------------------------------------
@@ -178,6 +183,66 @@ def launch(model_path: str | None, repeat: int) -> None:
           f"{t:.3f} s, ratio {o / t:.2f}")
 
 
+# ----- batches ---------------------------------------------------------------------------------------
+
+def batch(model_path: str | None, counts: tuple[int, ...] = (12, 100)) -> None:
+    path = str(load_model(model_path).weights)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    common = ["--temp", "0", "-n", "8", "-sys", "Answer in a few words."]
+    _wall([sys.executable, "-m", "rml_chat", path, "-p", "warm up", *common])
+    for n in counts:
+        prompts = [f"Name a colour, number {i}." for i in range(n)]
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "rml_chat", path, "--batch", "-", *common], check=False,
+                       input="\n".join(json.dumps(p) for p in prompts).encode(), capture_output=True, env=env)
+        batched = time.perf_counter() - start
+        separate = sum(_wall([sys.executable, "-m", "rml_chat", path, "-p", p, *common]) for p in prompts)
+        print(f"batch of {n} ({Path(path).name}): --batch {batched:.2f} s, {n} separate -p runs {separate:.2f} s, "
+              f"ratio {batched / separate:.3f}")
+
+
+# ----- on a server ------------------------------------------------------------------------------------
+
+def remote(model_path: str | None, repeat: int, n: int = 128) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import cluster
+
+    from rml_chat.remote import RemoteEngine
+
+    model = load_model(model_path)
+    running = cluster.start(model.weights, workers=2, ctx=4096, threads=1)
+    try:
+        engines = {"remote": RemoteEngine(running.url), "local": Engine(model.weights, n_ctx=4096, n_threads=1)}
+        ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": STORY}]))
+        sampling = Sampling(temp=0.0, seed=0, max_tokens=n)
+        best: dict[str, tuple[float, float]] = {}
+        overhead = []
+        for _ in range(repeat):
+            for name, engine in engines.items():
+                engine.reset()
+                if name == "local":
+                    engine.llm.reset()
+                gen = Generation()
+                stamps = [time.perf_counter() for _token in engine.generate(ids, sampling, (), gen)]
+                rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
+                if name not in best or rate > best[name][0]:
+                    best[name] = (rate, gen.ttft_s)
+                if name == "remote" and engine.timings.get("predicted_ms"):
+                    ours_ms = (gen.finished - gen.first_token_at) * 1000
+                    server_ms = engine.timings["predicted_ms"] * (len(stamps) - 1) / max(engine.timings["predicted_n"], 1)
+                    overhead.append((ours_ms - server_ms) / ours_ms)
+        (r_rate, r_ttft), (l_rate, l_ttft) = best["remote"], best["local"]
+        print(f"remote ({model.name}, llama-server over 2 RPC workers on 127.0.0.1, 1 thread each; {n} tokens, "
+              f"best of {repeat}): {r_rate:.1f} tok/s against local {l_rate:.1f} (ratio {r_rate / l_rate:.3f}); "
+              f"TTFT {r_ttft * 1000:.0f} ms against {l_ttft * 1000:.0f} ms")
+        if overhead:
+            print(f"  our client's share of the streaming time beyond the server's own timings: "
+                  f"{statistics.median(overhead) * 100:.1f} %")
+        engines["local"].close()
+    finally:
+        running.stop()
+
+
 # ----- formatting + encoding a turn --------------------------------------------------------------------
 
 _FORMAT_ENCODE = """
@@ -231,6 +296,10 @@ def main() -> None:
             overflow(args.model)
         elif section == "launch":
             launch(args.model, args.repeat)
+        elif section == "batch":
+            batch(args.model)
+        elif section == "remote":
+            remote(args.model, args.repeat)
         else:
             format_section(args.model, args.repeat, args.tree)
 

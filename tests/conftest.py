@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,18 @@ def read_in_bulk(monkeypatch: pytest.MonkeyPatch, from_count: int) -> None:
 
     monkeypatch.setattr(bulk, "BULK_MIN", from_count)
     monkeypatch.setattr(bulk, "BULK_MIN_IMPORTED", from_count)
+
+
+@contextmanager
+def smollm_session(n_ctx: int, max_tokens: int, **sampling):
+    """A chat session on SmolLM2 with greedy sampling, its engine closed afterwards."""
+    from rml_chat.engine import Engine, Sampling
+    from rml_chat.model import load_model
+    from rml_chat.session import ChatSession
+
+    model = load_model(str(model_path("smollm2")))
+    engine = Engine(model.weights, n_ctx=n_ctx, n_threads=2)
+    try:
+        yield ChatSession(model, engine, Sampling(temp=0.0, max_tokens=max_tokens, **sampling))
+    finally:
+        engine.close()

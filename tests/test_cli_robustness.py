@@ -19,13 +19,12 @@ import threading
 import time
 
 import pytest
-from conftest import model_path
+from conftest import model_path, smollm_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rml_chat import cli
 from rml_chat.conversation import Conversation
-from rml_chat.engine import Engine, Sampling
 from rml_chat.errors import EXIT_CODES
 from rml_chat.model import load_model
 from rml_chat.repl import Repl
@@ -164,10 +163,8 @@ def test_a_truncated_model_file_gives_llama_cpps_reason(tmp_path, keep: float) -
 
 @pytest.fixture(scope="module")
 def session() -> ChatSession:
-    model = load_model(str(model_path("smollm2")))
-    engine = Engine(model.weights, n_ctx=1024, n_threads=2)
-    yield ChatSession(model, engine, Sampling(temp=0.0, max_tokens=6))
-    engine.close()
+    with smollm_session(1024, 6) as made:
+        yield made
 
 
 def drive(session: ChatSession, keys: list[str], tmp_path, capsys) -> str:
@@ -176,7 +173,7 @@ def drive(session: ChatSession, keys: list[str], tmp_path, capsys) -> str:
         def feed() -> None:
             for group in keys:
                 pipe.send_text(group)
-                time.sleep(0.3)
+                time.sleep(1.0 if group == "\t" else 0.3)  # completions come asynchronously, slower on a busy machine
             pipe.close()
 
         threading.Thread(target=feed, daemon=True).start()
@@ -244,6 +241,14 @@ def test_the_repl_autosaves_every_turn_and_survives_a_full_disk(session, tmp_pat
 
 
 def test_tab_completes_commands_and_system_alone_shows_it(session, tmp_path, capsys) -> None:
+    from prompt_toolkit.document import Document
+
+    from rml_chat.repl import _SlashCompleter
+
+    completer = _SlashCompleter(["/help", "/system", "/schema", "/save"])
+    assert [c.text for c in completer.get_completions(Document("/sy"), None)] == ["/system"]
+    assert [c.text for c in completer.get_completions(Document("/s"), None)] == ["/system", "/schema", "/save"]
+    assert list(completer.get_completions(Document("hello /s"), None)) == []
     session.conversation = Conversation("Be brief.")
     out = drive(session, ["/sys", "\t", ENTER, "/he", "\t", ENTER], tmp_path, capsys)
     assert "system message: 'Be brief.'" in out and "keys:" in out and "Alt-Enter" in out

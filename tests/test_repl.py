@@ -11,12 +11,10 @@ import sys
 import time
 
 import pytest
-from conftest import model_path
+from conftest import model_path, smollm_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rml_chat.engine import Engine, Sampling
-from rml_chat.model import load_model
 from rml_chat.repl import Repl
 from rml_chat.session import ChatSession
 
@@ -25,10 +23,8 @@ ENTER, ALT_ENTER = "\r", "\x1b\r"
 
 @pytest.fixture(scope="module")
 def session() -> ChatSession:
-    model = load_model(str(model_path("smollm2")))
-    engine = Engine(model.weights, n_ctx=2048, n_threads=2)
-    yield ChatSession(model, engine, Sampling(temp=0.0, max_tokens=12))
-    engine.close()
+    with smollm_session(2048, 12) as made:
+        yield made
 
 
 def drive(session: ChatSession, keys: str, tmp_path, capsys) -> str:

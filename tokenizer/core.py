@@ -29,10 +29,10 @@ from itertools import compress, repeat
 
 from . import bpe, pretokenizers
 from .byte_alphabet import BYTE_TO_CHAR, spell
+from .decode import Decoding
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, validate
 from .specials import ASCII_SPACE, UNICODE_SPACE, SpecialCutter
 from .token_bytes import SPECIAL_TYPES as _SPECIAL_TYPES
-from .token_bytes import byte_fallback_text, byte_table, one_token
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
 _SPACE_LEADS = {ModelKind.SENTENCEPIECE: (" ", "\u2581"), ModelKind.BYTE_LEVEL: " "}
@@ -65,7 +65,7 @@ class _WordCache(dict):
         return ids
 
 
-class Tokenizer:
+class Tokenizer(Decoding):
     """Text <-> token ids for one vocabulary. Build with ``Tokenizer.create(spec)``."""
 
     def __init__(self, spec: TokenizerSpec, merge_table: dict[int, int] | None = None):
@@ -130,15 +130,6 @@ class Tokenizer:
         spec = self.spec
         return SpecialCutter(specials, spec.lstrip_ids, spec.rstrip_ids, spec.single_word_ids,
                              UNICODE_SPACE if spec.unicode_strip else ASCII_SPACE)
-
-    @cached_property
-    def _bytes(self) -> list[bytes]:
-        """Raw bytes of every token (``token_bytes.byte_table``), built on the first decode."""
-        return byte_table(self.spec.kind, self._tokens, self._types)
-
-    @cached_property
-    def _bytes_skip(self) -> list[bytes]:
-        return [b"" if t in _CONTROLISH else b for b, t in zip(self._bytes, self._types)]
 
     def _build_byte_tokens(self) -> list[int]:
         """Token id for each byte value: its spelling (byte-level) or <0xXX> (SentencePiece)."""
@@ -347,54 +338,6 @@ class Tokenizer:
             return out
 
         return encode
-
-    def _token_parts(self, ids: list[int], skip_special: bool) -> list[bytes]:
-        if ids and (min(ids) < 0 or max(ids) >= self.vocab_size):
-            raise self._out_of_range(next(i for i in ids if not 0 <= i < self.vocab_size))
-        return list(map((self._bytes_skip if skip_special else self._bytes).__getitem__, ids))
-
-    def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
-        """Concatenated raw bytes of the tokens (control tokens left out with skip_special)."""
-        ids = list(ids)
-        parts = self._token_parts(ids, skip_special)
-        if self.spec.decode_strip_space:  # HF's Strip decoder: the decoded text's first space
-            joined = b"".join(parts)
-            return joined[1:] if joined.startswith(b" ") else joined
-        if self.spec.decode_strip_space is None and self.spec.kind is ModelKind.SENTENCEPIECE \
-                and self.spec.add_space_prefix and parts and parts[0].startswith(b" "):
-            parts[0] = parts[0][1:]  # llama.cpp: the first token's space ("<s>" first: " Hello" keeps its own)
-        return b"".join(parts)
-
-    def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
-        """Text of the tokens; invalid UTF-8 is replaced by U+FFFD — for a tokenizer.json whose decoder
-        has ByteFallback, as HF does it: one U+FFFD per byte token of an invalid run of them."""
-        if not self.spec.byte_fallback_decoder:
-            return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", "replace")
-        ids = list(ids)
-        parts = self._token_parts(ids, False)  # range-checked; skipped control tokens are left out, as HF drops them
-        kept = [n for n, i in enumerate(ids) if not (skip_special and self._types[i] in _CONTROLISH)]
-        text = byte_fallback_text([parts[n] for n in kept], [self._types[ids[n]] == TokenType.BYTE for n in kept])
-        return text[1:] if self.spec.decode_strip_space and text.startswith(" ") else text
-
-    def _check(self, token_id: int) -> int:
-        if not 0 <= token_id < self.vocab_size:
-            raise self._out_of_range(token_id)
-        return token_id
-
-    def _out_of_range(self, token_id: int) -> TokenizerError:
-        return TokenizerError(f"{self.spec.source}: token id {token_id} is out of range "
-                              f"(vocabulary has {self.vocab_size} tokens)")
-
-    def token_bytes(self, token_id: int) -> bytes:
-        """Raw bytes one token stands for (a control token: its text); one at a time until a decode has
-        built the whole table."""
-        if "_bytes" in self.__dict__:
-            return self._bytes[self._check(token_id)]
-        piece = self._pieces.get(token_id)
-        if piece is None:
-            self._check(token_id)
-            piece = self._pieces[token_id] = one_token(self.spec.kind, self._tokens[token_id], self._types[token_id])
-        return piece
 
     def token_type(self, token_id: int) -> TokenType:
         return TokenType(self._types[self._check(token_id)])

@@ -54,21 +54,30 @@ def cache_dir() -> Path:
     return Path(base) / "rml-chat"
 
 
-def tables_dir() -> Path | None:
-    """Where entries live, or None when the cache is turned off."""
-    setting = os.environ.get("RML_CHAT_TOKENIZER_CACHE", "")
+def cache_folder(variable: str, default: str) -> Path | None:
+    """``$variable`` (a folder, or ``off``), else ``cache_dir() / default``; None when turned off."""
+    setting = os.environ.get(variable, "")
     if setting.lower() in ("off", "0", "no", "false"):
         return None
-    return Path(setting) if setting else cache_dir() / "tokenizers"
+    return Path(setting).expanduser() if setting else cache_dir() / default
+
+
+def tables_dir() -> Path | None:
+    """Where entries live, or None when the cache is turned off."""
+    return cache_folder("RML_CHAT_TOKENIZER_CACHE", "tokenizers")
 
 
 @cache
-def _code_hash() -> str:
-    """Hash of this package's loader and engine sources: a new version never reads an old entry."""
+def source_hash(package: Path) -> str:
+    """Hash of a package's Python sources: a new version of the code never reads an old entry."""
     digest = hashlib.sha1()
-    for source in sorted(Path(__file__).parent.glob("*.py")):
+    for source in sorted(package.glob("*.py")):
         digest.update(source.name.encode() + source.read_bytes())
     return digest.hexdigest()
+
+
+def _code_hash() -> str:
+    return source_hash(Path(__file__).parent)
 
 
 def _stamp(source: Path) -> tuple:

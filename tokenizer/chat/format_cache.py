@@ -15,31 +15,19 @@ import hashlib
 import json
 import os
 import tempfile
-from functools import cache
 from pathlib import Path
 
-from ..table_cache import cache_dir
+from ..table_cache import cache_folder, source_hash
 
 _MEMORY: dict[str, dict] = {}
 
 
-@cache
-def _code_hash() -> str:
-    digest = hashlib.sha1()
-    for source in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(source.name.encode() + source.read_bytes())
-    return digest.hexdigest()
-
-
 def formats_dir() -> Path | None:
-    setting = os.environ.get("RML_CHAT_FORMAT_CACHE", "")
-    if setting.lower() in ("off", "0", "no", "false"):
-        return None
-    return Path(setting) if setting else cache_dir() / "chat-formats"
+    return cache_folder("RML_CHAT_FORMAT_CACHE", "chat-formats")
 
 
 def _key(template: str, bos_token: str, eos_token: str) -> str:
-    text = "\0".join((template, bos_token, eos_token, _code_hash()))
+    text = "\0".join((template, bos_token, eos_token, source_hash(Path(__file__).parent)))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

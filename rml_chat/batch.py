@@ -1,0 +1,200 @@
+"""``--batch FILE|-``: many prompts, one model load. JSONL in, JSONL out, in input order.
+
+A line is a JSON string (the prompt) or an object::
+
+    {"id": "q1", "prompt": "Name a colour.", "system": "Be terse.", "temp": 0, "max_tokens": 8,
+     "schema": {"type": "object", …}}
+
+``id`` is any JSON value (default: the line number); the sampling keys are the settings table's
+(``temp``, ``top_k``, ``top_p``, ``min_p``, ``repeat_penalty``, ``seed``, ``max_tokens``), checked as
+the flags are; ``schema`` (an object) or ``grammar`` (GBNF text) constrain that line's reply, else the
+command line's ``-j``/``--grammar`` apply. Each output line carries the id, the line number, the reply,
+the token counts (``prompt_tokens_reused``: taken from the cache — a system prompt shared by consecutive
+lines is evaluated once), the stop reason and the timings; a line that can't run carries ``error``
+instead, and the batch goes on. Ctrl-C stops after the last complete line: what was written stays valid
+JSONL. On a terminal, stderr shows n/N, tokens/s and the time left.
+
+Exit code: 0 when every line ran and (under a constraint) is complete and valid, 1 otherwise; a summary
+line on stderr names the lines that did not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TextIO
+
+from . import text_input
+from .conversation import Conversation
+from .errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
+from .scripted import result_json
+from .session import ChatSession
+from .settings import SettingError, settable
+from .structured import Constraint, check, from_schema
+from .words import counted
+
+_TEXT_KEYS = ("id", "prompt", "system", "schema", "grammar")
+
+
+@dataclass
+class Job:
+    number: int
+    id: object
+    prompt: str
+    system: str | None
+    overrides: dict
+    constraint: Constraint | None
+
+
+def _lines(path: str) -> Iterator[tuple[int, str]]:
+    """The input's lines, numbered from 1, each under the text policy."""
+    source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (closed below)
+    try:
+        for number, raw in enumerate(source, 1):
+            yield number, text_input.from_bytes(raw, "the batch input" if path == "-" else path)
+    finally:
+        if path != "-":
+            source.close()
+
+
+def parse_job(number: int, text: str, session: ChatSession, constraints: dict[str, Constraint]) -> Job:
+    """One input line as a job, or AppError saying what is wrong with it."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise AppError(f"not JSON ({err})", "input") from None
+    if isinstance(data, str):
+        data = {"prompt": data}
+    if not isinstance(data, dict):
+        raise AppError("a line is a JSON string or object", "input")
+    prompt, system = data.get("prompt"), data.get("system")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise AppError("'prompt' must be a string with text in it", "input")
+    if system is not None and not isinstance(system, str):
+        raise AppError("'system' must be a string", "input")
+    overrides = {}
+    for key, value in data.items():
+        if key in _TEXT_KEYS:
+            continue
+        row = settable(key)
+        if row is None or row.name == "think":
+            raise AppError(f"unknown key {key!r}", "input")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise AppError(f"{key} must be a number", "input")
+        try:
+            overrides[row.name] = row.check(str(value), flag=key)
+        except SettingError as err:
+            raise AppError(str(err), "input") from None
+    constraint = _constraint(data, session, constraints)
+    return Job(number, data.get("id", number), prompt, system, overrides, constraint)
+
+
+def _constraint(data: dict, session: ChatSession, constraints: dict[str, Constraint]) -> Constraint | None:
+    """The line's schema or grammar (each distinct one converted and checked once), else the session's."""
+    if "schema" in data and "grammar" in data:
+        raise AppError("a line takes 'schema' or 'grammar', not both", "input")
+    if "schema" in data:
+        if not isinstance(data["schema"], dict):
+            raise AppError("'schema' must be a JSON object", "input")
+        key = "schema:" + json.dumps(data["schema"], sort_keys=True)
+    elif "grammar" in data:
+        if not isinstance(data["grammar"], str):
+            raise AppError("'grammar' must be GBNF text", "input")
+        key = "grammar:" + data["grammar"]
+    else:
+        return session.constraint
+    if key not in constraints:
+        made = (from_schema(json.dumps(data["schema"]), "schema") if key.startswith("schema:")
+                else Constraint(data["grammar"], None, "grammar"))  # GBNF as written (no @FILE in a line)
+        check(made, session.engine)
+        constraints[key] = made
+    return constraints[key]
+
+
+def run_job(session: ChatSession, job: Job, base) -> dict:  # type: ignore[no-untyped-def]
+    session.conversation = Conversation(job.system)
+    session.sampling = replace(base, **job.overrides)
+    result = session.turn(job.prompt, lambda _: None, lambda _: None, constraint=job.constraint)
+    return {"id": job.id, "line": job.number, **result_json(session, result, job.constraint)}
+
+
+class _Progress:
+    def __init__(self, total: int | None, stream: TextIO):
+        self.total, self.stream, self.live = total, stream, stream.isatty()
+        self.started, self.tokens = time.perf_counter(), 0
+
+    def show(self, done: int, tokens: int) -> None:
+        self.tokens += tokens
+        if not self.live:
+            return
+        spent = time.perf_counter() - self.started
+        rate = self.tokens / spent if spent > 0 else 0.0
+        left = f" · {spent / done * (self.total - done):.0f} s left" if self.total and done else ""
+        of = f"/{self.total}" if self.total else ""
+        self.stream.write(f"\r\x1b[K\x1b[2mbatch: {done}{of} · {rate:.1f} tok/s{left}\x1b[0m")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.live:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def _count_lines(path: str) -> int | None:
+    if path == "-":
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for _ in handle)
+    except OSError as err:
+        raise AppError(f"--batch: {path}: {err.strerror}", "input") from None
+
+
+def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
+    """Every line through the one loaded model; returns the exit code."""
+    progress = _Progress(_count_lines(args.batch), sys.stderr)
+    base = session.sampling
+    constraints: dict[str, Constraint] = {}
+    failed: list[int] = []
+    done = 0
+    try:
+        for number, text in _lines(args.batch):
+            if not text.strip():
+                continue
+            try:
+                out = run_job(session, parse_job(number, text, session, constraints), base)
+                if not out["ok"]:
+                    failed.append(number)
+                progress.show(number, out.get("completion_tokens", 0))
+            except AppError as err:
+                out = {"id": _id_of(text, number), "line": number, "ok": False,
+                       "error": {"kind": err.kind, "message": one_line(str(err))}}
+                failed.append(number)
+            sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            done += 1
+    except KeyboardInterrupt:
+        progress.clear()
+        print(f"rml-chat: interrupted after {counted(done, 'line')}; the output holds them whole", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        session.sampling = base
+    progress.clear()
+    if failed:
+        shown = ", ".join(map(str, failed[:10])) + (" …" if len(failed) > 10 else "")
+        print(f"rml-chat: batch: {done - len(failed)} of {counted(done, 'line')} ran cleanly; not: line "
+              f"{shown}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def _id_of(text: str, number: int) -> object:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return number
+    return data.get("id", number) if isinstance(data, dict) else number

@@ -1,0 +1,236 @@
+"""llama.cpp's server as the engine, fed our token ids: the chat beyond one machine.
+
+``rml-chat --server URL [MODEL]``: the tokenizer and the chat format still come from MODEL (a GGUF, of
+which only the metadata is read, or a model directory); the weights live behind the server — one
+``llama-server``, or one spreading the model's layers over ggml RPC workers (``--rpc host:port,…``).
+
+* A prompt goes as our ids (``POST /completion``, ``"prompt": [ids]``), never as text; the reply streams
+  back as ids (``"return_tokens"``) through our streaming decoder. Our stop ids and stop strings decide
+  where a reply ends, and ending it closes the request (the server cancels it).
+* The server's prompt cache (``"cache_prompt"``) reuses the common prefix; the evaluated count is the
+  server's own (its ``prompt_progress``: total less cached).
+* At connect the server's model must fit our tokenizer: the vocabulary size, and the server's own
+  tokenization of a probe text (and of BOS and EOS) against ours. A mismatch is an error.
+* A refused connection, a timeout, or a server that dies mid-reply is one line (``kind`` "server").
+
+Only the standard library's ``http.client`` is used: no dependency for this.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+from collections.abc import Iterator, Sequence
+from urllib.parse import urlsplit
+
+from .engine import Generation, Progress, Sampling, common_prefix
+from .errors import AppError
+
+PROBE = "Hello, world! 123 — Grüße, 日本語 👋 <tag> and\nnew lines"
+
+
+class ServerError(AppError):
+    def __init__(self, message: str):
+        super().__init__(message, "server")
+
+
+class RemoteEngine:
+    """The Engine interface (``generate``, ``n_ctx``, ``llama_tokenize`` …) over a llama-server."""
+
+    remote = True
+
+    def __init__(self, url: str, *, timeout: float = 60.0):
+        parts = urlsplit(url if "://" in url else "http://" + url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ServerError(f"--server {url}: give http://HOST:PORT")
+        self.url = f"http://{parts.hostname}:{parts.port or 80}"
+        self._host, self._port, self._timeout = parts.hostname, parts.port or 80, timeout
+        self._cached: list[int] = []  # what the server's slot holds, as far as this client knows
+        self._fresh = False  # after reset(): the next request does not reuse the server's cache
+        props = self._get("/props")
+        settings = props.get("default_generation_settings", {})
+        self.n_ctx = int(settings.get("n_ctx") or props.get("n_ctx") or 0)
+        if self.n_ctx <= 0:
+            raise ServerError(f"{self.url}: /props names no context size; is it llama.cpp's llama-server?")
+        models = self._get("/v1/models").get("data") or [{}]
+        meta = models[0].get("meta") or {}
+        self.n_vocab = meta.get("n_vocab")
+        self.model_id = models[0].get("id", "?")
+        self.n_threads = self.n_threads_batch = "the server's"
+        self.timings: dict = {}  # the server's own timings of the last reply it finished
+
+    # ----- HTTP -------------------------------------------------------------------------------------
+
+    def _connection(self, timeout: float | None = None) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout or self._timeout)
+
+    def _request(self, method: str, path: str, body: dict | None = None) -> dict:
+        conn = self._connection()
+        try:
+            conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                         headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as err:
+            raise ServerError(f"{self.url}{path}: {_why(err)}") from None
+        finally:
+            conn.close()
+        if response.status != 200:
+            raise ServerError(f"{self.url}{path}: HTTP {response.status} ({data[:200].decode('utf-8', 'replace')})")
+        try:
+            return json.loads(data)
+        except json.JSONDecodeError:
+            raise ServerError(f"{self.url}{path}: not JSON") from None
+
+    def _get(self, path: str) -> dict:
+        return self._request("GET", path)
+
+    # ----- the Engine interface ---------------------------------------------------------------------
+
+    @property
+    def llm(self):  # type: ignore[no-untyped-def]
+        raise ServerError("this needs a local model (it reads llama.cpp's own state)")
+
+    def close(self) -> None:
+        pass
+
+    def reset(self) -> None:
+        """The next request evaluates everything (the server's prompt cache is not used once)."""
+        self._cached = []
+        self._fresh = True
+
+    def cached_ids(self) -> list[int]:
+        return list(self._cached)
+
+    def set_cached(self, ids: Sequence[int]) -> None:
+        self._cached = list(ids)
+
+    def llama_tokenize(self, text: str, special: bool) -> list[int]:
+        """The server's own tokenization (for --check and the check at connect)."""
+        found = self._request("POST", "/tokenize", {"content": text, "add_special": False, "parse_special": special})
+        return [t if isinstance(t, int) else t["id"] for t in found.get("tokens", [])]
+
+    def grammar_problem(self, gbnf: str) -> str:
+        """"" when the server takes the grammar, else its complaint (a request that generates nothing)."""
+        try:
+            self._request("POST", "/completion", {"prompt": [0], "n_predict": 0, "grammar": gbnf, "cache_prompt": False})
+        except ServerError as err:
+            return str(err).split(": ", 2)[-1]
+        return ""
+
+    def check_vocabulary(self, tokenizer, source: object) -> None:  # type: ignore[no-untyped-def]
+        if self.n_vocab is not None and self.n_vocab != tokenizer.vocab_size:
+            raise ServerError(f"the server's model ({self.model_id}: {self.n_vocab} tokens) does not fit the tokenizer "
+                              f"from {source} ({tokenizer.vocab_size} tokens)")
+        theirs, ours = self.llama_tokenize(PROBE, False), tokenizer.encode(PROBE)
+        if theirs != ours:
+            at = common_prefix(theirs, ours)
+            raise ServerError(f"the server's model ({self.model_id}) tokenizes differently from the tokenizer from "
+                              f"{source}: a probe text differs at token {at} (server {theirs[at:at + 3]}, ours "
+                              f"{ours[at:at + 3]})")
+        for name, token_id in (("BOS", tokenizer.bos_id), ("EOS", tokenizer.spec.eos_id)):
+            if token_id is not None and self.llama_tokenize(tokenizer.id_to_token(token_id), True) != [token_id]:
+                raise ServerError(f"the server's model ({self.model_id}) has another {name} than the tokenizer from "
+                                  f"{source} (ours: {token_id} {tokenizer.id_to_token(token_id)!r})")
+
+    def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int], gen: Generation,
+                 progress: Progress | None = None, grammar: object = None) -> Iterator[int]:
+        """Stream the reply's ids for ``ids``; as ``Engine.generate``. ``grammar``: a llama-cpp-python
+        ``LlamaGrammar`` (its GBNF goes to the server)."""
+        stops = set(stop_ids)
+        gen.prompt_tokens = len(ids)
+        gen.started = time.perf_counter()
+        budget = self.n_ctx - len(ids)
+        if sampling.max_tokens >= 0:
+            budget = min(budget, sampling.max_tokens)
+        gen.stop_reason = "length" if sampling.max_tokens >= 0 and budget == sampling.max_tokens else "context"
+        gen.evaluated = len(ids) - min(common_prefix(self._cached, ids), len(ids) - 1)  # until the server says
+        if budget <= 0 or not ids:
+            gen.finished = time.perf_counter()
+            return
+        body = {"prompt": list(ids), "n_predict": budget, "temperature": sampling.temp, "top_k": sampling.top_k,
+                "top_p": sampling.top_p, "min_p": sampling.min_p, "repeat_penalty": sampling.repeat_penalty,
+                "stream": True, "return_tokens": True, "cache_prompt": not self._fresh, "return_progress": True}
+        self._fresh = False
+        if sampling.seed >= 0:
+            body["seed"] = sampling.seed
+        if grammar is not None:
+            body["grammar"] = grammar._grammar  # llama-cpp-python's LlamaGrammar holds the GBNF text
+        conn = self._connection()
+        self._cached = list(ids)
+        try:
+            try:
+                conn.request("POST", "/completion", body=json.dumps(body), headers={"Content-Type": "application/json"})
+                response = conn.getresponse()
+            except (OSError, http.client.HTTPException) as err:
+                raise ServerError(f"{self.url}/completion: {_why(err)}") from None
+            if response.status != 200:
+                raise ServerError(f"{self.url}/completion: HTTP {response.status} "
+                                  f"({response.read(300).decode('utf-8', 'replace')})")
+            for event in _events(response, self.url):
+                status = event.get("prompt_progress")
+                if status:  # its "tokens" is a placeholder, not a token
+                    gen.evaluated = int(status.get("total", 0)) - int(status.get("cache", 0))
+                    if progress is not None and status.get("processed") is not None:
+                        progress(int(status["processed"]) - int(status.get("cache", 0)), gen.evaluated,
+                                 time.perf_counter() - gen.started)
+                    continue
+                for token in event.get("tokens") or ():
+                    if not gen.first_token_at:
+                        gen.first_token_at = gen.evaluated_at = time.perf_counter()
+                    if token in stops:
+                        gen.stop_reason = "stop"
+                        return
+                    gen.tokens.append(token)
+                    self._cached.append(token)
+                    yield token
+                if event.get("stop"):  # the server's last event (its n_predict is our budget): its timings
+                    if event.get("stop_type") in ("eos", "word"):
+                        gen.stop_reason = "stop"
+                    self.timings = event.get("timings") or {}
+                    if "prompt_n" in self.timings:
+                        gen.evaluated = int(self.timings["prompt_n"])
+                    return
+            raise ServerError(f"{self.url}: the server closed the connection mid-reply")
+        except KeyboardInterrupt:
+            gen.stop_reason = "interrupted"
+            raise
+        finally:
+            conn.close()  # a reply we end early ends the request: the server cancels it
+            gen.finished = time.perf_counter()
+
+
+def _events(response: http.client.HTTPResponse, url: str) -> Iterator[dict]:
+    """The server-sent events of a streamed completion, as JSON objects."""
+    while True:
+        try:
+            line = response.readline()
+        except (OSError, http.client.HTTPException) as err:
+            raise ServerError(f"{url}: the reply broke off ({_why(err)})") from None
+        if not line:
+            return
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            return
+        try:
+            event = json.loads(payload)
+        except json.JSONDecodeError:
+            raise ServerError(f"{url}: a streamed event is not JSON") from None
+        if "error" in event:
+            raise ServerError(f"{url}: {event['error'].get('message', event['error'])}")
+        yield event
+
+
+def _why(err: BaseException) -> str:
+    if isinstance(err, ConnectionRefusedError):
+        return "connection refused (is the server running?)"
+    if isinstance(err, (socket.timeout, TimeoutError)):
+        return "no answer in time"
+    if isinstance(err, socket.gaierror):
+        return f"unknown host ({err})"
+    return f"{type(err).__name__}: {err}"

@@ -1,0 +1,149 @@
+"""Structured output: a JSON schema or a GBNF grammar, enforced by llama.cpp's grammar sampler.
+
+``-j/--json-schema SCHEMA`` (inline JSON, or ``@FILE``) is converted to GBNF by llama-cpp-python's
+``json_schema_to_gbnf`` (llama.cpp's converter, ported); ``--grammar GBNF`` and ``--grammar-file FILE``
+are GBNF as written. Both are checked before the first token: a schema the converter can't take, or a
+grammar llama.cpp can't parse, is one line naming what is wrong.
+
+The grammar guarantees the syntax, and lets the model end its turn only where the grammar is complete.
+So a reply is *complete* when it ended on a stop token; one cut by ``-n`` or a full context (or a
+``--stop`` string) is incomplete, reported as such (exit code 3), never passed off as valid. A schema's
+reply is also checked after the fact: it must parse as JSON, and validate with ``jsonschema`` where that
+is installed (the test extras install it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import text_input
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What a reply must follow: the GBNF text, and the schema it came from (None for a grammar)."""
+
+    gbnf: str
+    schema: dict | None = None
+    flag: str = "--grammar"
+
+    def describe(self) -> str:
+        return "a JSON schema" if self.schema is not None else "a grammar"
+
+
+def _text_or_file(value: str, flag: str) -> str:
+    """``@FILE`` -> the file's text (under the text policy); anything else as it is."""
+    if not value.startswith("@"):
+        return value
+    path = Path(value[1:]).expanduser()
+    try:
+        return text_input.from_bytes(path.read_bytes(), str(path))
+    except OSError as err:
+        raise UsageError(f"{flag}: {path}: {err.strerror}") from None
+
+
+def from_schema(value: str, flag: str = "--json-schema") -> Constraint:
+    """A JSON schema (inline or ``@FILE``) as a constraint, or UsageError naming what can't be converted."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    text = _text_or_file(value, flag)
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{flag}: not valid JSON ({err})") from None
+    if not isinstance(schema, dict):
+        raise UsageError(f"{flag}: a JSON schema is an object, not {type(schema).__name__}")
+    try:
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
+    except Exception as err:  # the converter raises what it likes (AssertionError, KeyError, ValueError …)
+        raise UsageError(f"{flag}: llama.cpp's converter can't take this schema "
+                         f"({type(err).__name__}: {err or 'unsupported'})") from None
+    return Constraint(gbnf, schema, flag)
+
+
+def from_grammar(value: str, flag: str = "--grammar") -> Constraint:
+    """GBNF text (inline or ``@FILE``) as a constraint (checked against llama.cpp's parser by ``check``)."""
+    text = _text_or_file(value, flag)
+    if not text.strip():
+        raise UsageError(f"{flag}: the grammar is empty")
+    return Constraint(text, None, flag)
+
+
+def check(constraint: Constraint, engine) -> None:  # type: ignore[no-untyped-def]
+    """Parse the grammar with llama.cpp itself (its parser writes its complaint to stderr: caught here),
+    so that a bad grammar is a UsageError now, not a crash of the sampler later; a server is asked to."""
+    if engine.remote:
+        reason = engine.grammar_problem(constraint.gbnf)
+        if reason:
+            raise UsageError(f"{constraint.flag}: the server refuses the grammar: {reason}")
+        return
+    import llama_cpp
+
+    vocab = llama_cpp.llama_model_get_vocab(engine.llm.model)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            sampler = llama_cpp.llama_sampler_init_grammar(vocab, constraint.gbnf.encode("utf-8"), b"root")
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        log.seek(0)
+        said = log.read(4096).decode("utf-8", "replace")
+    if not sampler:
+        reason = next((line.split("error parsing grammar:", 1)[1].strip() for line in said.splitlines()
+                       if "error parsing grammar:" in line), "llama.cpp can't parse it")
+        what = "the grammar made from the schema" if constraint.schema is not None else "the grammar"
+        raise UsageError(f"{constraint.flag}: {what} does not parse: {reason}")
+    llama_cpp.llama_sampler_free(sampler)
+
+
+def grammar_of(constraint: Constraint | None):  # type: ignore[no-untyped-def]
+    """llama-cpp-python's grammar object for ``Llama.generate``."""
+    if constraint is None:
+        return None
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_string(constraint.gbnf, verbose=False)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    complete: bool
+    valid: bool | None  # the schema's verdict (None: no schema)
+    problem: str = ""
+
+
+def judge(constraint: Constraint | None, reply: str, stop_reason: str) -> Outcome:
+    """Whether a constrained reply is complete and, for a schema, valid."""
+    if constraint is None:
+        return Outcome(True, None)
+    if stop_reason != "stop":
+        why = {"length": "-n/--max-tokens", "context": "a full context", "stop_string": "a --stop string",
+               "interrupted": "Ctrl-C"}.get(stop_reason, stop_reason)
+        return Outcome(False, False if constraint.schema is not None else None,
+                       f"the reply was cut by {why} before {constraint.describe()} was complete")
+    if constraint.schema is None:
+        return Outcome(True, None)
+    try:
+        value = json.loads(reply)
+    except json.JSONDecodeError as err:
+        return Outcome(True, False, f"the reply is not valid JSON ({err})")
+    try:
+        import jsonschema
+    except ImportError:
+        return Outcome(True, True)  # parsed; the grammar enforced the shape
+    try:
+        jsonschema.validate(value, constraint.schema)
+    except jsonschema.ValidationError as err:
+        return Outcome(True, False, f"the reply does not follow the schema ({err.message})")
+    except jsonschema.SchemaError as err:
+        return Outcome(True, None, f"the schema itself is not valid ({err.message})")
+    return Outcome(True, True)

@@ -1,0 +1,144 @@
+"""The chat on llama.cpp's server over two ggml RPC workers, fed our ids; everything on 127.0.0.1.
+
+The binaries are built once from the llama-cpp-python sdist into the cache (scripts/cluster.py; ~6-10
+minutes the first time, then reused). Requests are bounded: a few tokens each, timeouts on every wait.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, model_path
+
+from rml_chat.engine import Engine, Sampling
+from rml_chat.model import load_model
+from rml_chat.remote import RemoteEngine, ServerError
+from rml_chat.session import ChatSession
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import cluster  # noqa: E402
+
+GREEDY = Sampling(temp=0.0, seed=0, max_tokens=24)
+QUESTIONS = ["Name three colors.", "Which of them is warm?", "Say it in French."]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    cluster.build(lambda line: print(line, file=sys.stderr))
+    running = cluster.start(model_path("smollm2"), workers=2, ctx=2048, threads=1,
+                            log=tmp_path_factory.mktemp("cluster") / "cluster.log")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model(str(model_path("smollm2")))
+
+
+def _chat(session: ChatSession) -> list[tuple[str, int]]:
+    out = []
+    for question in QUESTIONS:
+        result = session.turn(question, lambda _: None, lambda _: None)
+        out.append((result.reply, result.generation.evaluated))
+    return out
+
+
+def test_the_cluster_spreads_the_model_over_both_workers(server) -> None:
+    log = server.log.read_text(errors="replace")
+    for address in server.workers:  # llama-server's own account of where the weights and the KV cache went
+        assert "using device RPC" in log and f"[{address}] model buffer size" in log, address
+        assert f"[{address}] KV buffer size" in log, address
+    assert "offloaded 31/31 layers" in log
+
+
+def test_a_remote_chat_gives_the_local_engines_greedy_replies_and_turn_two_evaluates_only_new_ids(server, model):
+    remote = ChatSession(model, RemoteEngine(server.url), Sampling(**vars(GREEDY)))
+    remote.engine.check_vocabulary(model.tokenizer, model.source)
+    local = ChatSession(model, Engine(model.weights, n_ctx=2048, n_threads=1), Sampling(**vars(GREEDY)))
+    try:
+        theirs, ours = _chat(remote), _chat(local)
+    finally:
+        local.engine.close()
+    assert [reply for reply, _ in theirs] == [reply for reply, _ in ours]
+    assert all(reply.strip() for reply, _ in theirs)
+    new_message = len(model.encoder.encode(model.encoder.format([{"role": "user", "content": QUESTIONS[1]}])))
+    assert 0 < theirs[1][1] <= new_message + 2  # the server's own count: its prompt cache held the rest
+
+
+def test_ctrl_c_mid_reply_keeps_the_partial_reply_and_the_server_serves_the_next_turn(server, model) -> None:
+    session = ChatSession(model, RemoteEngine(server.url), Sampling(temp=0.0, max_tokens=200))
+    seen = []
+
+    def emit(chunk: str) -> None:
+        if chunk:
+            seen.append(chunk)
+            if len(seen) == 3:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        session.turn("Write a long story about a lighthouse.", emit, lambda _: None)
+    cut = session.conversation.messages[-1]
+    assert cut["role"] == "assistant" and cut["cut"] is True and cut["content"]
+    session.sampling.max_tokens = 8
+    result = session.turn("Now say hi.", lambda _: None, lambda _: None)
+    assert result.reply.strip() and result.generation.evaluated < len(result.prompt_ids)
+
+
+def test_a_server_killed_mid_reply_is_one_line_and_the_conversation_is_kept(model, tmp_path) -> None:
+    alone = cluster.start(model_path("smollm2"), workers=0, ctx=1024, threads=1, log=tmp_path / "alone.log")
+    session = ChatSession(model, RemoteEngine(alone.url, timeout=20), Sampling(temp=0.0, max_tokens=300))
+    seen = []
+
+    def emit(chunk: str) -> None:
+        if chunk:
+            seen.append(chunk)
+            if len(seen) == 2:
+                alone.server().kill()
+
+    try:
+        with pytest.raises(ServerError, match="the reply broke off|closed the connection mid-reply"):
+            session.turn("Write a long story about a lighthouse.", emit, lambda _: None)
+    finally:
+        alone.stop()
+    assert session.conversation.messages[0]["content"].startswith("Write a long story")
+    assert session.conversation.messages[-1].get("cut") is True
+
+
+def test_a_server_with_another_model_is_refused_at_connect(model, tmp_path) -> None:
+    other = cluster.start(model_path("gemma3"), workers=0, ctx=1024, threads=1, log=tmp_path / "other.log")
+    try:
+        done = subprocess.run([sys.executable, "-m", "rml_chat", "--server", other.url, str(model_path("smollm2")),
+                               "-p", "hi"], capture_output=True, timeout=120)
+    finally:
+        other.stop()
+    err = done.stderr.decode()
+    assert done.returncode == 1 and "Traceback" not in err
+    assert "does not fit the tokenizer" in err and "262144 tokens" in err
+
+
+def test_check_and_json_and_batch_and_a_schema_work_against_the_server(server) -> None:
+    smol = str(model_path("smollm2"))
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--server", server.url, smol, "--check", "--json"],
+                          capture_output=True, timeout=300)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["ok"] and report["prompt_matches"], report
+    assert report["sample_matched"] == report["sample_total"]
+    schema = json.dumps({"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]})
+    lines = "\n".join([json.dumps("Name a colour."), json.dumps({"id": "s", "prompt": "A colour as JSON.",
+                                                                  "schema": json.loads(schema)})])
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--server", server.url, smol, "--batch", "-", "--temp",
+                           "0", "-n", "20"], input=lines.encode(), capture_output=True, timeout=300)
+    out = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert done.returncode == 0 and len(out) == 2 and out[0]["reply"], done.stderr
+    assert set(json.loads(out[1]["reply"])) == {"colour"} and out[1]["complete"] is True
+
+
+def test_a_refused_connection_is_one_line(model) -> None:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--server", f"http://127.0.0.1:{cluster.free_port()}",
+                           str(model_path("smollm2")), "-p", "hi"], capture_output=True, timeout=60)
+    err = done.stderr.decode().strip()
+    assert done.returncode == 1 and err.count("\n") == 0 and "connection refused" in err, err
