@@ -24,6 +24,7 @@ ENVIRONMENT = {
     "RML_CHAT_FORMAT_CACHE": "the chat-format cache: a folder, or off",
     "RML_CHAT_HISTORY": "the REPL's input history file (default ~/.local/share/rml-chat/history)",
     "RML_CHAT_SESSIONS": "where the REPL autosaves conversations (default ~/.local/share/rml-chat/sessions)",
+    "RML_CHAT_ACCEL": "off: the tokenizer's reference path alone (no C loops, numpy readers or table cache)",
     "RML_CHAT_NATIVE": "off: the tokenizer's Python merge loops instead of the C ones",
 }
 KEYS = """  Enter sends; Alt-Enter adds a line; a message starting with \"\"\" runs until a line ending with \"\"\";

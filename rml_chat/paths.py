@@ -22,7 +22,7 @@ def default_model_path() -> Path:
             candidate = Path(folder) / DEFAULT_MODEL_FILE
             if candidate.is_file():
                 return candidate
-    from tokenizer.table_cache import cache_dir  # one definition of the cache folder (test data lands there)
+    from tokenizer.cache_dirs import cache_dir  # one definition of the cache folder (test data lands there)
 
     cached = cache_dir() / "models" / DEFAULT_MODEL_FILE
     if cached.is_file():

@@ -35,7 +35,7 @@ _spec.loader.exec_module(fetch)  # type: ignore[union-attr]
 
 import tokenizer  # noqa: E402
 from tokenizer import bpe  # noqa: E402
-from tokenizer.byte_alphabet import unspell  # noqa: E402
+from tokenizer.stages.byte_alphabet import unspell  # noqa: E402
 
 HF_PATTERNS = {  # the families' original regexes (HF / tiktoken syntax)
     "gpt-2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",

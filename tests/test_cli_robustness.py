@@ -55,10 +55,12 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_
               "threads": ["0", "-2", "513"], "threads_batch": ["0", "many", "9" * 30], "think": ["maybe", "ON"], "stop": [""]}
 
 
+@pytest.mark.offline
 def test_the_table_above_covers_every_setting() -> None:
     assert set(BAD_VALUES) == {row.name for row in SETTINGS}
 
 
+@pytest.mark.offline
 @pytest.mark.parametrize(("flag", "value"), [(row.flag, value) for row in SETTINGS for value in BAD_VALUES[row.name]])
 def test_a_bad_value_of_every_flag_is_a_usage_error_naming_the_flag(flag: str, value: str) -> None:
     line = one_line_error(run(flag, value, "-p", "hi"), 2)
@@ -71,6 +73,7 @@ def test_a_bad_value_of_every_flag_is_a_usage_error_naming_the_flag(flag: str, v
     (["-n"], "expected one argument"),
     (["--check", "-p", "x"], "--check runs its own conversation"),
 ])
+@pytest.mark.offline
 def test_other_usage_errors_are_one_line(args: list[str], words: str) -> None:
     assert words in one_line_error(run(*args), 2)
 
@@ -86,6 +89,7 @@ def test_with_json_an_error_is_also_a_json_object_on_stdout() -> None:
     assert done.returncode == 1 and json.loads(done.stdout)["ok"] is False
 
 
+@pytest.mark.offline
 def test_help_is_grouped_with_defaults_examples_environment_and_exit_codes() -> None:
     text = run("--help").stdout.decode()
     for heading in ("model:", "one turn and scripts:", "sampling (llama.cpp", "context and threads:", "output:",
@@ -96,6 +100,7 @@ def test_help_is_grouped_with_defaults_examples_environment_and_exit_codes() -> 
     assert all(row.flag in text for row in SETTINGS)
 
 
+@pytest.mark.offline
 def test_version_names_all_three() -> None:
     done = run("--version")
     assert done.returncode == 0

@@ -12,7 +12,7 @@ from test_fuzz_json import fuzz
 import tokenizer
 from tokenizer import TokenizerError
 
-#: the plain string reader, and the numpy one (``tokenizer.bulk``) made to read even these small arrays
+#: the plain string reader, and the numpy one (``tokenizer.accel.bulk``) made to read even these small arrays
 READERS = pytest.mark.parametrize("bulk_min", [10**9, 1], ids=["plain", "bulk"])
 
 

@@ -9,6 +9,9 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import fuzz  # noqa: E402
+import pytest
+
+pytestmark = pytest.mark.offline
 
 
 def test_600_random_mutations_of_small_tokenizer_json_files() -> None:

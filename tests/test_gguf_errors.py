@@ -14,7 +14,9 @@ import pytest
 
 import tokenizer
 from tokenizer import TokenizerError
-from tokenizer.byte_alphabet import BYTE_TO_CHAR
+from tokenizer.stages.byte_alphabet import BYTE_TO_CHAR
+
+pytestmark = pytest.mark.offline
 
 
 def write_gguf(path: Path, *, model: str = "gpt2", tokens: list[str] | None = None, extra=None,

@@ -17,7 +17,7 @@ import pytest
 from conftest import model_path
 
 import tokenizer
-from tokenizer.gguf import load_gguf
+from tokenizer.loaders.gguf import load_gguf
 
 TEXTS = ["Hello world", "", " leading", "  two", "<s>x</s> y", "a\n b", "<unk>", "<|endoftext|>z"]
 OPTIONS = (None, True, False)

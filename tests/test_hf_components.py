@@ -123,11 +123,12 @@ _BEHAVIORS = {"isolated": "Isolated", "removed": "Removed", "merged_with_previou
               "merged_with_next": "MergedWithNext", "contiguous": "Contiguous"}
 
 
+@pytest.mark.offline
 @pytest.mark.parametrize("behavior", sorted(_BEHAVIORS))
 def test_split_pieces_equal_hf_for_every_behavior(behavior: str) -> None:
     """The splitter alone, piece for piece against HF's Split: empty matches (HF's engine finds them
     its own way), inverted splits, Contiguous runs of either kind."""
-    from tokenizer.pretokenizers import compile_split
+    from tokenizer.stages.pretokenizers import compile_split
 
     texts = ["ab cd bb", "  a  b ", "xxbx", "", "b", "aab a", "abab  ab", "1️⃣ ١٢٣4 x"]
     for pattern in [r"\b", r"(?=b)", r"b*", " ", r"\s*", "x?", "(?<=a)", r"\B|b", r"\s+", r"a|\b", "(?:ab)*"]:
@@ -138,12 +139,13 @@ def test_split_pieces_equal_hf_for_every_behavior(behavior: str) -> None:
                 assert ours(text) == [p for p, _ in hf.pre_tokenize_str(text)], (pattern, invert, text)
 
 
+@pytest.mark.offline
 def test_hf_classes_equal_hf_on_random_text() -> None:
     """HF's classes, not llama.cpp's: \\p{Lu} upper-case only, \\d any decimal digit, \\w with marks,
     letter numbers and circled letters — astral ones included (they go through stand-ins)."""
     import random
 
-    from tokenizer.pretokenizers import compile_split
+    from tokenizer.stages.pretokenizers import compile_split
 
     rng = random.Random(7)
     alphabet = [*"aAzZ09 _-.\t'", "\u0301", "\u20e3", "\u00b2", "\u2460", "\u2167", "\u0663", "\U0001d7ce",

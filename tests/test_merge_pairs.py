@@ -9,9 +9,12 @@ import gguf
 import pytest
 
 import tokenizer
-from tokenizer import TokenizerError, gguf_reader
-from tokenizer.bpe import MergePairs, split_pairs
-from tokenizer.byte_alphabet import BYTE_TO_CHAR
+from tokenizer import TokenizerError
+from tokenizer.loaders import gguf_reader
+from tokenizer.stages.bpe import MergePairs, split_pairs
+from tokenizer.stages.byte_alphabet import BYTE_TO_CHAR
+
+pytestmark = pytest.mark.offline
 
 
 def write_bpe_gguf(path: Path, tokens: list[str], merges: list[str]) -> Path:

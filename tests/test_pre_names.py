@@ -23,8 +23,8 @@ import pytest
 from conftest import corpus, fetch, model_path
 
 import tokenizer
-from tokenizer.gguf import load_gguf
-from tokenizer.pretokenizers import PRE_SPLITS
+from tokenizer.loaders.gguf import load_gguf
+from tokenizer.stages.pretokenizers import PRE_SPLITS
 
 MERGES = 9_000  # 9,260 tokens: under the table cache's threshold, so ~90 files leave no entries behind
 UNREACHED = ["Ġzqxjv", "zqxjv", "ĠQzxWv"]

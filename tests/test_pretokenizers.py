@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenizer import llama_regex as lr
-from tokenizer import pretokenizers as pt
+from tokenizer.stages import llama_regex as lr
+from tokenizer.stages import pretokenizers as pt
+
+pytestmark = pytest.mark.offline
 
 TEXT = st.text(alphabet=st.sampled_from(list("ab Z'1 2\t\n\r.,!é中😀\u3000\u00a0") + ["\U0001d400", "\u0301"]), max_size=60)
 

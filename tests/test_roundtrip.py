@@ -75,3 +75,34 @@ def test_decoding_any_ids_in_range_never_raises(raw: list[int], skip: bool) -> N
 
 
 _LOADERS = functools.lru_cache(maxsize=1)(_every_loader_kind)
+
+
+def _stream_kinds():
+    """Every decode rule a stream must keep: byte-level, llama.cpp's first-space rule (SentencePiece GGUF),
+    HF's Strip and ByteFallback decoders (tokenizer.json)."""
+    from conftest import hf_files
+
+    import tokenizer
+
+    return [*_LOADERS(), ours("llama-spm"), tokenizer.load(hf_files.out_dir() / "llama-spm")]
+
+
+_STREAM_KINDS = functools.lru_cache(maxsize=1)(_stream_kinds)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=10**9), max_size=40), st.booleans())
+def test_a_stream_gives_exactly_the_decode_of_what_it_was_fed(raw: list[int], skip: bool) -> None:
+    for tok in _STREAM_KINDS():
+        ids = [i % tok.vocab_size for i in raw]
+        stream = tok.stream(skip_special=skip)
+        pieces = [stream.feed(i) for i in ids]
+        assert "".join(pieces) + stream.finish() == tok.decode(ids, skip_special=skip), (tok.spec.source, ids)
+
+
+def test_a_stream_holds_a_character_until_it_is_whole() -> None:
+    tok = ours("llama-spm")  # "👋" is four byte tokens here
+    ids = tok.encode("Hi 👋!")
+    stream = tok.stream()
+    out = [stream.feed(i) for i in ids]
+    assert "".join(out) == "Hi 👋!" and "👋" in out and not any("\ufffd" in piece for piece in out)

@@ -1,11 +1,13 @@
-"""Tokenizer.create rejections, the merge loop on a worked example, decoding rules."""
+"""Tokenizer(spec) rejections, the merge loop on a worked example, decoding and streaming rules (no download)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tokenizer import ModelKind, Tokenizer, TokenizerError, TokenizerSpec, TokenType
-from tokenizer.byte_alphabet import BYTE_TO_CHAR
+from tokenizer.stages.byte_alphabet import BYTE_TO_CHAR
+
+pytestmark = pytest.mark.offline
 
 
 def byte_vocab(extra: list[str], merges: list[tuple[str, str]], **kw) -> TokenizerSpec:
@@ -17,7 +19,7 @@ def byte_vocab(extra: list[str], merges: list[tuple[str, str]], **kw) -> Tokeniz
 
 
 def test_worked_example_abcab() -> None:
-    tok = Tokenizer.create(byte_vocab(["ab", "abc", "<|end|>"], [("a", "b"), ("ab", "c")]))
+    tok = Tokenizer(byte_vocab(["ab", "abc", "<|end|>"], [("a", "b"), ("ab", "c")]))
     assert tok.encode("abcab") == [257, 256]
     assert tok.decode([257, 256]) == "abcab"
     assert tok.encode("abc<|end|>", parse_special=True) == [257, 258]
@@ -25,7 +27,7 @@ def test_worked_example_abcab() -> None:
 
 
 def test_long_word_uses_heap_and_matches_short_loop() -> None:
-    tok = Tokenizer.create(byte_vocab(["ab", "abc", "<|end|>"], [("a", "b"), ("ab", "c")]))
+    tok = Tokenizer(byte_vocab(["ab", "abc", "<|end|>"], [("a", "b"), ("ab", "c")]))
     assert tok.encode("abc" * 1000) == [257] * 1000
 
 
@@ -44,7 +46,7 @@ def test_create_rejects(change: dict, message: str) -> None:
     for key, value in change.items():
         setattr(spec, key, value)
     with pytest.raises(TokenizerError, match=message) as info:
-        Tokenizer.create(spec)
+        Tokenizer(spec)
     assert str(info.value).startswith("test.gguf: ")
 
 
@@ -55,36 +57,36 @@ def test_create_rejects(change: dict, message: str) -> None:
 ])
 def test_create_rejects_bad_merges(merge: tuple[str, str], message: str) -> None:
     with pytest.raises(TokenizerError, match=message):
-        Tokenizer.create(byte_vocab(["ab"], [("a", "b"), merge]))
+        Tokenizer(byte_vocab(["ab"], [("a", "b"), merge]))
 
 
 def test_results_in_merge_order_still_check_the_halves() -> None:
     """Results listed at ids 256, 257 in merge order take the lookup-free path for results; halves are
     still looked up, so a missing one is named."""
     with pytest.raises(TokenizerError, match="merge #1 \\('zz' 'b'\\): left half 'zz' is not in the vocabulary"):
-        Tokenizer.create(byte_vocab(["ab", "zzb"], [("a", "b"), ("zz", "b")]))
+        Tokenizer(byte_vocab(["ab", "zzb"], [("a", "b"), ("zz", "b")]))
 
 
 def test_duplicate_token_text_merges_to_the_later_id() -> None:
     """"abc" at 257 and again at 258: the index (as llama.cpp's) answers 258, and so must the merge table,
     though the results look listed in merge order from id 256 ("ab", "abc")."""
-    tok = Tokenizer.create(byte_vocab(["ab", "abc", "abc"], [("a", "b"), ("ab", "c")]))
+    tok = Tokenizer(byte_vocab(["ab", "abc", "abc"], [("a", "b"), ("ab", "c")]))
     assert tok.encode("abc") == [258]
 
 
 def test_score_based_sentencepiece_needs_scores() -> None:
     spec = TokenizerSpec(kind=ModelKind.SENTENCEPIECE, tokens=["<unk>", "a"], scores=[0.0], source="spm.gguf")
     with pytest.raises(TokenizerError, match="one score per token: 1 scores for 2 tokens"):
-        Tokenizer.create(spec)
+        Tokenizer(spec)
 
 
 def test_missing_bytes_are_dropped_or_unk() -> None:
     tokens = [ch for ch in BYTE_TO_CHAR if ch not in (BYTE_TO_CHAR[0], BYTE_TO_CHAR[1])] + ["<unk>"]
     types = [TokenType.NORMAL] * (len(tokens) - 1) + [TokenType.UNKNOWN]
     base = dict(kind=ModelKind.BYTE_LEVEL, tokens=tokens, types=types, merges=[], pre_split="gpt-2")
-    dropping = Tokenizer.create(TokenizerSpec(**base))
+    dropping = Tokenizer(TokenizerSpec(**base))
     assert dropping.decode(dropping.encode("a\x00b\x01")) == "ab"
-    unk = Tokenizer.create(TokenizerSpec(**base, unk_id=len(tokens) - 1, unk_for_missing_bytes=True))
+    unk = Tokenizer(TokenizerSpec(**base, unk_id=len(tokens) - 1, unk_for_missing_bytes=True))
     assert unk.encode("\x00") == [len(tokens) - 1]
 
 
@@ -93,7 +95,7 @@ def spm_tokenizer() -> Tokenizer:
               "<0x98>", "<0x80>"]
     types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.NORMAL] * 5 + [TokenType.BYTE] * 5
     scores = [0.0, 0.0, 0.0, -1.0, -2.0, -2.0, -1.5, -0.5, 0.0, 0.0, 0.0, 0.0, 0.0]
-    return Tokenizer.create(TokenizerSpec(kind=ModelKind.SENTENCEPIECE, tokens=tokens, types=types, scores=scores,
+    return Tokenizer(TokenizerSpec(kind=ModelKind.SENTENCEPIECE, tokens=tokens, types=types, scores=scores,
                                           bos_id=1, eos_id=2, unk_id=0, add_bos=True, add_space_prefix=True))
 
 
@@ -120,7 +122,7 @@ def test_decode_out_of_range() -> None:
 
 
 def test_lone_surrogates_become_replacement_character() -> None:
-    tok = Tokenizer.create(byte_vocab([], []))
+    tok = Tokenizer(byte_vocab([], []))
     assert tok.encode("a\ud800b") == tok.encode("a\ufffdb") == [97, 0xEF, 0xBF, 0xBD, 98]
 
 
@@ -129,3 +131,15 @@ def test_sentencepiece_without_byte_fallback_uses_unk() -> None:
     tok.spec.byte_fallback = False
     tok._cache.clear()
     assert tok.encode("hi\n") == [7, 0]
+
+
+def test_a_stream_holds_an_unfinished_character_and_skips_control_tokens_on_request() -> None:
+    tok = Tokenizer(byte_vocab(["ab", "abc", "<|end|>"], [("a", "b"), ("ab", "c")]))
+    wave = list("👋".encode())  # four byte tokens (id = byte)
+    stream = tok.stream()
+    assert [stream.feed(i) for i in [257, *wave, 258]] == ["abc", "", "", "", "👋", "<|end|>"]
+    assert stream.finish() == ""
+    stream = tok.stream(skip_special=True)
+    assert [stream.feed(i) for i in [258, 97, *wave[:2]]] == ["", "a", "", ""]
+    assert stream.finish() == "\ufffd"  # an unfinished character at the end is replaced, never dropped
+    assert tok.decode([258, 97, *wave[:2]], skip_special=True) == "a\ufffd"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rml_chat.stream import ReplyStream
+
+pytestmark = pytest.mark.offline
 
 
 def run(chunks: list[bytes], stops: tuple[str, ...] = ()) -> tuple[list[str], ReplyStream]:

@@ -1,16 +1,17 @@
-"""rml-chat's tokenizer: byte-level and SentencePiece BPE, id-exact with llama.cpp.
+"""rml-chat's tokenizer: byte-level and SentencePiece BPE, id for id with llama.cpp (GGUF) and HF
+``tokenizers`` (tokenizer.json).
 
     >>> import tokenizer
     >>> tok = tokenizer.load("model.gguf")          # doctest: +SKIP
     >>> tok.encode("Hello world")                   # doctest: +SKIP
     [9906, 1917]
+
+The public API is what ``__all__`` names, the ``Tokenizer`` methods without a leading underscore, and
+``tokenizer.chat``. How it is built: docs/design.md.
 """
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,8 +19,10 @@ from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupport
 
 if TYPE_CHECKING:
     from .core import Tokenizer
+    from .stages.decode import StreamDecoder
 
-__all__ = ["ModelKind", "Tokenizer", "TokenizerError", "TokenizerSpec", "TokenType", "Unsupported", "load"]
+__all__ = ["ModelKind", "StreamDecoder", "Tokenizer", "TokenizerError", "TokenizerSpec", "TokenType", "Unsupported",
+           "load"]
 
 
 def __getattr__(name: str) -> object:
@@ -29,46 +32,31 @@ def __getattr__(name: str) -> object:
         from .core import Tokenizer
 
         return Tokenizer
+    if name == "StreamDecoder":
+        from .stages.decode import StreamDecoder
+
+        return StreamDecoder
     raise AttributeError(f"module 'tokenizer' has no attribute {name!r}")
 
 
 def load(path: str | Path) -> Tokenizer:
-    """Build the tokenizer of a GGUF file, a tokenizer.json file, or a model directory (its tokenizer.json
-    and config files, else its single ``.gguf``). The built tables of a big vocabulary are cached on disk
-    (``table_cache``): the next load of the same, unchanged file reads them back."""
-    from . import table_cache
+    """The tokenizer of a GGUF file, a tokenizer.json file, or a model directory (its tokenizer.json and
+    config files, else its single ``.gguf``). ``TokenizerError`` (``Unsupported`` for a component we do not
+    implement) names the file and what is wrong.
+
+    The reference path is ``loaders.load_spec`` then ``Tokenizer(spec)``; the accelerator's table cache
+    (``accel/table_cache.py``) keeps what that builds, so the next load of the same unchanged file reads
+    it back."""
+    from .accel import table_cache
     from .core import Tokenizer
-    from .gguf import load_gguf
-    from .hf_config import is_hf_source, load_hf
+    from .loaders import find_source, load_spec
 
-    p = Path(path)
-    if not p.exists():
-        raise TokenizerError(f"{p}: no such file or directory")
-    if p.is_dir() and not (p / "tokenizer.json").is_file():
-        ggufs = sorted(p.glob("*.gguf"))
-        if len(ggufs) != 1:
-            raise TokenizerError(f"{p}: no tokenizer.json and {len(ggufs)} .gguf files in the directory")
-        p = ggufs[0]
-    with _no_gc_pauses():
-        cached = table_cache.read(p)
-        if cached is not None:
-            table_cache.replay(cached.warnings)
-            return Tokenizer(cached.spec, cached.merge_table)
-        with table_cache.captured_warnings() as warnings:
-            spec = load_hf(p) if is_hf_source(p) else load_gguf(p)[0]
-            tok = Tokenizer.create(spec)
-        table_cache.write(p, spec, tok.merge_table, warnings)
-        return tok
-
-
-@contextmanager
-def _no_gc_pauses() -> Iterator[None]:
-    """Loading makes ~10^6 objects none of which form cycles; the cyclic collector would walk
-    them again and again as they pile up (~20 % of load time). It is paused, then restored."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+    source = find_source(path)
+    cached = table_cache.read(source)
+    if cached is not None:
+        table_cache.replay(cached.warnings)
+        return Tokenizer(cached.spec, cached.merge_table)
+    with table_cache.captured_warnings() as warnings:
+        tok = Tokenizer(load_spec(source))
+    table_cache.write(source, tok.spec, tok._merges, warnings)
+    return tok

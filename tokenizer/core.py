@@ -22,17 +22,19 @@ token), so chunks tokenize independently and can be cached like words.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Iterable
 from functools import cached_property, partial
 from itertools import compress, repeat
+from typing import Any
 
-from . import bpe, pretokenizers
-from .byte_alphabet import BYTE_TO_CHAR, spell
-from .decode import Decoding
+from .accel import bulk, native
 from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, validate
-from .specials import ASCII_SPACE, UNICODE_SPACE, SpecialCutter
-from .token_bytes import SPECIAL_TYPES as _SPECIAL_TYPES
+from .stages import bpe, pretokenizers
+from .stages.byte_alphabet import BYTE_TO_CHAR, spell
+from .stages.decode import Decoding
+from .stages.normalize import normalize
+from .stages.specials import ASCII_SPACE, UNICODE_SPACE, SpecialCutter
+from .stages.token_bytes import SPECIAL_TYPES as _SPECIAL_TYPES
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
 _SPACE_LEADS = {ModelKind.SENTENCEPIECE: (" ", "\u2581"), ModelKind.BYTE_LEVEL: " "}
@@ -41,12 +43,6 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _CACHE_LIMIT = 200_000
 _CACHE_MAX_WORD = 256
 _CACHE_MAX_FALLBACKS = 4096  # characters whose byte-fallback ids are kept
-
-
-def _normalize(text: str, steps: tuple[str, ...]) -> str:
-    for step in steps:
-        text = text.lower() if step == "lowercase" else unicodedata.normalize(step, text)
-    return text
 
 
 class _WordCache(dict):
@@ -66,10 +62,11 @@ class _WordCache(dict):
 
 
 class Tokenizer(Decoding):
-    """Text <-> token ids for one vocabulary. Build with ``Tokenizer.create(spec)``."""
+    """Text <-> token ids for one vocabulary: ``tokenizer.load(path)``, or ``Tokenizer(spec)`` for tables of
+    your own (``TokenizerError`` says what is wrong with them)."""
 
     def __init__(self, spec: TokenizerSpec, merge_table: dict[int, int] | None = None):
-        """``merge_table``: the table ``bpe.build_merge_table`` made for this very spec (``table_cache``), else None."""
+        """``merge_table``: the table ``bpe.build_merge_table`` made for this very spec (the table cache), else None."""
         validate(spec)
         self.spec = spec
         self.vocab_size = n = len(spec.tokens)
@@ -78,9 +75,7 @@ class Tokenizer(Decoding):
         self._vocab = dict(zip(spec.tokens, range(n)))  # later duplicates win, as in llama.cpp
         self._width = n + 1
         self._missing = n  # sentinel id: a unit with no token (never merges)
-        self._merges = (bpe.build_merge_table(spec.merges or [], self._vocab, self._width, spec.source,
-                                                spec.tokens)
-                        if merge_table is None else merge_table)
+        self._merges = self._build_merge_table() if merge_table is None else merge_table
         self._byte_tokens = self._build_byte_tokens()
         self._fallbacks: dict[str, tuple[int, ...]] = {}  # a character with no token -> its ids (_fallback_ids)
         self._pieces: dict[int, bytes] = {}  # token_bytes of single tokens, before the whole table exists
@@ -93,7 +88,7 @@ class Tokenizer(Decoding):
         raw = [(text, i) for text, i in specials if i not in spec.normalized_ids]
         self._cut_all = self._cutter(raw)
         self._cut_user = self._cutter([(text, i) for text, i in raw if self._types[i] == TokenType.USER_DEFINED])
-        self._cut_normalized = self._cutter([(_normalize(text, spec.normalizers), i) for text, i in specials
+        self._cut_normalized = self._cutter([(normalize(text, spec.normalizers), i) for text, i in specials
                                              if i in spec.normalized_ids]) if spec.normalized_ids else None
         self._as_is = not spec.normalizers and self._cut_normalized is None  # fragments need no normalizing
         default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
@@ -114,22 +109,19 @@ class Tokenizer(Decoding):
             encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
             self._cache = _WordCache(encode_chunk)
 
-    @classmethod
-    def create(cls, spec: TokenizerSpec) -> Tokenizer:
-        """Validate the spec (TokenizerError says what is wrong) and build the indexes."""
-        return cls(spec)
-
-    @property
-    def merge_table(self) -> dict[int, int]:
-        """The built merge table (see ``bpe``), for ``table_cache``."""
-        return self._merges
-
     # ----- building -------------------------------------------------------------------
 
     def _cutter(self, specials: Iterable[tuple[str, int]]) -> SpecialCutter:
         spec = self.spec
         return SpecialCutter(specials, spec.lstrip_ids, spec.rstrip_ids, spec.single_word_ids,
                              UNICODE_SPACE if spec.unicode_strip else ASCII_SPACE)
+
+    def _build_merge_table(self) -> dict[int, int]:
+        merges: Any = self.spec.merges or []
+        table = bulk.merge_table(merges, self._vocab, self._width, self.spec.tokens)  # accelerator; None: not handled
+        if table is None:
+            table = bpe.build_merge_table(bulk.plain(merges), self._vocab, self._width, self.spec.source, self.spec.tokens)
+        return table
 
     def _build_byte_tokens(self) -> list[int]:
         """Token id for each byte value: its spelling (byte-level) or <0xXX> (SentencePiece)."""
@@ -141,9 +133,9 @@ class Tokenizer(Decoding):
     # ----- words -------------------------------------------------------------------------
 
     @cached_property
-    def _ranked_table(self) -> bpe.RankedTable | None:
-        """The merge table in C (``bpe.ranked_table``), built on the first word; None: Python only."""
-        return bpe.ranked_table(self._merges, self._width, self._vocab)
+    def _ranked_table(self) -> Any:
+        """The merge table in C (``accel/native.ranked_table``), built on the first word; None: Python only."""
+        return native.ranked_table(self._merges, self._width, self._vocab)
 
     def _merge_ranked(self, ids: list[int]) -> list[int]:
         """Rank merges, in C where it runs. A unit with no token (``_missing``) is in no merge key, so it
@@ -192,9 +184,9 @@ class Tokenizer(Decoding):
         return dict(zip(self.spec.tokens, map(float, self.spec.scores or [])))
 
     @cached_property
-    def _scored_vocab(self) -> bpe.ScoredVocab | None:
-        """Score-based merges in C (``bpe.scored_vocab``), built on the first chunk; None: Python only."""
-        return bpe.scored_vocab(self._tokens, self.spec.scores)
+    def _scored_vocab(self) -> Any:
+        """Score-based merges in C (``accel/native.scored_vocab``), built on the first chunk; None: Python only."""
+        return native.scored_vocab(self._tokens, self.spec.scores)
 
     def _encode_scored_chunk(self, chunk: str) -> tuple[int, ...]:
         native = self._scored_vocab
@@ -281,7 +273,7 @@ class Tokenizer(Decoding):
         this tokenizer's own)."""
         spec = self.spec
         if spec.normalizers:
-            fragment = _normalize(fragment, spec.normalizers)
+            fragment = normalize(fragment, spec.normalizers)
         cutter = normalized_cutter or self._cut_normalized
         if cutter is None:
             self._encode_normalized(fragment, first, out)
@@ -313,7 +305,7 @@ class Tokenizer(Decoding):
     def split_special(self, text: str, among: Iterable[str] | None = None) -> list[tuple[str, int | None]]:
         """``text`` cut as ``encode(parse_special=True)`` cuts it: (fragment, None) and (token text, id).
         ``among``: only these special tokens can occur in the text (a cutter of just them is kept; Gemma's
-        6,000-token cutter costs 0.15 s to build)."""
+        6,000-token cutter is slow to build)."""
         if among is None:
             return list(self._cut_all.split(text))
         key = frozenset(among)
@@ -323,18 +315,23 @@ class Tokenizer(Decoding):
                                                            if t in self._special_texts and t in self._cut_all.ids)
         return list(cutter.split(text))
 
-    def literal_encoder(self, protected: Iterable[int]) -> Callable[[str], list[int]]:
-        """Encode literal text (parse_special off: user-defined tokens only) where the ``protected`` ids
-        stay text — a chat message must never produce a turn marker, even one the vocabulary calls
-        user-defined."""
+    def _literal_encoder(self, protected: Iterable[int]) -> Callable[[str, int | None, int | None], list[int]]:
+        """For ``tokenizer.chat`` (the one caller): ``encode(text, after_id, before_id)`` encodes literal text
+        (parse_special off: user-defined tokens only) where the ``protected`` ids stay text — a chat message
+        must never produce a turn marker, even one the vocabulary calls user-defined — and the spaces next
+        to the special tokens around it (``after_id`` before the text, ``before_id`` after it) are removed
+        as ``encode(parse_special=True)`` removes them around lstrip/rstrip tokens."""
         keep = frozenset(protected)
         cutter = self._cutter((t, i) for t, i in self._cut_user.ids.items() if i not in keep)
         normalized = None if self._cut_normalized is None else self._cutter(
             (t, i) for t, i in self._cut_normalized.ids.items() if i not in keep)
+        strip_between = self._cut_all.strip_between
 
-        def encode(text: str) -> list[int]:
+        def encode(text: str, after_id: int | None = None, before_id: int | None = None) -> list[int]:
             out: list[int] = []
-            self._encode_cut(text, cutter, normalized, out)
+            text = strip_between(text, after_id, before_id)
+            if text:
+                self._encode_cut(text, cutter, normalized, out)
             return out
 
         return encode
@@ -361,6 +358,17 @@ class Tokenizer(Decoding):
     @property
     def bos_id(self) -> int | None:
         return self.spec.bos_id
+
+    @property
+    def eos_id(self) -> int | None:
+        """The vocabulary's EOS token (``eos_ids`` has every id that ends generation)."""
+        return self.spec.eos_id
+
+    @property
+    def add_bos(self) -> bool:
+        """Whether the vocabulary asks for BOS before a prompt (GGUF ``add_bos_token``; a tokenizer.json whose
+        post-processor adds BOS alone)."""
+        return self.spec.add_bos
 
     @property
     def eos_ids(self) -> tuple[int, ...]:

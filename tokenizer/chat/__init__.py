@@ -1,15 +1,21 @@
 """Chat formats: establish the model's prompt format against its own template, write prompts as
-segments (content always literal), encode them to ids, collect stop ids."""
+segments (content always literal), encode them to ids, collect stop ids and stop strings.
 
-from .detect import Detection, detect_chat_format, format_by_name
-from .encode import ChatEncoder, encode_chat, stop_ids
+    >>> from tokenizer.chat import ChatEncoder, detect_chat_format
+    >>> found = detect_chat_format(tok.chat_template, tok.vocab)     # doctest: +SKIP
+    >>> chat = ChatEncoder(tok, found.format)                        # doctest: +SKIP
+    >>> ids = chat.encode(chat.format([{"role": "user", "content": "Hi"}]))  # doctest: +SKIP
+    >>> chat.stop_ids, chat.stop_strings                             # doctest: +SKIP
+
+How a format is established and verified: docs/chat-formats.md.
+"""
+
+from .detect import Detection, detect_chat_format
+from .encode import ChatEncoder
 from .errors import ChatFormatError
-from .fitted import FittedFormat
 from .formats import FORMATS, ChatFormat
-from .render import PromptFormat, format_chat, format_text
+from .render import format_chat
 from .segments import Segment, segments_text
-from .splice import TemplateFormat
 
-__all__ = ["FORMATS", "ChatEncoder", "ChatFormat", "ChatFormatError", "Detection", "FittedFormat", "PromptFormat",
-           "Segment", "TemplateFormat", "detect_chat_format", "encode_chat", "format_by_name", "format_chat",
-           "format_text", "segments_text", "stop_ids"]
+__all__ = ["FORMATS", "ChatEncoder", "ChatFormat", "ChatFormatError", "Detection", "Segment", "detect_chat_format",
+           "format_chat", "segments_text"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..core import Tokenizer
-from ..specials import ASCII_SPACE, UNICODE_SPACE
 from .fitted import BOS_HOLE, EOS_HOLE
 from .render import PromptFormat, format_chat
 from .segments import Segment
@@ -38,12 +37,12 @@ class ChatEncoder:
         self.chat_format = fmt
         self._specials = specials = tokenizer.special_texts()
         self.bos_text = tokenizer.id_to_token(tokenizer.bos_id) if tokenizer.bos_id is not None else ""
-        eos = tokenizer.spec.eos_id
+        eos = tokenizer.eos_id
         self.eos_text = tokenizer.id_to_token(eos) if eos is not None else ""
         after = [self._filled(text) for text in fmt.after_assistant_texts()]
         texts = [self._filled(text) for text in fmt.template_texts()]
         # the special tokens the format's own texts hold: its template text is cut for those alone (Gemma's
-        # 6,000-token cutter costs 0.15 s to build). A template's own renderings (the spliced path, which a
+        # 6,000-token cutter is slow to build). A template's own renderings (the spliced path, which a
         # format established from a template also takes) may hold any, so those are cut for all.
         joined = "\0".join(texts + after)
         among = [t for t in specials if t in joined]
@@ -52,12 +51,11 @@ class ChatEncoder:
         self.stop_ids = stop_ids(tokenizer, fmt, config_eos_ids, after, among)
         self.stop_strings = tuple(dict.fromkeys(_stop_strings(tokenizer, fmt, after, among)))
         protected = template_ids | {specials[m] for m in getattr(fmt, "markers", ()) if m in specials}
-        protected |= set(self.stop_ids) | {i for i in (tokenizer.bos_id, tokenizer.spec.eos_id) if i is not None}
-        self._encode_literal = tokenizer.literal_encoder(protected)
-        self._runs: dict[str, tuple[int, ...]] = {}
+        protected |= set(self.stop_ids) | {i for i in (tokenizer.bos_id, tokenizer.eos_id) if i is not None}
+        self._encode_literal = tokenizer._literal_encoder(protected)  # the one call into the tokenizer's insides
+        self._runs: dict[tuple[str, int | None, int | None], tuple[int, ...]] = {}
         self._template_parts: dict[str, list[tuple[str, int | None]]] = {}  # template text -> its special cuts
         self.writes_bos = fmt.writes_bos
-        self._spaces = UNICODE_SPACE if tokenizer.spec.unicode_strip else ASCII_SPACE
 
     def _filled(self, text: str) -> str:
         """A fitted piece with its BOS/EOS holes filled (the other formats' texts have none)."""
@@ -72,11 +70,10 @@ class ChatEncoder:
     def encode(self, segments: Iterable[Segment]) -> list[int]:
         """Token ids for prompt segments (BOS once: the format's, else the tokenizer's if it adds one)."""
         out: list[int] = []
-        if not self.writes_bos and self.tokenizer.spec.add_bos and self.tokenizer.bos_id is not None:
+        if not self.writes_bos and self.tokenizer.add_bos and self.tokenizer.bos_id is not None:
             out.append(self.tokenizer.bos_id)
-        lstrip, rstrip = self.tokenizer.spec.lstrip_ids, self.tokenizer.spec.rstrip_ids
         run: list[str] = []
-        strip_next = False
+        after: int | None = None  # the special token before the pending run
         for text, special in segments:
             token_id = self._specials.get(text) if special else None
             if token_id is None:
@@ -91,33 +88,30 @@ class ChatEncoder:
                             if part_id is None:
                                 run.append(part)
                                 continue
-                            self._flush(run, out, strip_next, part_id in lstrip)
+                            self._flush(run, out, after, part_id)
                             out.append(part_id)
-                            strip_next = part_id in rstrip
+                            after = part_id
                         continue
                 run.append(text)
                 continue
-            self._flush(run, out, strip_next, token_id in lstrip)
+            self._flush(run, out, after, token_id)
             out.append(token_id)
-            strip_next = token_id in rstrip
-        self._flush(run, out, strip_next, False)
+            after = token_id
+        self._flush(run, out, after, None)
         return out
 
-    def _flush(self, run: list[str], out: list[int], strip_left: bool, strip_right: bool) -> None:
-        """Tokenize the pending text run (spaces next to lstrip/rstrip tokens removed, as llama.cpp does)."""
-        text = "".join(run)
-        run.clear()
-        if strip_left:
-            text = text.lstrip(self._spaces)
-        if strip_right:
-            text = text.rstrip(self._spaces)
-        if not text:
+    def _flush(self, run: list[str], out: list[int], after: int | None, before: int | None) -> None:
+        """Tokenize the pending text run between the special tokens ``after`` and ``before`` (the tokenizer
+        removes the spaces next to lstrip/rstrip tokens, as llama.cpp does)."""
+        if not run:
             return
-        ids = self._runs.get(text)
+        key = ("".join(run), after, before)
+        run.clear()
+        ids = self._runs.get(key)
         if ids is None:
             if len(self._runs) >= _RUN_CACHE_LIMIT:
                 self._runs.clear()
-            ids = self._runs[text] = tuple(self._encode_literal(text))
+            ids = self._runs[key] = tuple(self._encode_literal(*key))
         out += ids
 
 

@@ -1,7 +1,7 @@
 """The established format of a template, kept by hash: a model's second load renders nothing.
 
-Establishing a format renders ~200 probe conversations with jinja2 (10-60 ms, plus 10-50 ms to
-compile the template); the result is a small dict (a record's name, or a fitted table of pieces, and the
+Establishing a format compiles the template and renders ~200 probe conversations with jinja2 (figures:
+docs/chat-formats.md); the result is a small dict (a record's name, or a fitted table of pieces, and the
 verdict). It is kept in memory and in one JSON file per template under
 ``$RML_CHAT_FORMAT_CACHE`` (a directory, or ``off``), else ``cache_dir() / "chat-formats"``. The key
 hashes the template, the BOS and EOS texts and this package's source, so a new version of the chat code
@@ -17,7 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..table_cache import cache_folder, source_hash
+from ..cache_dirs import cache_folder, source_hash
 
 _MEMORY: dict[str, dict] = {}
 

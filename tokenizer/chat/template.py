@@ -129,5 +129,5 @@ class ChatTemplate:
 
 @lru_cache(maxsize=16)
 def compiled(source: str) -> ChatTemplate:
-    """The template compiled once per process (compiling costs 10-50 ms; rendering ~0.1 ms)."""
+    """The template compiled once per process (compiling costs far more than rendering)."""
     return ChatTemplate(source)

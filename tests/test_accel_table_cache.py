@@ -1,5 +1,6 @@
-"""The on-disk cache of built tokenizer tables: a warm load gives the very tokenizer a cold load builds,
-and a changed, corrupt or unwritable entry never breaks a load."""
+"""White-box, accelerator: the on-disk cache of built tokenizer tables (tokenizer/accel/table_cache.py).
+A warm load gives the very tokenizer a cold load builds, and a changed, corrupt or unwritable entry never
+breaks a load."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from conftest import corpus, hf_files, model_path
 from test_gguf_errors import write_gguf
 
 import tokenizer
-from tokenizer import table_cache
+import tokenizer.loaders
+from tokenizer.accel import table_cache
 from tokenizer.core import Tokenizer
+
+pytestmark = pytest.mark.accel
 
 
 @pytest.fixture()
@@ -29,8 +33,8 @@ def _refuse_to_build(monkeypatch: pytest.MonkeyPatch) -> None:
     """After this, only a load from the cache can succeed."""
     def fail(*_args):
         raise AssertionError("the merge table was built again: the cache entry was not used")
-    monkeypatch.setattr(tokenizer.bpe, "build_merge_table", fail)
-    monkeypatch.setattr(tokenizer.gguf, "load_gguf", fail)
+    monkeypatch.setattr(Tokenizer, "_build_merge_table", fail)
+    monkeypatch.setattr(tokenizer.loaders, "load_spec", fail)
 
 
 def _copy(source: Path, folder: Path) -> Path:
@@ -72,8 +76,8 @@ def test_merges_of_a_cached_tokenizer_can_be_edited(tables: Path) -> None:
     warm = tokenizer.load(source)
     assert isinstance(warm.spec.merges, table_cache.PackedMerges)
     assert warm.spec.merges[0] == cold.spec.merges[0] == ("Ġ", "t")
-    assert len(warm.spec.merges) == len(cold.merge_table)
-    broken = Tokenizer.create(dataclasses.replace(warm.spec, merges=warm.spec.merges[1:]))
+    assert len(warm.spec.merges) == len(cold._merges)
+    broken = Tokenizer(dataclasses.replace(warm.spec, merges=warm.spec.merges[1:]))
     assert broken.encode(" the") != cold.encode(" the") == [262]
 
 

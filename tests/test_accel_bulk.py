@@ -1,5 +1,5 @@
-"""Big string arrays and merge tables read with numpy (``tokenizer.bulk``), against the plain reader and
-the plain merge table, on small files made to take the bulk path (``read_in_bulk``) and on every real
+"""White-box, accelerator: big string arrays and merge tables read with numpy (``tokenizer.accel.bulk``),
+against the plain reader and the plain merge table, on small files made to take the bulk path (``read_in_bulk``) and on every real
 vocabulary. (Elsewhere in the suite numpy is imported, so merge lists of 20k+ take the bulk path.)"""
 
 from __future__ import annotations
@@ -15,8 +15,12 @@ from hypothesis import strategies as st
 from test_merge_pairs import write_bpe_gguf
 
 import tokenizer
-from tokenizer import TokenizerError, bpe, bulk
-from tokenizer.byte_alphabet import BYTE_TO_CHAR
+from tokenizer import TokenizerError
+from tokenizer.accel import bulk
+from tokenizer.stages import bpe
+from tokenizer.stages.byte_alphabet import BYTE_TO_CHAR
+
+pytestmark = pytest.mark.accel
 
 
 def _records(strings: list[bytes]) -> bytes:
@@ -87,13 +91,13 @@ def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> N
     path = write_bpe_gguf(tmp_path / "m.gguf", TOKENS, MERGES)
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
     assert isinstance(fast.spec.merges, bulk.BulkMerges) and isinstance(plain.spec.merges, bpe.MergePairs)
-    assert fast.merge_table == plain.merge_table and len(fast.merge_table) == len(MERGES)
+    assert fast._merges == plain._merges and len(fast._merges) == len(MERGES)
     assert list(fast.spec.merges) == list(plain.spec.merges) and len(fast.spec.merges) == len(MERGES)
     assert fast.spec.tokens == TOKENS
     text = f"the thé {LONG}x  {' ' * 13}éüé"
     assert fast.encode(text) == plain.encode(text)
     width = len(TOKENS) + 1  # the long pair is in the table, with its rank and result
-    assert fast.merge_table[TOKENS.index(LONG) * width + TOKENS.index("x")] == 7 * width + TOKENS.index(LONG + "x")
+    assert fast._merges[TOKENS.index(LONG) * width + TOKENS.index("x")] == 7 * width + TOKENS.index(LONG + "x")
 
 
 @pytest.mark.parametrize("tokens, merges", [
@@ -104,7 +108,7 @@ def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> N
 def test_unusual_files_take_the_plain_path_to_the_same_table(tmp_path: Path, monkeypatch, tokens, merges) -> None:
     path = write_bpe_gguf(tmp_path / "m.gguf", tokens, merges)
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
-    assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens
+    assert fast._merges == plain._merges and fast.spec.tokens == plain.spec.tokens
 
 
 @pytest.mark.parametrize("merge, message", [
@@ -130,17 +134,17 @@ def test_a_truncated_big_array_is_reported_by_the_plain_reader(tmp_path: Path, m
 def test_real_vocabularies_get_the_same_merge_table_either_way(monkeypatch, name: str) -> None:
     fast, plain = _load(model_path(name), monkeypatch, 1), _load(model_path(name), monkeypatch, 10**9)
     if plain.spec.merges is None:  # score-based SentencePiece: no merge list
-        assert fast.spec.merges is None and not fast.merge_table
+        assert fast.spec.merges is None and not fast._merges
         return
     assert isinstance(fast.spec.merges, bulk.BulkMerges) and not isinstance(plain.spec.merges, bulk.BulkMerges)
-    assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens
+    assert fast._merges == plain._merges and fast.spec.tokens == plain.spec.tokens
 
 
 @pytest.mark.parametrize("name", hf_files.NAMES)
 def test_tokenizer_json_merge_tables_are_the_same_either_way(monkeypatch, name: str) -> None:
     path = hf_files.out_dir() / name / "tokenizer.json"
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
-    assert fast.merge_table == plain.merge_table and fast.spec.tokens == plain.spec.tokens
+    assert fast._merges == plain._merges and fast.spec.tokens == plain.spec.tokens
 
 
 @pytest.mark.parametrize("merges", [
@@ -157,4 +161,4 @@ def test_string_merges_in_bulk_equal_the_plain_table(tmp_path: Path, monkeypatch
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
-    assert fast.merge_table == plain.merge_table and len(fast.merge_table) == len(merges)
+    assert fast._merges == plain._merges and len(fast._merges) == len(merges)

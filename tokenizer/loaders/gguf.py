@@ -15,11 +15,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import pretokenizers
-from .bpe import split_pairs
-from .bulk import BulkMerges, StringArray
+from ..accel.bulk import BulkMerges, StringArray
+from ..spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
+from ..stages import pretokenizers
+from ..stages.bpe import split_pairs
 from .gguf_reader import ARRAY, STRING, TYPE_NAMES, read_metadata
-from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
 
 log = logging.getLogger("tokenizer")
 

@@ -116,6 +116,16 @@ class SpecialCutter:
         if pos < len(text):
             yield text[pos:], None
 
+    def strip_between(self, text: str, after_id: int | None, before_id: int | None) -> str:
+        """``text`` as ``split`` leaves it between the special tokens ``after_id`` (before the text) and
+        ``before_id`` (after it): spaces after an rstrip token and before an lstrip token removed.
+        With "<|end|>" rstrip: strip_between("  hi ", <|end|>, None) -> "hi "."""
+        if after_id in self._rstrip:
+            text = text.lstrip(self._spaces)
+        if before_id in self._lstrip:
+            text = text.rstrip(self._spaces)
+        return text
+
     @staticmethod
     def _alone(text: str, start: int, end: int) -> bool:
         return (start == 0 or not is_word_char(text[start - 1])) and (end == len(text) or not is_word_char(text[end]))

@@ -20,7 +20,7 @@ Performance notes (the hot path is a cache hit in core.py; this runs on misses):
   the priority and the result, and ``min`` over values orders by rank.
 * Score-based SentencePiece merges on strings: a pair merges when the
   concatenation is a token. (An id-keyed pair table filled on demand was tried:
-  on a first pass it costs more to fill than it saves — measured 25-60 % slower.)
+  on a first pass it costs more to fill than it saves.)
 * Short words (the vast majority) keep one list of pair priorities: each merge
   is a C-level ``min`` + ``index`` and two new dict probes for the pairs that
   touch the merged symbol — O(n) per merge, all of it in C but the two probes.
@@ -28,27 +28,21 @@ Performance notes (the hot path is a cache hit in core.py; this runs on misses):
   with no split point stays linear-ish.
 * ``width - 1`` (= vocab size) is a sentinel id for a unit that is not in the
   vocabulary: it appears in no merge key, so it never merges.
-* The short-word loops have C twins (``_cmerge*.c``: ``ScoredVocab``, ``RankedTable``), ~8x faster all
-  in; ``core`` uses them where the module is built. The loops here stay the definition, take long
-  words, and run where C does not (tests/test_cmerge.py holds the two to the same ids).
+* The short-word loops have C twins in the optional accelerator (``accel/native.py``); ``core`` uses them
+  where they run. The loops here stay the definition, take long words, and run where C does not
+  (tests/test_accel_native.py holds the two to the same ids). A big merge list's table can likewise come
+  from ``accel/bulk.py``; ``build_merge_table`` here is the definition of that table.
 """
 
 from __future__ import annotations
 
 import heapq
-import os
 from collections.abc import Callable, Sequence
-from itertools import chain, repeat
+from itertools import repeat
 from operator import add, itemgetter, mul
 from typing import Any
 
-from . import bulk
-from .spec import TokenizerError
-
-try:  # the short-word loops below in C (_cmerge.c), built by pip install; optional
-    from ._cmerge import RankedTable, ScoredVocab
-except ImportError:  # not built (no C compiler, or run from a bare source tree): Python does the same
-    RankedTable = ScoredVocab = None  # type: ignore[assignment,misc]
+from ..spec import TokenizerError
 
 #: words longer than this use the heap-based loop.
 SHORT_WORD = 128
@@ -101,7 +95,7 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
                       source: str, tokens: Sequence[str] = ()) -> dict[int, int]:
     """Merge table: key left*width+right -> rank*width+merged (width: vocabulary size + 1).
 
-    Built with C-level maps (280k merges in ~0.1 s); a half or result missing from the vocabulary is a
+    Built with C-level maps, no Python loop per merge; a half or result missing from the vocabulary is a
     KeyError, turned into a TokenizerError naming the merge. When a pair is listed twice, its first
     (best) rank wins, as in llama.cpp.
 
@@ -112,23 +106,13 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
     """
     if not merges:
         return {}
-    if isinstance(merges, bulk.BytesMerges):  # a big file's merges, still in its bytes
-        table = merges.table(vocab, width, tokens)
-        if table is not None:
-            return table
-        merges = merges.pairs  # something unusual: the plain path decides (and names what is wrong)
-    elif bulk.wanted(len(merges)):  # a big list of string pairs (tokenizer.json): with numpy too
-        pairs = zip(merges.lefts, merges.rights) if isinstance(merges, MergePairs) else merges
-        table = bulk.table_of_texts(chain.from_iterable(pairs), len(merges), vocab, width, tokens)
-        if table is not None:
-            return table
     if isinstance(merges, MergePairs):
         lefts, rights = merges.lefts, merges.rights
     else:
         lefts = list(map(itemgetter(0), merges))  # faster than zip(*merges) over 10^5 pairs
         rights = list(map(itemgetter(1), merges))
     try:  # a half that is no token, or no string at all (a tokenizer.json's [1, 2]), fails in here
-        merged = list(map(add, lefts, rights))  # operator's functions: no slot-wrapper call, ~35 % faster
+        merged = list(map(add, lefts, rights))  # operator's functions: no slot-wrapper call
         first = vocab.get(merged[0], -1) if len(vocab) == len(tokens) else -1
         in_order = first >= 0 and tokens[first:first + len(merged)] == merged
         left_ids = list(map(vocab.__getitem__, lefts))
@@ -211,39 +195,6 @@ def merge_scored(symbols: list[str], scores: dict[str, float]) -> list[str]:
         if at < len(values):
             values[at] = get(merged + symbols[at + 1], _NO_TOKEN)
     return symbols
-
-
-def native_wanted() -> bool:
-    """Whether the C loops run: built, and not turned off with ``RML_CHAT_NATIVE=off``."""
-    return ScoredVocab is not None and os.environ.get("RML_CHAT_NATIVE") != "off"
-
-
-def scored_vocab(tokens: list[str], scores: list[float] | None) -> ScoredVocab | None:
-    """``merge_scored`` in C for this vocabulary: ``.encode(chunk)`` gives the ids (``-1 - code point`` for a
-    character that is no token), or None for a chunk over ``SHORT_WORD`` characters. None when the C loops
-    do not run (``native_wanted``) or the tables are not plain lists of str and float ("1.5" is a score to
-    ``float`` but not to C): the Python loop then runs, with the same ids (tests/test_cmerge.py)."""
-    if not native_wanted() or type(tokens) is not list or type(scores) not in (list, type(None)):
-        return None
-    if scores is None or len(scores) != len(tokens):  # as zip() pairs them: a token past the scores never merges
-        scores = (scores or [])[:len(tokens)] + [_NO_TOKEN] * (len(tokens) - len(scores or []))
-    try:
-        return ScoredVocab(tokens, scores)
-    except (TypeError, ValueError):
-        return None
-
-
-def ranked_table(merges: dict[int, int], width: int, vocab: dict[str, int]) -> RankedTable | None:
-    """``merge_ranked`` in C for this table: ``.merge(ids)`` gives the merged ids; ``.encode(chunk)`` merges a
-    chunk's characters (their tokens; ``width - 1`` for one with none, as ``_missing``) and gives ids as
-    ``ScoredVocab.encode`` does. Each gives None for a word over ``SHORT_WORD`` units. None when the C loops
-    do not run (``native_wanted``)."""
-    if not native_wanted() or type(merges) is not dict or type(vocab) is not dict:
-        return None
-    try:
-        return RankedTable(merges, width, vocab)
-    except (TypeError, ValueError, OverflowError):
-        return None
 
 
 def _scored_pair(scores: dict[str, float], a: str, b: str) -> tuple[float, str] | None:

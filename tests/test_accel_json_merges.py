@@ -1,4 +1,4 @@
-"""A tokenizer.json's merges read from the file's bytes (``tokenizer.json_merges``) against ``json``'s own
+"""White-box, accelerator: a tokenizer.json's merges read from the file's bytes (``accel/json_merges.py``) against ``json``'s own
 parse: the same merge table and the same pairs for every test file and layout, the same error (or the
 same working tokenizer) for every broken one — the plain reader is the oracle."""
 
@@ -13,7 +13,9 @@ import pytest
 from conftest import ROOT, hf_files, read_in_bulk
 
 import tokenizer
-from tokenizer import bulk, json_merges
+from tokenizer.accel import bulk, json_merges
+
+pytestmark = pytest.mark.accel
 
 VOCAB = {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, '"': 5, '"a': 6, "\\": 7, "\\\\": 8, "é": 9, "éa": 10,
          "😀": 11, "😀😀": 12, "merges": 13, "mer": 14, "ges": 15, "x y": 16, "x": 17, " y": 18, "\n": 19,
@@ -45,8 +47,8 @@ def _outcome(path: Path, monkeypatch, bulk_min: int):
         return "error", type(err).__name__, str(err)
     apart = isinstance(tok.spec.merges, json_merges.JsonMerges)
     own = tok.spec.merges.table(tok._vocab, tok._width, tok.spec.tokens) if apart else None
-    assert own in (tok.merge_table, None)  # never a table other than the plain path's
-    return "ok", tok.merge_table, [tuple(m) for m in tok.spec.merges or []], apart, own
+    assert own in (tok._merges, None)  # never a table other than the plain path's
+    return "ok", tok._merges, [tuple(m) for m in tok.spec.merges or []], apart, own
 
 
 def _both(path: Path, monkeypatch) -> tuple:

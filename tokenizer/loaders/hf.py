@@ -27,11 +27,11 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from . import json_merges
-from .bpe import split_pairs
-from .llama_regex import CUSTOM
-from .pretokenizers import PRE_SPLITS
-from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
+from ..accel import json_merges
+from ..spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
+from ..stages.bpe import split_pairs
+from ..stages.llama_regex import CUSTOM
+from ..stages.pretokenizers import PRE_SPLITS
 
 _GPT2_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 _HF_CONTRACTIONS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"

@@ -1,4 +1,4 @@
-/* The two merge loops of bpe.py for short words, in C: the same ids, ~8x faster all in.
+/* The two merge loops of stages/bpe.py for short words, in C: the same ids, faster (docs/performance.md).
  *
  * - ScoredVocab.encode(chunk): bpe.merge_scored (score-based SentencePiece, as GGUF stores it).
  *   Any two adjacent symbols whose concatenation is a token may merge; the pair whose token scores
@@ -7,10 +7,9 @@
  *   The adjacent pair with the lowest value (rank * width + merged id) merges first, leftmost on
  *   ties. bpe.py has both rules with worked examples.
  *
- * Why C. A first pass over new text spends most of its time merging. In Python each merge costs
- * ~1.15 us: a dozen bytecodes, and for score-based merges a new string per pair, hashed and freed.
- * The same loop in C that still makes those strings costs ~0.5 us; this one ~0.14 us, call and id
- * list included (Llama 2, the bench corpus's 43k new chunks, 285k merges: 0.039 s against 0.33 s).
+ * Why C. A first pass over new text spends most of its time merging. In Python each merge is a dozen
+ * bytecodes, and for score-based merges a new string per pair, hashed and freed. A C loop that still
+ * makes those strings gained too little; this one makes none (a symbol is a span or an id).
  * That is what puts SentencePiece vocabularies' first pass ahead of HF tokenizers'
  * (scripts/bench_tokenizer.py).
  * The Python loops stay: they take long words (a heap, O(n log n)) and run where this module is not
@@ -68,7 +67,7 @@ Py_ssize_t read_chunk(PyObject *chunk, Py_UCS4 *text) {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "_cmerge",
+    .m_name = "tokenizer.accel._cmerge",
     .m_doc = "The short-word merge loops of bpe.py in C (ScoredVocab, RankedTable), and GGUF string arrays.",
     .m_size = -1,
     .m_methods = GGUF_METHODS,

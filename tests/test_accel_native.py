@@ -1,4 +1,5 @@
-"""The merge loops in C (tokenizer/_cmerge*.c) against the Python loops of bpe.py, which define them.
+"""White-box, accelerator: the merge loops in C (tokenizer/accel/_cmerge*.c) against the reference loops of
+stages/bpe.py, which define them.
 
 Every other test runs the C loops (pip install builds them); these hold them to the Python ones id for id:
 whole tokenizers on the committed corpus, and the two C types alone on generated vocabularies, scores
@@ -15,8 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokenizer
-from tokenizer import bpe
+from tokenizer.accel import native
 from tokenizer.core import Tokenizer
+from tokenizer.stages import bpe
+
+pytestmark = pytest.mark.accel
 
 #: beyond the corpus: long chunks (the Python heap loop takes them), characters no vocabulary has, byte fallback
 EXTRA = ["a" * 127, "a" * 128, "a" * 129, "x" * 5000, "\U0001f600\U0001f9ea\u0fff\ufffd", "\ud800 lone surrogate",
@@ -24,8 +28,8 @@ EXTRA = ["a" * 127, "a" * 128, "a" * 129, "x" * 5000, "\U0001f600\U0001f9ea\u0ff
 
 
 def _python_twin(tok: Tokenizer) -> Tokenizer:
-    """The same tokenizer with its C tables turned off: every word goes through bpe.py's loops."""
-    twin = Tokenizer(tok.spec, tok.merge_table)
+    """The same tokenizer with its C tables turned off: every word goes through stages/bpe.py's loops."""
+    twin = Tokenizer(tok.spec, tok._merges)
     twin.__dict__["_scored_vocab"] = twin.__dict__["_ranked_table"] = None
     return twin
 
@@ -41,8 +45,8 @@ def _assert_alike(tok: Tokenizer) -> None:
 def test_the_c_loops_are_built() -> None:
     """README's install compiles them. Were that to fail silently, the other tests would pass on the
     Python loops alone, and the speed the README reports would be gone: so this one fails."""
-    assert bpe.ScoredVocab is not None and bpe.RankedTable is not None
-    assert bpe.native_wanted()
+    assert native.ScoredVocab is not None and native.RankedTable is not None
+    assert native.wanted()
 
 
 @pytest.mark.parametrize("name", [*VOCABS, "gemma3", "smollm2"])
@@ -57,10 +61,10 @@ def test_tokenizer_json_files_encode_alike(name: str) -> None:
 
 def test_turned_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RML_CHAT_NATIVE", "off")
-    assert bpe.scored_vocab(["a"], [0.0]) is None
-    assert bpe.ranked_table({}, 2, {"a": 0}) is None
+    assert native.scored_vocab(["a"], [0.0]) is None
+    assert native.ranked_table({}, 2, {"a": 0}) is None
     monkeypatch.delenv("RML_CHAT_NATIVE")
-    assert bpe.scored_vocab(["a"], [0.0]) is not None
+    assert native.scored_vocab(["a"], [0.0]) is not None
 
 
 # ----- ScoredVocab alone ---------------------------------------------------------------------------
@@ -81,32 +85,32 @@ def _scored_in_python(tokens: list[str], scores: list[float], chunk: str) -> lis
 def test_scored_vocab_merges_as_python(entries: list[tuple[str, float]], chunk: str) -> None:
     """Duplicated texts (the later wins), NaN and infinite scores, characters that are no token."""
     tokens, scores = [t for t, _ in entries], [s for _, s in entries]
-    assert bpe.ScoredVocab(tokens, scores).encode(chunk) == _scored_in_python(tokens, scores, chunk)
+    assert native.ScoredVocab(tokens, scores).encode(chunk) == _scored_in_python(tokens, scores, chunk)
 
 
 def test_scored_vocab_on_a_real_vocabulary_and_limits() -> None:
     tok = tokenizer.load(model_path("llama-spm"))
-    native = bpe.ScoredVocab(tok.spec.tokens, tok.spec.scores)
+    scored = native.ScoredVocab(tok.spec.tokens, tok.spec.scores)
     for chunk in ["▁hello▁world", "▁" * 128, "▁ÿ日本語\U0001f600", ""]:
-        assert native.encode(chunk) == _scored_in_python(tok.spec.tokens, tok.spec.scores, chunk)
-    assert native.encode("▁" * 129) is None  # the Python heap loop's
-    assert native.encode("▁hello") == [tok.token_to_id("▁hello")]
+        assert scored.encode(chunk) == _scored_in_python(tok.spec.tokens, tok.spec.scores, chunk)
+    assert scored.encode("▁" * 129) is None  # the Python heap loop's
+    assert scored.encode("▁hello") == [tok.token_to_id("▁hello")]
 
 
 def test_scored_vocab_refuses_bad_input() -> None:
     with pytest.raises(TypeError):
-        bpe.ScoredVocab(["a", 1], [0.0, 0.0])
+        native.ScoredVocab(["a", 1], [0.0, 0.0])
     with pytest.raises(ValueError, match="one score per token"):
-        bpe.ScoredVocab(["a", "b"], [0.0])
+        native.ScoredVocab(["a", "b"], [0.0])
     for score in ("1.5", 1, True):  # exact floats only: no __float__ runs while the table is filled
         with pytest.raises(TypeError, match="floats"):
-            bpe.ScoredVocab(["a"], [score])
-    assert bpe.scored_vocab(["a"], ["1.5"]) is None  # the Python loop takes such scores (float("1.5"))
-    assert bpe.scored_vocab(("a",), [0.0]) is None
+            native.ScoredVocab(["a"], [score])
+    assert native.scored_vocab(["a"], ["1.5"]) is None  # the Python loop takes such scores (float("1.5"))
+    assert native.scored_vocab(("a",), [0.0]) is None
     with pytest.raises(TypeError):
-        bpe.ScoredVocab(["a"], [0.0]).encode(b"a")
+        native.ScoredVocab(["a"], [0.0]).encode(b"a")
     with pytest.raises(TypeError):
-        bpe.ScoredVocab.__new__(bpe.ScoredVocab).encode("a")  # never initialised: an error, not a crash
+        native.ScoredVocab.__new__(native.ScoredVocab).encode("a")  # never initialised: an error, not a crash
 
 
 # ----- RankedTable alone ---------------------------------------------------------------------------
@@ -126,7 +130,7 @@ def _tables(draw) -> dict[int, int]:
 @settings(max_examples=400, deadline=None)
 @given(_tables(), st.lists(st.integers(0, 8), max_size=140))
 def test_ranked_table_merges_as_python(table: dict[int, int], ids: list[int]) -> None:
-    merged = bpe.RankedTable(table, WIDTH).merge(list(ids))
+    merged = native.RankedTable(table, WIDTH).merge(list(ids))
     if len(ids) > bpe.SHORT_WORD:
         assert merged is None
     else:
@@ -142,7 +146,7 @@ def test_ranked_table_encodes_as_python(table: dict[int, int], chunk: str) -> No
     expected = bpe.merge_ranked(list(units), table, WIDTH)
     lone = iter([ch for ch, unit in zip(chunk, units) if unit == WIDTH - 1])
     expected = [-1 - ord(next(lone)) if i == WIDTH - 1 else i for i in expected]
-    assert bpe.RankedTable(table, WIDTH, vocab).encode(chunk) == expected
+    assert native.RankedTable(table, WIDTH, vocab).encode(chunk) == expected
 
 
 def test_ranked_table_cache_fills_and_starts_again() -> None:
@@ -150,36 +154,36 @@ def test_ranked_table_cache_fills_and_starts_again() -> None:
     after that still finds its pair."""
     width = 1 << 22
     table = {5 * width + 6: 0 * width + 7}
-    native = bpe.RankedTable(table, width)
+    ranked = native.RankedTable(table, width)
     for start in range(0, 2_200_000, 120):  # 2.2M pairs, each new: one start-again on the way
-        assert native.merge(list(range(start + 10, start + 131))) == list(range(start + 10, start + 131))
-        assert native.merge([5, 6]) == [7]
+        assert ranked.merge(list(range(start + 10, start + 131))) == list(range(start + 10, start + 131))
+        assert ranked.merge([5, 6]) == [7]
 
 
 def test_ranked_table_refuses_bad_input() -> None:
     with pytest.raises(ValueError, match="width"):
-        bpe.RankedTable({}, 0)
+        native.RankedTable({}, 0)
     with pytest.raises(TypeError):
-        bpe.RankedTable([], 3)
+        native.RankedTable([], 3)
     with pytest.raises(TypeError):
-        bpe.RankedTable({}, 3, ["a"])
+        native.RankedTable({}, 3, ["a"])
     with pytest.raises(ValueError, match="out of range"):
-        bpe.RankedTable({1: -5}, 3).merge([0, 1])
+        native.RankedTable({1: -5}, 3).merge([0, 1])
     with pytest.raises(TypeError):
-        bpe.RankedTable({}, 3).merge([0, "a"])
+        native.RankedTable({}, 3).merge([0, "a"])
     with pytest.raises(TypeError, match="ints"):
-        bpe.RankedTable({1: 2.0}, 3).merge([0, 1])
+        native.RankedTable({1: 2.0}, 3).merge([0, 1])
     with pytest.raises(TypeError, match="ints"):
-        bpe.RankedTable({}, 3, {"a": 1.0}).encode("a")
+        native.RankedTable({}, 3, {"a": 1.0}).encode("a")
     with pytest.raises(TypeError):
-        bpe.RankedTable({}, 3).encode("ab")  # made without a vocabulary
+        native.RankedTable({}, 3).encode("ab")  # made without a vocabulary
     with pytest.raises(ValueError, match="out of range"):
-        bpe.RankedTable({}, 3, {"a": 7}).encode("a")
+        native.RankedTable({}, 3, {"a": 7}).encode("a")
     with pytest.raises(TypeError):
-        bpe.RankedTable.__new__(bpe.RankedTable).merge([0])  # never initialised: an error, not a crash
-    assert bpe.RankedTable({}, 3).merge([0, 3]) is None  # not an id of this table: the Python loop decides
-    assert bpe.RankedTable({}, 3).merge([-1]) is None
-    assert bpe.ranked_table({}, 3, {"a": 0}) is not None
+        native.RankedTable.__new__(native.RankedTable).merge([0])  # never initialised: an error, not a crash
+    assert native.RankedTable({}, 3).merge([0, 3]) is None  # not an id of this table: the Python loop decides
+    assert native.RankedTable({}, 3).merge([-1]) is None
+    assert native.ranked_table({}, 3, {"a": 0}) is not None
 
 
 def test_fallback_ids_are_kept_for_a_bounded_number_of_characters() -> None:

@@ -13,8 +13,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from ..spec import TokenizerError, TokenizerSpec
 from .hf import _read_json, spec_from_tokenizer_json
-from .spec import TokenizerError, TokenizerSpec
 
 
 def _token_text(value: Any) -> str | None:

@@ -1,10 +1,10 @@
-/* A GGUF string array read into Python strings in C: gguf_reader._strings' loop, ~10x faster.
+/* A GGUF string array read into Python strings in C: loaders/gguf_reader.py's _strings loop.
  *
  * read_strings(buffer, pos, end, count, decode) -> (list, pos after the array), or None.
  *
  * A GGUF string is a little-endian u64 byte count, then the bytes. Gemma 3's vocabulary holds 262,144 of
- * them; the Python loop (an unpack, a slice and a decode each) takes ~0.25 s, most of a cold load, which
- * an app starting a chat waits for. Here each string is one bounds check and one PyUnicode_DecodeUTF8
+ * them; the Python loop (an unpack, a slice and a decode each) is most of a cold load, which an app
+ * starting a chat waits for (docs/performance.md). Here each string is one bounds check and one PyUnicode_DecodeUTF8
  * ("surrogateescape", as the loop decodes) or PyBytes_FromStringAndSize (decode false).
  * Anything unusual — a length that runs past ``end``, a buffer that can't be read — returns None: the
  * Python loop then reads the array again and names what is wrong, with the offset.

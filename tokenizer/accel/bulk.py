@@ -18,9 +18,7 @@ of freshly split strings (each merge's halves and result), memory-bound at 100-2
    merge, a NUL in a text, a token listed twice, an empty token, a half that is no token) answers
    None, and the caller takes the plain path, which gives the same table or names what is wrong.
 
-Measured (alternating processes, best of 5): Llama 3's cold GGUF load 0.46 -> 0.28-0.31 s, GPT-2's
-0.081 -> 0.062 s, Gemma 3's tokenizer.json 1.32-1.39 -> 0.97-1.13 s. numpy is imported on first use only
-(``wanted``).
+What it buys: docs/performance.md. numpy is imported on first use only (``wanted``).
 """
 
 from __future__ import annotations
@@ -30,12 +28,15 @@ import sys
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
+from itertools import chain
 from typing import Any
 
-#: string arrays this long are read in bulk: the gain (~0.15 s for 280k merges) outweighs numpy's import
+from . import enabled
+
+#: string arrays this long are read in bulk: the gain outweighs numpy's own import
 BULK_MIN = 100_000
 #: ... and from this long where numpy is imported already (the app's llama_cpp imports it): 50k merges
-#: then load ~25 % faster. Below it, the plain loop is as fast.
+#: then load faster. Below it, the plain loop is as fast.
 BULK_MIN_IMPORTED = 20_000
 _U64 = struct.Struct("<Q")
 #: window sizes tried, in bytes per string (Llama 3's merges take ~17, its tokens ~15), and the most
@@ -49,8 +50,26 @@ _EXACT = 16
 
 
 def wanted(count: int) -> bool:
-    """Whether a string array of ``count`` strings is worth reading in bulk."""
-    return count >= BULK_MIN or (count >= BULK_MIN_IMPORTED and "numpy" in sys.modules)
+    """Whether a string array of ``count`` strings is worth reading in bulk (never with the accelerator off)."""
+    return enabled() and (count >= BULK_MIN or (count >= BULK_MIN_IMPORTED and "numpy" in sys.modules))
+
+
+def merge_table(merges: Sequence[Any], vocab: dict[str, int], width: int,
+                tokens: Sequence[str]) -> dict[int, int] | None:
+    """``stages/stages/bpe.build_merge_table``'s table for a big merge list — one still in a file's bytes
+    (``BytesMerges``), or many (left, right) string pairs — or None: not handled (off, small, unusual);
+    the caller then builds it with ``build_merge_table`` from ``plain(merges)``."""
+    if isinstance(merges, BytesMerges):
+        return merges.table(vocab, width, tokens)
+    if not merges or not wanted(len(merges)):
+        return None
+    pairs = zip(merges.lefts, merges.rights) if hasattr(merges, "rights") else merges  # bpe.MergePairs' columns
+    return table_of_texts(chain.from_iterable(pairs), len(merges), vocab, width, tokens)
+
+
+def plain(merges: Sequence[Any]) -> Sequence[Any]:
+    """A merge list as the reference path reads it: a ``BytesMerges`` parsed into its pairs."""
+    return merges.pairs if isinstance(merges, BytesMerges) else merges
 
 
 class StringArray(Sequence[bytes]):
@@ -154,7 +173,7 @@ class BytesMerges(Sequence[tuple[str, str]]):
 
     @abstractmethod
     def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
-        """``bpe.build_merge_table``'s table, or None where the plain path must decide."""
+        """``stages/bpe.build_merge_table``'s table, or None where the plain path must decide."""
 
 
 class BulkMerges(BytesMerges):
@@ -173,7 +192,7 @@ class BulkMerges(BytesMerges):
         return len(self.merges)
 
     def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
-        """``bpe.build_merge_table``'s table, or None where the plain path must decide."""
+        """``stages/bpe.build_merge_table``'s table, or None where the plain path must decide."""
         import numpy as np
 
         merges, count = self.merges, len(self.merges)
@@ -198,7 +217,7 @@ class BulkMerges(BytesMerges):
 
 def table_of_texts(halves: Iterable[str], count: int, vocab: dict[str, int], width: int,
                    tokens: Sequence[str]) -> dict[int, int] | None:
-    """``bpe.build_merge_table``'s table for merges given as strings (a tokenizer.json's): ``halves``
+    """``stages/bpe.build_merge_table``'s table for merges given as strings (a tokenizer.json's): ``halves``
     is left 0, right 0, left 1, ... Each side is joined at NULs and encoded once; the rest is as for
     a GGUF's bytes. None where the plain path must decide (a half that is no string, a NUL in a text,
     a text listed twice, a half or result that is no token)."""

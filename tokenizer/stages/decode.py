@@ -1,18 +1,24 @@
 """Decoding: ids -> the raw bytes each token stands for -> text (the last stage of the pipeline).
 
 ``Tokenizer`` inherits this; it reads the tokenizer's ``spec``, token texts and types. A stream asks for one
-token at a time (``token_bytes``); a decode of a sequence builds the whole table once
+token at a time (``token_bytes``, ``StreamDecoder``); a decode of a sequence builds the whole table once
 (``token_bytes.byte_table``). Worked example (Llama 2, SentencePiece)::
 
     decode_bytes([15043, 3186]) -> b"Hello world"   ("▁Hello" "▁world": llama.cpp drops the first space)
+
+    stream = tok.stream()
+    stream.feed(15043) -> "Hello";  stream.feed(3186) -> " world";  stream.finish() -> ""
+    (an emoji that arrives as four byte tokens comes out once, whole, on the fourth)
 """
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable
 from functools import cached_property
+from typing import Any
 
-from .spec import ModelKind, TokenizerError, TokenType
+from ..spec import ModelKind, TokenizerError, TokenType
 from .token_bytes import byte_fallback_text, byte_table, one_token
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
@@ -83,4 +89,60 @@ class Decoding:
             self._check(token_id)
             piece = self._pieces[token_id] = one_token(self.spec.kind, self._tokens[token_id], self._types[token_id])
         return piece
+
+    def stream(self, *, skip_special: bool = False) -> StreamDecoder:
+        """A decoder fed one id at a time, for printing a reply as it is generated (see ``StreamDecoder``)."""
+        return StreamDecoder(self, skip_special)
+
+
+class StreamDecoder:
+    """Ids in one at a time, text out as soon as it is whole: what ``feed`` returned, joined with ``finish()``,
+    is exactly ``decode(ids, skip_special=...)`` of the ids fed. Held back: an unfinished UTF-8 character
+    (and, for a tokenizer.json whose decoder has ByteFallback, a run of byte tokens, which HF decodes as a
+    whole); ``finish`` gives the rest, an unfinished character replaced by U+FFFD."""
+
+    def __init__(self, tokenizer: Decoding, skip_special: bool = False):
+        self._tok, self._skip = tokenizer, skip_special
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._run: list[bytes] = []  # ByteFallback decoders: byte tokens not decoded yet
+        self._started = False  # has a token (llama.cpp's rule) or a byte (HF's Strip) been seen yet
+
+    def feed(self, token_id: int) -> str:
+        tok = self._tok
+        data = tok.token_bytes(token_id)
+        skipped = self._skip and tok._types[token_id] in _CONTROLISH
+        spec: Any = tok.spec
+        if spec.byte_fallback_decoder:
+            if skipped:  # left out altogether, as HF drops it: byte runs on both sides join
+                return ""
+            if tok._types[token_id] == TokenType.BYTE:
+                self._run.append(data)
+                return ""
+            return self._strip(self._flush_run() + data.decode("utf-8", "replace"))
+        data = b"" if skipped else data  # as decode_bytes: the skipped token still counts as the first
+        if not self._started:
+            if spec.decode_strip_space is None and spec.kind is ModelKind.SENTENCEPIECE and spec.add_space_prefix:
+                self._started = True  # llama.cpp: the first token's own space only
+                data = data[1:] if data.startswith(b" ") else data
+            elif spec.decode_strip_space and data:
+                self._started = True  # HF's Strip: the first byte of the text
+                data = data[1:] if data.startswith(b" ") else data
+        return self._utf8.decode(data)
+
+    def finish(self) -> str:
+        """The rest: a held byte-token run, an unfinished character (replaced)."""
+        if self._tok.spec.byte_fallback_decoder:  # type: ignore[attr-defined]
+            return self._strip(self._flush_run())
+        return self._utf8.decode(b"", final=True)
+
+    def _flush_run(self) -> str:
+        run, self._run = self._run, []
+        return byte_fallback_text(run, [True] * len(run)) if run else ""
+
+    def _strip(self, text: str) -> str:
+        if not self._started and text:
+            self._started = True
+            if self._tok.spec.decode_strip_space and text.startswith(" "):  # type: ignore[attr-defined]
+                return text[1:]
+        return text
 

@@ -2,24 +2,24 @@
 
 Why: a cold load of a 128k-token byte-level vocabulary does ~2 M Python-level operations — 400k
 length-prefixed strings read from the GGUF (or a 17 MB JSON parsed), then each of 280k merges split and
-its halves and result looked up by text to build the merge table. That is 0.3-0.6 s here, slower than
-llama.cpp's C++ load. What it produces is small and flat: the spec's fields and the merge table's int
-keys and values. ``marshal`` writes those in one C call and reads them back in a fraction of the time
-(measured in ``scripts/bench_tokenizer.py``: "load ours warm").
+its halves and result looked up by text to build the merge table: slower than llama.cpp's C++ load.
+What it produces is small and flat: the spec's fields and the merge table's int keys and values.
+``marshal`` writes those in one C call and reads them back in a fraction of the time
+(docs/performance.md; ``scripts/bench_tokenizer.py``: "load ours warm").
 
 Entries: one file per source (named by a hash of its resolved path), holding a stamp — size, mtime and
 inode of every file the loader reads (the GGUF, or tokenizer.json and its config files), plus a hash of
 this package's own source, so a changed file *or* a changed loader is a miss and the entry is rebuilt
 (overwritten: a model has one entry however often it changes). Only vocabularies with merges and at
 least ``MIN_TOKENS`` tokens are cached: small ones load in milliseconds anyway, and a score-based
-SentencePiece GGUF (no merge table) loads as fast cold as from an entry (Gemma 3: 0.22 s cold, 0.24 s
-from an entry).
+SentencePiece GGUF (no merge table) loads as fast cold as from an entry.
 
 Safety: an entry is written to a temporary file and renamed into place, and carries a CRC32 of its
 payload; a missing, truncated, corrupt or foreign entry is a miss, never an error, and a write that
 fails (read-only or full disk) is skipped. Warnings the cold load logged are stored and logged again.
 
-Where: ``$RML_CHAT_TOKENIZER_CACHE`` (a directory, or ``off``), else ``cache_dir() / "tokenizers"``.
+Where: ``$RML_CHAT_TOKENIZER_CACHE`` (a directory, or ``off``), else ``cache_dir() / "tokenizers"``; off too
+with the whole accelerator (``RML_CHAT_ACCEL=off``).
 """
 
 from __future__ import annotations
@@ -33,11 +33,13 @@ import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from functools import cache, cached_property
+from functools import cached_property
 from pathlib import Path
 
-from . import hf_config
-from .spec import ModelKind, TokenizerSpec
+from ..cache_dirs import cache_folder, source_hash
+from ..loaders import hf_config
+from ..spec import ModelKind, TokenizerSpec
+from . import enabled
 
 log = logging.getLogger("tokenizer")
 
@@ -46,38 +48,15 @@ FORMAT = 1
 MIN_TOKENS = 10_000
 
 
-def cache_dir() -> Path:
-    """``$RML_CHAT_CACHE``, else ``$XDG_CACHE_HOME/rml-chat``, else ``~/.cache/rml-chat``."""
-    if os.environ.get("RML_CHAT_CACHE"):
-        return Path(os.environ["RML_CHAT_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rml-chat"
-
-
-def cache_folder(variable: str, default: str) -> Path | None:
-    """``$variable`` (a folder, or ``off``), else ``cache_dir() / default``; None when turned off."""
-    setting = os.environ.get(variable, "")
-    if setting.lower() in ("off", "0", "no", "false"):
-        return None
-    return Path(setting).expanduser() if setting else cache_dir() / default
-
-
 def tables_dir() -> Path | None:
-    """Where entries live, or None when the cache is turned off."""
+    """Where entries live, or None when the cache (or the accelerator) is turned off."""
+    if not enabled():
+        return None
     return cache_folder("RML_CHAT_TOKENIZER_CACHE", "tokenizers")
 
 
-@cache
-def source_hash(package: Path) -> str:
-    """Hash of a package's Python sources: a new version of the code never reads an old entry."""
-    digest = hashlib.sha1()
-    for source in sorted(package.glob("*.py")):
-        digest.update(source.name.encode() + source.read_bytes())
-    return digest.hexdigest()
-
-
 def _code_hash() -> str:
-    return source_hash(Path(__file__).parent)
+    return source_hash(Path(__file__).parent.parent)  # the whole tokenizer package: loaders, stages and all
 
 
 def _stamp(source: Path) -> tuple:
