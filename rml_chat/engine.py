@@ -147,7 +147,7 @@ class Engine:
             raise ModelError(f"the tokenizer ({tokenizer.vocab_size} tokens, from {source}) does not fit the "
                              f"weights ({theirs} tokens); use the tokenizer of the same model")
         for name, ours, their_id in (("BOS", tokenizer.bos_id, self._llm.token_bos()),
-                                     ("EOS", tokenizer.spec.eos_id, self._llm.token_eos())):
+                                     ("EOS", tokenizer.eos_id, self._llm.token_eos())):
             if ours is not None and their_id >= 0 and ours != their_id:
                 raise ModelError(f"the tokenizer's {name} is token {ours} ({tokenizer.id_to_token(ours)!r}) but the "
                                  f"weights' is {their_id}; use the tokenizer of the same model")

@@ -47,7 +47,7 @@ class Model:
         d = self.detection
         verdict = f"; template: {d.verdict.summary()}" if d.verdict else ""
         lines = [f"model: {self.source}" + (f" (weights {self.weights})" if self.weights != self.source else ""),
-                 f"tokenizer: {self.tokenizer.spec.kind.value}, {self.tokenizer.vocab_size} tokens",
+                 f"tokenizer: {self.tokenizer.kind.value}, {self.tokenizer.vocab_size} tokens",
                  f"chat format: {d.format.name} (established by {d.source}{verdict})",
                  f"stop ids: {', '.join(f'{i} {t!r}' for i, t in zip(self.stop_ids, self.stop_texts()))}"]
         if self.encoder.stop_strings:
@@ -64,7 +64,7 @@ def load_model(model: str | None, *, weights: str | None = None, chat_format: st
     try:
         tok = tokenizer.load(tokenizer_source)
         bos = tok.id_to_token(tok.bos_id) if tok.bos_id is not None else ""
-        eos = tok.id_to_token(tok.spec.eos_id) if tok.spec.eos_id is not None else ""
+        eos = tok.id_to_token(tok.eos_id) if tok.eos_id is not None else ""
         detection = detect_chat_format(chat_format or tok.chat_template, tok.vocab, template=tok.chat_template,
                                        bos_token=bos, eos_token=eos)
     except (TokenizerError, ChatFormatError) as err:

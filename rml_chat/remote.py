@@ -130,7 +130,7 @@ class RemoteEngine:
             raise ServerError(f"the server's model ({self.model_id}) tokenizes differently from the tokenizer from "
                               f"{source}: a probe text differs at token {at} (server {theirs[at:at + 3]}, ours "
                               f"{ours[at:at + 3]})")
-        for name, token_id in (("BOS", tokenizer.bos_id), ("EOS", tokenizer.spec.eos_id)):
+        for name, token_id in (("BOS", tokenizer.bos_id), ("EOS", tokenizer.eos_id)):
             if token_id is not None and self.llama_tokenize(tokenizer.id_to_token(token_id), True) != [token_id]:
                 raise ServerError(f"the server's model ({self.model_id}) has another {name} than the tokenizer from "
                                   f"{source} (ours: {token_id} {tokenizer.id_to_token(token_id)!r})")

@@ -34,7 +34,7 @@ fetch = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fetch)  # type: ignore[union-attr]
 
 import tokenizer  # noqa: E402
-from tokenizer import bpe  # noqa: E402
+from tokenizer.accel import native  # noqa: E402
 from tokenizer.stages.byte_alphabet import unspell  # noqa: E402
 
 HF_PATTERNS = {  # the families' original regexes (HF / tiktoken syntax)
@@ -187,7 +187,7 @@ def main() -> None:
     docs = [d for d in text.split("\n\n") if d]
     size = len(text.encode()) / 1e6
     print(f"{len(docs)} documents, {size:.2f} MB; rates in MB/s, loads in s; median of {args.rounds} round(s)")
-    loops = "C (tokenizer._cmerge)" if bpe.native_wanted() else "Python (C module not built, or RML_CHAT_NATIVE=off)"
+    loops = "C (tokenizer/accel/_cmerge*.c)" if native.wanted() else "Python (C module not built, or RML_CHAT_NATIVE=off)"
     print(f"short-word merge loops: {loops}")
     for name in args.names.split(","):
         rounds = [bench(name, docs, size, args.hf_root) for _ in range(args.rounds)]

@@ -34,7 +34,7 @@ def _parse(strings: list[bytes], tail: bytes = b"\x05\x00\x00\x00\x00\x00\x00\x0
         return None
     array, after = found
     assert after == len(region)
-    return array.strings
+    return array.items
 
 
 def test_records_the_chain_misses_are_read_one_by_one() -> None:

@@ -356,6 +356,11 @@ class Tokenizer(Decoding):
         return self.spec.chat_template
 
     @property
+    def kind(self) -> ModelKind:
+        """Byte-level BPE or SentencePiece BPE."""
+        return self.spec.kind
+
+    @property
     def bos_id(self) -> int | None:
         return self.spec.bos_id
 

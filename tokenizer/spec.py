@@ -3,7 +3,7 @@
 A ``TokenizerSpec`` is plain data, produced by a loader (GGUF metadata or a
 tokenizer.json) or by hand in tests. ``validate(spec)`` rejects a spec that
 cannot tokenize correctly, with a ``TokenizerError`` that says what is wrong;
-``Tokenizer.create`` calls it before building any index.
+``Tokenizer(spec)`` calls it before building any index.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def validate(spec: TokenizerSpec) -> None:
     an empty vocabulary; a types list of the wrong length; a score-based
     SentencePiece spec without one score per token; special ids out of range;
     add_bos without a BOS id (add_eos without EOS). A merge whose halves or
-    result are not in the vocabulary is rejected by ``Tokenizer.create``.
+    result are not in the vocabulary is rejected by ``Tokenizer(spec)``.
     """
     n = len(spec.tokens)
     if n == 0:

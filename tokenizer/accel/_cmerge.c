@@ -13,7 +13,7 @@
  * That is what puts SentencePiece vocabularies' first pass ahead of HF tokenizers'
  * (scripts/bench_tokenizer.py).
  * The Python loops stay: they take long words (a heap, O(n log n)) and run where this module is not
- * built; tests/test_cmerge.py holds the two to the same ids.
+ * built; tests/test_accel_native.py holds the two to the same ids.
  *
  * Performance choices:
  * - Open-addressing hash tables, linear probing, at most half full. ScoredVocab copies the vocabulary

@@ -14,6 +14,12 @@ extern PyMethodDef GGUF_METHODS[]; /* _cmerge_gguf.c: read_strings */
 /* A new list of ids[0:n] as Python ints. */
 PyObject *id_list(const int64_t *ids, Py_ssize_t n);
 
+/* A type object with what both types share: plain, default-constructed, one init, one dealloc. */
+#define CMERGE_TYPE(NAME, DOC, STRUCT, INIT, DEALLOC, METHODS) {                                     \
+    PyVarObject_HEAD_INIT(NULL, 0) .tp_name = NAME, .tp_doc = DOC, .tp_basicsize = sizeof(STRUCT),   \
+    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_new = PyType_GenericNew, .tp_init = (initproc)(INIT),        \
+    .tp_dealloc = (destructor)(DEALLOC), .tp_methods = (METHODS) }
+
 #define TOO_LONG (-2)
 /* A chunk's code points into text[MAX_SYMBOLS]: their count; TOO_LONG past MAX_SYMBOLS; -1 (an error
  * set) when chunk is no str. */

@@ -240,14 +240,6 @@ static PyMethodDef ranked_methods[] = {
      "encode(chunk) -> ids (-1 - code point for a character that is no token), or None past 128 characters"},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject RankedTableType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tokenizer._cmerge.RankedTable",
-    .tp_doc = "RankedTable(merges, width): bpe.build_merge_table's table, for merge(ids)",
-    .tp_basicsize = sizeof(RankedTable),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)ranked_init,
-    .tp_dealloc = (destructor)ranked_dealloc,
-    .tp_methods = ranked_methods,
-};
+PyTypeObject RankedTableType = CMERGE_TYPE(
+    "tokenizer.accel._cmerge.RankedTable", "RankedTable(merges, width): bpe.build_merge_table's table, for merge(ids)",
+    RankedTable, ranked_init, ranked_dealloc, ranked_methods);

@@ -167,14 +167,7 @@ static PyMethodDef vocab_methods[] = {
      "encode(chunk) -> ids (-1 - code point for a character that is no token), or None past 128 characters"},
     {NULL, NULL, 0, NULL}};
 
-PyTypeObject ScoredVocabType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tokenizer._cmerge.ScoredVocab",
-    .tp_doc = "ScoredVocab(tokens, scores): a SentencePiece vocabulary's texts and scores, for encode(chunk)",
-    .tp_basicsize = sizeof(ScoredVocab),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)vocab_init,
-    .tp_dealloc = (destructor)vocab_dealloc,
-    .tp_methods = vocab_methods,
-};
+PyTypeObject ScoredVocabType = CMERGE_TYPE(
+    "tokenizer.accel._cmerge.ScoredVocab",
+    "ScoredVocab(tokens, scores): a SentencePiece vocabulary's texts and scores, for encode(chunk)",
+    ScoredVocab, vocab_init, vocab_dealloc, vocab_methods);

@@ -31,7 +31,7 @@ from functools import cached_property
 from itertools import chain
 from typing import Any
 
-from . import enabled
+from . import LazyList, enabled
 
 #: string arrays this long are read in bulk: the gain outweighs numpy's own import
 BULK_MIN = 100_000
@@ -72,22 +72,15 @@ def plain(merges: Sequence[Any]) -> Sequence[Any]:
     return merges.pairs if isinstance(merges, BytesMerges) else merges
 
 
-class StringArray(Sequence[bytes]):
+class StringArray(LazyList):
     """A GGUF string array left in its bytes: string i is ``window[starts[i]:starts[i] + lengths[i]]``
-    (``starts`` and ``lengths``: numpy int64 arrays)."""
+    (``starts`` and ``lengths``: numpy int64 arrays); read as a sequence, the strings as bytes."""
 
     def __init__(self, window: bytes, starts: Any, lengths: Any):
         self.window, self.starts, self.lengths = window, starts, lengths
+        super().__init__(len(starts), self._slices)
 
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self.strings[index]
-
-    @cached_property
-    def strings(self) -> list[bytes]:
-        """The strings as bytes (one list, made on first use)."""
+    def _slices(self) -> list[bytes]:
         slices = map(slice, self.starts.tolist(), (self.starts + self.lengths).tolist())
         return list(map(self.window.__getitem__, slices))
 
@@ -186,7 +179,7 @@ class BulkMerges(BytesMerges):
 
     @cached_property
     def pairs(self) -> Sequence[tuple[str, str]]:
-        return self._split(self.merges.strings)
+        return self._split(self.merges.items)
 
     def __len__(self) -> int:
         return len(self.merges)

@@ -31,15 +31,14 @@ import marshal
 import os
 import tempfile
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cached_property
 from pathlib import Path
 
 from ..cache_dirs import cache_folder, source_hash
 from ..loaders import hf_config
 from ..spec import ModelKind, TokenizerSpec
-from . import enabled
+from . import LazyList, enabled
 
 log = logging.getLogger("tokenizer")
 
@@ -75,25 +74,17 @@ def _entry_path(root: Path, source: Path) -> Path:
     return root / (hashlib.sha1(str(source).encode("utf-8", "surrogateescape")).hexdigest()[:24] + ".tables")
 
 
-class PackedMerges(Sequence):
+class PackedMerges(LazyList):
     """A cached tokenizer's merge list, as (left, right) texts in rank order, rebuilt from the merge
     table on first use (the engine itself reads the table; this is for callers of ``spec.merges``).
     A pair listed twice appears once, at its first rank — the one the engine uses."""
 
     def __init__(self, table: dict[int, int], tokens: list[str], width: int):
-        self._table, self._tokens, self._width = table, tokens, width
+        def pairs() -> list[tuple[str, str]]:
+            by_rank = sorted(table.items(), key=lambda item: item[1])
+            return [(tokens[key // width], tokens[key % width]) for key, _ in by_rank]
 
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self._pairs[index]
-
-    @cached_property
-    def _pairs(self) -> list[tuple[str, str]]:
-        width, tokens = self._width, self._tokens
-        by_rank = sorted(self._table.items(), key=lambda item: item[1])
-        return [(tokens[key // width], tokens[key % width]) for key, _ in by_rank]
+        super().__init__(len(table), pairs)
 
 
 @dataclasses.dataclass
