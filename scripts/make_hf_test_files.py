@@ -57,11 +57,11 @@ def _add_gguf_specials(tk, spec) -> None:
 
     from tokenizer import TokenType
 
-    types = spec.types or []
+    types = spec.vocab.types or []
     tk.add_special_tokens([AddedToken(t, special=True, normalized=False)
-                           for t, k in zip(spec.tokens, types) if k == TokenType.CONTROL])
+                           for t, k in zip(spec.vocab.tokens, types) if k == TokenType.CONTROL])
     tk.add_tokens([AddedToken(t, special=False, normalized=False)
-                   for t, k in zip(spec.tokens, types) if k == TokenType.USER_DEFINED])
+                   for t, k in zip(spec.vocab.tokens, types) if k == TokenType.USER_DEFINED])
 
 
 def from_byte_level_gguf(name: str, gguf: Path, target: Path) -> None:
@@ -70,8 +70,8 @@ def from_byte_level_gguf(name: str, gguf: Path, target: Path) -> None:
     from tokenizer.loaders.gguf import load_gguf
 
     spec, _ = load_gguf(gguf)
-    vocab = {t: i for i, t in enumerate(spec.tokens)}
-    tk = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m) for m in spec.merges], fuse_unk=False))
+    vocab = {t: i for i, t in enumerate(spec.vocab.tokens)}
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m) for m in spec.model.merges], fuse_unk=False))
     tk.pre_tokenizer = _byte_level_pre(BYTE_LEVEL[name])
     tk.decoder = decoders.ByteLevel()
     _add_gguf_specials(tk, spec)
@@ -115,13 +115,13 @@ def from_spm_gguf(gguf: Path, target: Path, style: str) -> None:
     from tokenizer.loaders.gguf import load_gguf
 
     spec, _ = load_gguf(gguf)
-    usable = [t == TokenType.NORMAL for t in (spec.types or [])]
-    unk = spec.tokens[spec.unk_id] if spec.unk_id is not None else None
-    tk = _spm_tokenizer(spec.tokens, list(spec.scores), usable, unk, style)
+    usable = [t == TokenType.NORMAL for t in (spec.vocab.types or [])]
+    unk = spec.vocab.tokens[spec.vocab.unk_id] if spec.vocab.unk_id is not None else None
+    tk = _spm_tokenizer(spec.vocab.tokens, list(spec.vocab.scores), usable, unk, style)
     _add_gguf_specials(tk, spec)
-    if spec.add_bos:
-        bos = spec.tokens[spec.bos_id]
-        tk.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, spec.bos_id)])
+    if spec.post.add_bos:
+        bos = spec.vocab.tokens[spec.vocab.bos_id]
+        tk.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, spec.vocab.bos_id)])
     tk.save(str(target))
 
 

@@ -90,10 +90,10 @@ def _load(path: Path, monkeypatch, bulk_min: int) -> tokenizer.Tokenizer:
 def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> None:
     path = write_bpe_gguf(tmp_path / "m.gguf", TOKENS, MERGES)
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
-    assert isinstance(fast.spec.merges, bulk.BulkMerges) and isinstance(plain.spec.merges, bpe.MergePairs)
+    assert isinstance(fast.spec.model.merges, bulk.BulkMerges) and isinstance(plain.spec.model.merges, bpe.MergePairs)
     assert fast._merges == plain._merges and len(fast._merges) == len(MERGES)
-    assert list(fast.spec.merges) == list(plain.spec.merges) and len(fast.spec.merges) == len(MERGES)
-    assert fast.spec.tokens == TOKENS
+    assert list(fast.spec.model.merges) == list(plain.spec.model.merges) and len(fast.spec.model.merges) == len(MERGES)
+    assert fast.spec.vocab.tokens == TOKENS
     text = f"the thé {LONG}x  {' ' * 13}éüé"
     assert fast.encode(text) == plain.encode(text)
     width = len(TOKENS) + 1  # the long pair is in the table, with its rank and result
@@ -108,7 +108,7 @@ def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> N
 def test_unusual_files_take_the_plain_path_to_the_same_table(tmp_path: Path, monkeypatch, tokens, merges) -> None:
     path = write_bpe_gguf(tmp_path / "m.gguf", tokens, merges)
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
-    assert fast._merges == plain._merges and fast.spec.tokens == plain.spec.tokens
+    assert fast._merges == plain._merges and fast.spec.vocab.tokens == plain.spec.vocab.tokens
 
 
 @pytest.mark.parametrize("merge, message", [
@@ -133,18 +133,18 @@ def test_a_truncated_big_array_is_reported_by_the_plain_reader(tmp_path: Path, m
 @pytest.mark.parametrize("name", [*VOCABS, "smollm2"])
 def test_real_vocabularies_get_the_same_merge_table_either_way(monkeypatch, name: str) -> None:
     fast, plain = _load(model_path(name), monkeypatch, 1), _load(model_path(name), monkeypatch, 10**9)
-    if plain.spec.merges is None:  # score-based SentencePiece: no merge list
-        assert fast.spec.merges is None and not fast._merges
+    if plain.spec.model.merges is None:  # score-based SentencePiece: no merge list
+        assert fast.spec.model.merges is None and not fast._merges
         return
-    assert isinstance(fast.spec.merges, bulk.BulkMerges) and not isinstance(plain.spec.merges, bulk.BulkMerges)
-    assert fast._merges == plain._merges and fast.spec.tokens == plain.spec.tokens
+    assert isinstance(fast.spec.model.merges, bulk.BulkMerges) and not isinstance(plain.spec.model.merges, bulk.BulkMerges)
+    assert fast._merges == plain._merges and fast.spec.vocab.tokens == plain.spec.vocab.tokens
 
 
 @pytest.mark.parametrize("name", hf_files.NAMES)
 def test_tokenizer_json_merge_tables_are_the_same_either_way(monkeypatch, name: str) -> None:
     path = hf_files.out_dir() / name / "tokenizer.json"
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
-    assert fast._merges == plain._merges and fast.spec.tokens == plain.spec.tokens
+    assert fast._merges == plain._merges and fast.spec.vocab.tokens == plain.spec.vocab.tokens
 
 
 @pytest.mark.parametrize("merges", [

@@ -45,10 +45,10 @@ def _outcome(path: Path, monkeypatch, bulk_min: int):
         tok = tokenizer.load(path)
     except Exception as err:  # noqa: BLE001 - both readers must fail alike, whatever the failure
         return "error", type(err).__name__, str(err)
-    apart = isinstance(tok.spec.merges, json_merges.JsonMerges)
-    own = tok.spec.merges.table(tok._vocab, tok._width, tok.spec.tokens) if apart else None
+    apart = isinstance(tok.spec.model.merges, json_merges.JsonMerges)
+    own = tok.spec.model.merges.table(tok._vocab, tok._width, tok.spec.vocab.tokens) if apart else None
     assert own in (tok._merges, None)  # never a table other than the plain path's
-    return "ok", tok._merges, [tuple(m) for m in tok.spec.merges or []], apart, own
+    return "ok", tok._merges, [tuple(m) for m in tok.spec.model.merges or []], apart, own
 
 
 def _both(path: Path, monkeypatch) -> tuple:
@@ -157,7 +157,7 @@ def test_small_merge_lists_are_left_to_json_unless_numpy_is_in_use(tmp_path: Pat
     read_in_bulk(monkeypatch, 1)
     text, merges = json_merges.split_off(raw)
     assert json.loads(text)["model"]["merges"] == json_merges.SENTINEL
-    assert len(merges) == len(PAIRS) and merges[1] == ["ab", "c"]  # read as a sequence: json parses the array
+    assert len(merges) == len(PAIRS) and merges[1] == ("ab", "c")  # read as pairs: json parses the array
 
 
 def test_the_fuzzer_s_mutations_of_whole_files_fail_or_load_alike_both_ways(tmp_path: Path, monkeypatch) -> None:

@@ -29,7 +29,7 @@ EXTRA = ["a" * 127, "a" * 128, "a" * 129, "x" * 5000, "\U0001f600\U0001f9ea\u0ff
 
 def _python_twin(tok: Tokenizer) -> Tokenizer:
     """The same tokenizer with its C tables turned off: every word goes through stages/bpe.py's loops."""
-    twin = Tokenizer(tok.spec, tok._merges)
+    twin = Tokenizer(tok.spec)
     twin.__dict__["_scored_vocab"] = twin.__dict__["_ranked_table"] = None
     return twin
 
@@ -90,9 +90,9 @@ def test_scored_vocab_merges_as_python(entries: list[tuple[str, float]], chunk: 
 
 def test_scored_vocab_on_a_real_vocabulary_and_limits() -> None:
     tok = tokenizer.load(model_path("llama-spm"))
-    scored = native.ScoredVocab(tok.spec.tokens, tok.spec.scores)
+    scored = native.ScoredVocab(tok.spec.vocab.tokens, tok.spec.vocab.scores)
     for chunk in ["▁hello▁world", "▁" * 128, "▁ÿ日本語\U0001f600", ""]:
-        assert scored.encode(chunk) == _scored_in_python(tok.spec.tokens, tok.spec.scores, chunk)
+        assert scored.encode(chunk) == _scored_in_python(tok.spec.vocab.tokens, tok.spec.vocab.scores, chunk)
     assert scored.encode("▁" * 129) is None  # the Python heap loop's
     assert scored.encode("▁hello") == [tok.token_to_id("▁hello")]
 

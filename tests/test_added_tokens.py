@@ -48,10 +48,10 @@ def pair(request, tmp_path_factory: pytest.TempPathFactory):
 def test_the_options_are_read(pair) -> None:
     mine, hf = pair
     ids = {text: mine.token_to_id(text) for text in ("<mask>", "hello", "Zebra", "\u00e9cole", "ony", "[SEP]")}
-    assert mine.spec.single_word_ids == {ids["<mask>"], ids["ony"], ids["[SEP]"]}
-    assert mine.spec.normalized_ids == {ids["hello"], ids["\u00e9cole"], ids["ony"]}
-    assert mine.spec.lstrip_ids == mine.spec.rstrip_ids == {ids["<mask>"]}
-    assert mine.spec.normalizers == ("NFC", "lowercase")
+    assert mine.spec.added.single_word_ids == {ids["<mask>"], ids["ony"], ids["[SEP]"]}
+    assert mine.spec.added.normalized_ids == {ids["hello"], ids["\u00e9cole"], ids["ony"]}
+    assert mine.spec.added.lstrip_ids == mine.spec.added.rstrip_ids == {ids["<mask>"]}
+    assert mine.spec.normalizer.forms == ("NFC", "lowercase")
 
 
 @pytest.mark.parametrize("text", TEXTS)
@@ -89,7 +89,7 @@ def test_gguf_specials_keep_llama_cpp_rules(tmp_path: Path) -> None:
     from conftest import ours
 
     phi3 = ours("phi-3")
-    assert not phi3.spec.unicode_strip and not phi3.spec.single_word_ids and not phi3.spec.normalized_ids
+    assert not phi3.spec.added.unicode_strip and not phi3.spec.added.single_word_ids and not phi3.spec.added.normalized_ids
     assert phi3.encode("<|end|>\u3000x", parse_special=True) != phi3.encode("<|end|>x", parse_special=True)
     assert phi3.encode("<|end|>\t x", parse_special=True) == phi3.encode("<|end|>x", parse_special=True)
 

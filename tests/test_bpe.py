@@ -1,12 +1,16 @@
-"""The long-word merge loop (heap) against the short-word loop (scan), which is the definition."""
+"""White-box, reference stage: the long-word merge loop (heap) against the short-word loop (scan), which is
+the definition, and the merge table's fast paths against the plain lookup."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import ours
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenizer.stages import bpe
+
+pytestmark = pytest.mark.stages
 
 
 def _merged_with(short_word: int, ids: list[int], tok) -> list[int]:
@@ -31,9 +35,9 @@ def test_merge_table_paths_agree() -> None:
     not. Either way the table equals the one built by looking every result up."""
     for name in ("gpt-2", "qwen2", "llama-bpe"):
         tok = ours(name)
-        looked_up = bpe.build_merge_table(tok.spec.merges, tok._vocab, tok._width, "x")
+        looked_up = bpe.build_merge_table(tok.spec.model.merges, tok._vocab, tok._width, "x")
         assert tok._merges == looked_up
-        assert len(looked_up) == len(set(map(tuple, tok.spec.merges)))
+        assert len(looked_up) == len(set(map(tuple, tok.spec.model.merges)))
 
 
 @settings(max_examples=200, deadline=None)

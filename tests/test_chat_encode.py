@@ -80,7 +80,7 @@ def test_gemma2_refuses_a_system_message_as_its_template_does() -> None:
 
 def _texts(tok) -> dict[str, str]:
     return {"bos_token": tok.id_to_token(tok.bos_id) if tok.bos_id is not None else "",
-            "eos_token": tok.id_to_token(tok.spec.eos_id) if tok.spec.eos_id is not None else ""}
+            "eos_token": tok.id_to_token(tok.eos_id) if tok.eos_id is not None else ""}
 
 
 @functools.cache
@@ -128,7 +128,7 @@ def test_bos_is_written_once() -> None:
     raw = ChatEncoder(gemma.tokenizer, FORMATS["raw"])  # the format writes none: the tokenizer's is added
     assert raw.encode(raw.format([U1])).count(gemma.tokenizer.bos_id) == 1
     smol = _encoder("smollm2")  # SmolLM2 adds no BOS (its BOS is <|im_start|>) and ChatML writes none
-    assert not smol.tokenizer.spec.add_bos
+    assert not smol.tokenizer.add_bos
     assert smol.encode(smol.format([U1]))[:2] == [smol.tokenizer.token_to_id("<|im_start|>"),
                                                   smol.tokenizer.token_to_id("system")]
 
@@ -242,7 +242,7 @@ def test_table_records_give_llama_cpps_ids_for_their_own_vocabulary(model: str, 
         segments = encoder.format(benign, generation, now=NOW)
         want = oracle(model).tokenize(segments_text(segments).encode(), add_bos=False, special=True)
         tok = encoder.tokenizer
-        if not encoder.writes_bos and tok.spec.add_bos:  # the format writes none: the tokenizer's BOS comes first
+        if not encoder.writes_bos and tok.add_bos:  # the format writes none: the tokenizer's BOS comes first
             want = [tok.bos_id, *want]
         got = encoder.encode(segments)
         assert got == want, (model, name)

@@ -34,7 +34,8 @@ def test_check_passes_on_the_real_models(name: str) -> None:
 def test_check_fails_and_names_the_first_mismatch_when_a_merge_is_missing() -> None:
     model = load_model(str(model_path("smollm2")))
     spec = model.tokenizer.spec
-    broken = Tokenizer(dataclasses.replace(spec, merges=spec.merges[1:]))  # drop the first merge ("Ġ t")
+    # drop the first merge ("Ġ t")
+    broken = Tokenizer(dataclasses.replace(spec, model=dataclasses.replace(spec.model, merges=spec.model.merges[1:])))
     model = dataclasses.replace(model, tokenizer=broken, encoder=ChatEncoder(broken, model.detection.format))
     engine = Engine(model.weights, n_ctx=512, n_threads=2)
     try:

@@ -31,14 +31,14 @@ def write_with_flags(path: Path, vocab: str, model: str, pre: str | None, flags:
     writer.add_tokenizer_model(model)
     if pre:
         writer.add_tokenizer_pre(pre)
-    writer.add_token_list(list(spec.tokens))
-    writer.add_token_types(list(spec.types))
-    if spec.scores:
-        writer.add_token_scores(list(spec.scores))
-    if spec.merges:
-        writer.add_token_merges([f"{a} {b}" for a, b in spec.merges])
-    writer.add_bos_token_id(spec.bos_id)
-    writer.add_eos_token_id(spec.eos_id)
+    writer.add_token_list(list(spec.vocab.tokens))
+    writer.add_token_types(list(spec.vocab.types))
+    if spec.vocab.scores:
+        writer.add_token_scores(list(spec.vocab.scores))
+    if spec.model.merges:
+        writer.add_token_merges([f"{a} {b}" for a, b in spec.model.merges])
+    writer.add_bos_token_id(spec.vocab.bos_id)
+    writer.add_eos_token_id(spec.vocab.eos_id)
     for name, value in zip(("add_bos_token", "add_eos_token", "add_space_prefix"), flags):
         if value is not None:
             getattr(writer, f"add_{name}")(value)

@@ -41,10 +41,10 @@ def test_with_parse_special_off_special_added_tokens_stay_text(name: str) -> Non
 
 
 def test_known_split_patterns_run_the_same_fast_path_as_their_gguf_twin() -> None:
-    assert pair("llama-bpe")[0].spec.pre_split == "llama3"
-    assert pair("qwen2")[0].spec.pre_split == "qwen2"
-    assert pair("gpt-2")[0].spec.pre_split == "gpt-2"
-    assert pair("gemma3")[0].spec.pre_split_behaviors == (("MergedWithPrevious", False),)
+    assert pair("llama-bpe")[0].spec.pre_split.name == "llama3"
+    assert pair("qwen2")[0].spec.pre_split.name == "qwen2"
+    assert pair("gpt-2")[0].spec.pre_split.name == "gpt-2"
+    assert pair("gemma3")[0].spec.pre_split.behaviors == (("MergedWithPrevious", False),)
 
 
 @pytest.mark.parametrize("name", ["gpt-2", "llama-bpe", "qwen2", "smollm2"])
@@ -70,7 +70,7 @@ def test_sentencepiece_spaces_differ_by_design_and_each_loader_follows_its_oracl
 
 def test_a_declared_nfc_normalizer_is_applied_as_hf_does() -> None:
     mine, hf = pair("trained-qwen2")
-    assert mine.spec.normalizers == ("NFC",)
+    assert mine.spec.normalizer.forms == ("NFC",)
     decomposed, composed = "Cafe\u0301 n\u0303", "Café ñ"
     assert mine.encode(decomposed) == mine.encode(composed) == hf.encode(composed, add_special_tokens=False).ids
     assert ours("qwen2").encode(decomposed) != ours("qwen2").encode(composed)  # the GGUF path (llama.cpp) does not

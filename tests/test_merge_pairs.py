@@ -36,7 +36,7 @@ def test_merges_read_undecoded_then_split_into_columns(tmp_path: Path) -> None:
     assert meta["tokenizer.ggml.merges"][1] == [b"\xc4\xa0 t", b"\xc3\xa9 \xc3\xbc"]
     assert meta["tokenizer.ggml.tokens"][1][-1] == "éü"  # other string arrays are decoded
     spec = tokenizer.load(path).spec
-    assert isinstance(spec.merges, MergePairs) and list(spec.merges) == [("Ġ", "t"), ("é", "ü")]
+    assert isinstance(spec.model.merges, MergePairs) and list(spec.model.merges) == [("Ġ", "t"), ("é", "ü")]
 
 
 def test_a_merge_without_its_space_is_still_named(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def _texts() -> list[str]:
 def write_base(path: Path, general_name: str | None = None) -> bytes:
     """The test vocabulary: GPT-2's first merges, the unreached words, and three control tokens."""
     spec, _ = load_gguf(model_path("gpt-2"))
-    tokens = [*spec.tokens[:256 + MERGES], *UNREACHED, *CONTROLS]
+    tokens = [*spec.vocab.tokens[:256 + MERGES], *UNREACHED, *CONTROLS]
     writer = gguf.GGUFWriter(str(path), arch="llama")
     if general_name:
         writer.add_name(general_name)
@@ -59,7 +59,7 @@ def write_base(path: Path, general_name: str | None = None) -> bytes:
     writer.add_tokenizer_pre("gpt-2")
     writer.add_token_list(tokens)
     writer.add_token_types([1] * (len(tokens) - len(CONTROLS)) + [3] * len(CONTROLS))
-    writer.add_token_merges([f"{a} {b}" for a, b in spec.merges[:MERGES]])
+    writer.add_token_merges([f"{a} {b}" for a, b in spec.model.merges[:MERGES]])
     writer.add_bos_token_id(len(tokens) - 1)
     writer.add_eos_token_id(len(tokens) - 1)
     writer.write_header_to_file()
@@ -151,7 +151,7 @@ def test_modernbert_strips_the_space_before_its_mask(tmp_path: Path) -> None:
             assert ours.encode(text, parse_special=True) == ref.tokenize(text.encode(), add_bos=False, special=True)
     finally:
         ref.close()
-    assert [ours.id_to_token(i) for i in ours.spec.lstrip_ids] == ["[MASK]"]
+    assert [ours.id_to_token(i) for i in ours.spec.added.lstrip_ids] == ["[MASK]"]
 
 
 def test_every_name_llama_cpp_knows_is_in_the_table() -> None:

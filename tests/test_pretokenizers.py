@@ -16,6 +16,7 @@ pytestmark = pytest.mark.offline
 TEXT = st.text(alphabet=st.sampled_from(list("ab Z'1 2\t\n\r.,!é中😀\u3000\u00a0") + ["\U0001d400", "\u0301"]), max_size=60)
 
 
+@pytest.mark.stages
 @settings(max_examples=400, deadline=None)
 @given(st.text(max_size=30))
 def test_astral_check_by_size_equals_max(text: str) -> None:

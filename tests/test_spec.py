@@ -5,17 +5,18 @@ from __future__ import annotations
 import pytest
 
 from tokenizer import ModelKind, Tokenizer, TokenizerError, TokenizerSpec, TokenType
+from tokenizer.spec import Model, Normalizer, PostProcess, PreSplit, SpacePrefix, Vocabulary
 from tokenizer.stages.byte_alphabet import BYTE_TO_CHAR
 
 pytestmark = pytest.mark.offline
 
 
-def byte_vocab(extra: list[str], merges: list[tuple[str, str]], **kw) -> TokenizerSpec:
+def byte_vocab(extra: list[str], merges: list[tuple[str, str]]) -> TokenizerSpec:
     """The 256 byte symbols (id = byte), then extra tokens; "<|end|>" is a control token."""
     tokens = [*BYTE_TO_CHAR, *extra]
     types = [TokenType.CONTROL if t.startswith("<|") else TokenType.NORMAL for t in tokens]
-    return TokenizerSpec(kind=ModelKind.BYTE_LEVEL, tokens=tokens, types=types, merges=merges,
-                         pre_split="gpt-2", source="test.gguf", **kw)
+    return TokenizerSpec(Vocabulary(tokens, types), Model(ModelKind.BYTE_LEVEL, merges), pre_split=PreSplit("gpt-2"),
+                         source="test.gguf")
 
 
 def test_worked_example_abcab() -> None:
@@ -31,20 +32,20 @@ def test_long_word_uses_heap_and_matches_short_loop() -> None:
     assert tok.encode("abc" * 1000) == [257] * 1000
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (dict(tokens=[]), "the vocabulary is empty"),
-    (dict(types=[TokenType.NORMAL]), "token types list has 1 entries for 258 tokens"),
-    (dict(bos_id=9999), "bos_id=9999 is out of range"),
-    (dict(eos_id=-1), "eos_id=-1 is out of range"),
-    (dict(add_bos=True), "add_bos is set but there is no BOS token id"),
-    (dict(add_eos=True), "add_eos is set but there is no EOS token id"),
-    (dict(special_prefix=(1, 9999)), "special token id 9999 is out of range"),
-    (dict(extra_eos_ids=(-2,)), "special token id -2 is out of range"),
+@pytest.mark.parametrize(("part", "change", "message"), [
+    ("vocab", dict(tokens=[]), "the vocabulary is empty"),
+    ("vocab", dict(types=[TokenType.NORMAL]), "token types list has 1 entries for 258 tokens"),
+    ("vocab", dict(bos_id=9999), "bos_id=9999 is out of range"),
+    ("vocab", dict(eos_id=-1), "eos_id=-1 is out of range"),
+    ("post", dict(add_bos=True), "add_bos is set but there is no BOS token id"),
+    ("post", dict(add_eos=True), "add_eos is set but there is no EOS token id"),
+    ("post", dict(prefix=(1, 9999)), "special token id 9999 is out of range"),
+    ("vocab", dict(extra_eos_ids=(-2,)), "special token id -2 is out of range"),
 ])
-def test_create_rejects(change: dict, message: str) -> None:
+def test_create_rejects(part: str, change: dict, message: str) -> None:
     spec = byte_vocab(["ab", "abc"], [("a", "b")])
     for key, value in change.items():
-        setattr(spec, key, value)
+        setattr(getattr(spec, part), key, value)
     with pytest.raises(TokenizerError, match=message) as info:
         Tokenizer(spec)
     assert str(info.value).startswith("test.gguf: ")
@@ -75,7 +76,7 @@ def test_duplicate_token_text_merges_to_the_later_id() -> None:
 
 
 def test_score_based_sentencepiece_needs_scores() -> None:
-    spec = TokenizerSpec(kind=ModelKind.SENTENCEPIECE, tokens=["<unk>", "a"], scores=[0.0], source="spm.gguf")
+    spec = TokenizerSpec(Vocabulary(["<unk>", "a"], scores=[0.0]), Model(ModelKind.SENTENCEPIECE), source="spm.gguf")
     with pytest.raises(TokenizerError, match="one score per token: 1 scores for 2 tokens"):
         Tokenizer(spec)
 
@@ -83,20 +84,22 @@ def test_score_based_sentencepiece_needs_scores() -> None:
 def test_missing_bytes_are_dropped_or_unk() -> None:
     tokens = [ch for ch in BYTE_TO_CHAR if ch not in (BYTE_TO_CHAR[0], BYTE_TO_CHAR[1])] + ["<unk>"]
     types = [TokenType.NORMAL] * (len(tokens) - 1) + [TokenType.UNKNOWN]
-    base = dict(kind=ModelKind.BYTE_LEVEL, tokens=tokens, types=types, merges=[], pre_split="gpt-2")
-    dropping = Tokenizer(TokenizerSpec(**base))
+    dropping = Tokenizer(TokenizerSpec(Vocabulary(tokens, types), Model(ModelKind.BYTE_LEVEL, []), pre_split=PreSplit("gpt-2")))
     assert dropping.decode(dropping.encode("a\x00b\x01")) == "ab"
-    unk = Tokenizer(TokenizerSpec(**base, unk_id=len(tokens) - 1, unk_for_missing_bytes=True))
+    unk = Tokenizer(TokenizerSpec(Vocabulary(tokens, types, unk_id=len(tokens) - 1),
+                                  Model(ModelKind.BYTE_LEVEL, [], unk_for_missing_bytes=True), pre_split=PreSplit("gpt-2")))
     assert unk.encode("\x00") == [len(tokens) - 1]
 
 
-def spm_tokenizer() -> Tokenizer:
+def spm_tokenizer(byte_fallback: bool = True) -> Tokenizer:
     tokens = ["<unk>", "<s>", "</s>", "\u2581", "h", "i", "\u2581h", "\u2581hi", "<0x0A>", "<0xF0>", "<0x9F>",
               "<0x98>", "<0x80>"]
     types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.NORMAL] * 5 + [TokenType.BYTE] * 5
     scores = [0.0, 0.0, 0.0, -1.0, -2.0, -2.0, -1.5, -0.5, 0.0, 0.0, 0.0, 0.0, 0.0]
-    return Tokenizer(TokenizerSpec(kind=ModelKind.SENTENCEPIECE, tokens=tokens, types=types, scores=scores,
-                                          bos_id=1, eos_id=2, unk_id=0, add_bos=True, add_space_prefix=True))
+    return Tokenizer(TokenizerSpec(Vocabulary(tokens, types, scores, bos_id=1, eos_id=2, unk_id=0),
+                                   Model(ModelKind.SENTENCEPIECE, byte_fallback=byte_fallback),
+                                   normalizer=Normalizer(space_prefix=SpacePrefix.EVERY_FRAGMENT),
+                                   post=PostProcess(add_bos=True)))
 
 
 def test_sentencepiece_prefix_space_byte_fallback_and_decode() -> None:
@@ -127,10 +130,7 @@ def test_lone_surrogates_become_replacement_character() -> None:
 
 
 def test_sentencepiece_without_byte_fallback_uses_unk() -> None:
-    tok = spm_tokenizer()
-    tok.spec.byte_fallback = False
-    tok._cache.clear()
-    assert tok.encode("hi\n") == [7, 0]
+    assert spm_tokenizer(byte_fallback=False).encode("hi\n") == [7, 0]
 
 
 def test_a_stream_holds_an_unfinished_character_and_skips_control_tokens_on_request() -> None:

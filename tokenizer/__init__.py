@@ -55,7 +55,7 @@ def load(path: str | Path) -> Tokenizer:
     cached = table_cache.read(source)
     if cached is not None:
         table_cache.replay(cached.warnings)
-        return Tokenizer(cached.spec, cached.merge_table)
+        return Tokenizer(cached.spec)  # its merges answer with the cached merge table
     with table_cache.captured_warnings() as warnings:
         tok = Tokenizer(load_spec(source))
     table_cache.write(source, tok.spec, tok._merges, warnings)

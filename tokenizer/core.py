@@ -28,7 +28,7 @@ from itertools import compress, repeat
 from typing import Any
 
 from .accel import bulk, native
-from .spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, validate
+from .spec import ModelKind, SpacePrefix, TokenizerError, TokenizerSpec, TokenType, validate
 from .stages import bpe, pretokenizers
 from .stages.byte_alphabet import BYTE_TO_CHAR, spell
 from .stages.decode import Decoding
@@ -65,68 +65,69 @@ class Tokenizer(Decoding):
     """Text <-> token ids for one vocabulary: ``tokenizer.load(path)``, or ``Tokenizer(spec)`` for tables of
     your own (``TokenizerError`` says what is wrong with them)."""
 
-    def __init__(self, spec: TokenizerSpec, merge_table: dict[int, int] | None = None):
-        """``merge_table``: the table ``bpe.build_merge_table`` made for this very spec (the table cache), else None."""
+    def __init__(self, spec: TokenizerSpec):
         validate(spec)
         self.spec = spec
-        self.vocab_size = n = len(spec.tokens)
-        self._tokens = spec.tokens
-        self._types: list[int] = list(spec.types) if spec.types is not None else [TokenType.NORMAL] * n
-        self._vocab = dict(zip(spec.tokens, range(n)))  # later duplicates win, as in llama.cpp
+        self.vocab_size = n = len(spec.vocab.tokens)
+        self._tokens = spec.vocab.tokens
+        self._types: list[int] = list(spec.vocab.types) if spec.vocab.types is not None else [TokenType.NORMAL] * n
+        self._vocab = dict(zip(spec.vocab.tokens, range(n)))  # later duplicates win, as in llama.cpp
         self._width = n + 1
         self._missing = n  # sentinel id: a unit with no token (never merges)
-        self._merges = self._build_merge_table() if merge_table is None else merge_table
+        self._merges = self._build_merge_table()
         self._byte_tokens = self._build_byte_tokens()
         self._fallbacks: dict[str, tuple[int, ...]] = {}  # a character with no token -> its ids (_fallback_ids)
         self._pieces: dict[int, bytes] = {}  # token_bytes of single tokens, before the whole table exists
         self._few_cutters: dict[frozenset[str], SpecialCutter] = {}  # split_special(among=...)
-        self._unk_alone = () if spec.unk_id is None else (spec.unk_id,)
-        self._unk_fuses = bool(spec.fuse_unk and spec.unk_id is not None)
-        specials = [(spec.tokens[i], i) for i in compress(range(n), map(_SPECIAL_TYPES.__contains__, self._types))]
-        specials += [(spec.tokens[i], i) for i in sorted(spec.added_byte_ids)]
+        self._unk_alone = () if spec.vocab.unk_id is None else (spec.vocab.unk_id,)
+        self._unk_fuses = bool(spec.model.fuse_unk and spec.vocab.unk_id is not None)
+        specials = [(spec.vocab.tokens[i], i) for i in compress(range(n), map(_SPECIAL_TYPES.__contains__, self._types))]
+        specials += [(spec.vocab.tokens[i], i) for i in sorted(spec.added.byte_ids)]
         self._special_texts = {text: i for text, i in specials if text}
-        raw = [(text, i) for text, i in specials if i not in spec.normalized_ids]
+        raw = [(text, i) for text, i in specials if i not in spec.added.normalized_ids]
         self._cut_all = self._cutter(raw)
         self._cut_user = self._cutter([(text, i) for text, i in raw if self._types[i] == TokenType.USER_DEFINED])
-        self._cut_normalized = self._cutter([(normalize(text, spec.normalizers), i) for text, i in specials
-                                             if i in spec.normalized_ids]) if spec.normalized_ids else None
-        self._as_is = not spec.normalizers and self._cut_normalized is None  # fragments need no normalizing
-        default_pre = "default" if spec.kind is ModelKind.BYTE_LEVEL else "none"
-        self._pre = pretokenizers.lookup(spec.pre_split or default_pre)[0]
-        if spec.pre_split_patterns:
+        self._cut_normalized = self._cutter([(normalize(text, spec.normalizer.forms), i) for text, i in specials
+                                             if i in spec.added.normalized_ids]) if spec.added.normalized_ids else None
+        self._as_is = not spec.normalizer.forms and self._cut_normalized is None  # fragments need no normalizing
+        default_pre = "default" if spec.model.kind is ModelKind.BYTE_LEVEL else "none"
+        self._pre = pretokenizers.lookup(spec.pre_split.name or default_pre)[0]
+        if spec.pre_split.patterns:
             try:
-                split = pretokenizers.compile_split(spec.pre_split_patterns, spec.pre_split_behaviors)
+                split = pretokenizers.compile_split(spec.pre_split.patterns, spec.pre_split.behaviors)
             except (re.error, ValueError, TypeError) as err:
                 raise TokenizerError(f"{spec.source}: a pre-split pattern is not a valid regex ({err})") from None
         else:
             split = pretokenizers.splitter_for(self._pre)
-        if spec.kind is ModelKind.BYTE_LEVEL:
+        if spec.model.kind is ModelKind.BYTE_LEVEL:
             self._split = split
             self._cache = _WordCache(self._encode_byte_word)
         else:
-            no_pre_split = not spec.pre_split_patterns and not self._pre.patterns and not self._pre.fused
+            no_pre_split = not spec.pre_split.patterns and not self._pre.patterns and not self._pre.fused
             self._split = pretokenizers.sentencepiece_splitter(self._tokens, None if no_pre_split else split)
-            encode_chunk = self._encode_ranked_chunk if spec.merges else self._encode_scored_chunk
+            encode_chunk = self._encode_ranked_chunk if spec.model.merges else self._encode_scored_chunk
             self._cache = _WordCache(encode_chunk)
 
     # ----- building -------------------------------------------------------------------
 
     def _cutter(self, specials: Iterable[tuple[str, int]]) -> SpecialCutter:
         spec = self.spec
-        return SpecialCutter(specials, spec.lstrip_ids, spec.rstrip_ids, spec.single_word_ids,
-                             UNICODE_SPACE if spec.unicode_strip else ASCII_SPACE)
+        return SpecialCutter(specials, spec.added.lstrip_ids, spec.added.rstrip_ids, spec.added.single_word_ids,
+                             UNICODE_SPACE if spec.added.unicode_strip else ASCII_SPACE)
 
     def _build_merge_table(self) -> dict[int, int]:
-        merges: Any = self.spec.merges or []
-        table = bulk.merge_table(merges, self._vocab, self._width, self.spec.tokens)  # accelerator; None: not handled
+        merges, tokens = self.spec.model.merges, self.spec.vocab.tokens
+        if not merges:
+            return {}
+        table = bulk.merge_table(merges, self._vocab, self._width, tokens)  # accelerator; None: not handled
         if table is None:
-            table = bpe.build_merge_table(bulk.plain(merges), self._vocab, self._width, self.spec.source, self.spec.tokens)
+            table = bpe.build_merge_table(merges, self._vocab, self._width, self.spec.source, tokens)
         return table
 
     def _build_byte_tokens(self) -> list[int]:
         """Token id for each byte value: its spelling (byte-level) or <0xXX> (SentencePiece)."""
         get, missing = self._vocab.get, self._missing
-        if self.spec.kind is ModelKind.BYTE_LEVEL:
+        if self.spec.model.kind is ModelKind.BYTE_LEVEL:
             return [get(BYTE_TO_CHAR[b], missing) for b in range(256)]
         return [get(f"<0x{b:02X}>", get(chr(b), missing) if b < 0x80 else missing) for b in range(256)]
 
@@ -146,16 +147,16 @@ class Tokenizer(Decoding):
 
     def _encode_byte_word(self, word: str) -> tuple[int, ...]:
         raw = word.encode("utf-8")
-        if self.spec.ignore_merges:
+        if self.spec.model.ignore_merges:
             whole = self._vocab.get(spell(raw))
             if whole is not None:
                 return (whole,)
         byte_tokens = self._byte_tokens
         ids = self._merge_ranked([byte_tokens[b] for b in raw])
         if self._missing in ids:  # a byte the vocabulary lacks: dropped (llama.cpp) or unk (HF)
-            unk = self.spec.unk_id if self.spec.unk_for_missing_bytes else None
+            unk = self.spec.vocab.unk_id if self.spec.model.unk_for_missing_bytes else None
             ids = [unk if i == self._missing else i for i in ids if i != self._missing or unk is not None]
-            if self.spec.fuse_unk and unk is not None:  # HF fuse_unk: a run of unks is one
+            if self.spec.model.fuse_unk and unk is not None:  # HF fuse_unk: a run of unks is one
                 ids = [i for n, i in enumerate(ids) if i != unk or not n or ids[n - 1] != unk]
         return tuple(ids)
 
@@ -172,7 +173,7 @@ class Tokenizer(Decoding):
             out += ids
 
     def _fallback_ids(self, char: str) -> tuple[int, ...]:
-        if self.spec.byte_fallback:
+        if self.spec.model.byte_fallback:
             tokens = tuple(self._byte_tokens[b] for b in char.encode("utf-8"))
             if self._missing not in tokens:
                 return tokens
@@ -181,12 +182,12 @@ class Tokenizer(Decoding):
     @cached_property
     def _scores(self) -> dict[str, float]:
         """Score-based merges in Python: text -> score (later duplicates win), built on first use."""
-        return dict(zip(self.spec.tokens, map(float, self.spec.scores or [])))
+        return dict(zip(self.spec.vocab.tokens, map(float, self.spec.vocab.scores or [])))
 
     @cached_property
     def _scored_vocab(self) -> Any:
         """Score-based merges in C (``accel/native.scored_vocab``), built on the first chunk; None: Python only."""
-        return native.scored_vocab(self._tokens, self.spec.scores)
+        return native.scored_vocab(self._tokens, self.spec.vocab.scores)
 
     def _encode_scored_chunk(self, chunk: str) -> tuple[int, ...]:
         native = self._scored_vocab
@@ -198,7 +199,7 @@ class Tokenizer(Decoding):
 
     def _encode_ranked_chunk(self, chunk: str) -> tuple[int, ...]:
         get = self._vocab.get
-        if self.spec.ignore_merges or (self._pre.newline_runs_whole and not chunk.strip("\n")):
+        if self.spec.model.ignore_merges or (self._pre.newline_runs_whole and not chunk.strip("\n")):
             whole = get(chunk)
             if whole is not None:
                 return (whole,)
@@ -233,8 +234,8 @@ class Tokenizer(Decoding):
     def _affixes(self) -> tuple[list[int], list[int]]:
         """The ids add_special puts before and after the text."""
         spec = self.spec
-        prefix = spec.special_prefix if spec.special_prefix is not None else (spec.bos_id,) if spec.add_bos else ()
-        suffix = spec.special_suffix if spec.special_suffix is not None else (spec.eos_id,) if spec.add_eos else ()
+        prefix = spec.post.prefix if spec.post.prefix is not None else (spec.vocab.bos_id,) if spec.post.add_bos else ()
+        suffix = spec.post.suffix if spec.post.suffix is not None else (spec.vocab.eos_id,) if spec.post.add_eos else ()
         return list(prefix), list(suffix)  # type: ignore[arg-type]
 
     def encode(self, text: str, *, add_special: bool = False, parse_special: bool = False) -> list[int]:
@@ -269,11 +270,11 @@ class Tokenizer(Decoding):
                          normalized_cutter: SpecialCutter | None = None) -> None:
         """Ids of one text fragment, added to ``out``: text that starts the input (``first``) or follows a
         cut-out special token, and holds no special token. Added tokens matched on normalized text
-        (``spec.normalized_ids``) are cut here, after the normalizers, by ``normalized_cutter`` (None:
+        (``spec.added.normalized_ids``) are cut here, after the normalizers, by ``normalized_cutter`` (None:
         this tokenizer's own)."""
         spec = self.spec
-        if spec.normalizers:
-            fragment = normalize(fragment, spec.normalizers)
+        if spec.normalizer.forms:
+            fragment = normalize(fragment, spec.normalizer.forms)
         cutter = normalized_cutter or self._cut_normalized
         if cutter is None:
             self._encode_normalized(fragment, first, out)
@@ -286,13 +287,13 @@ class Tokenizer(Decoding):
             first = False
 
     def _encode_normalized(self, fragment: str, first: bool, out: list[int]) -> None:
-        spec = self.spec
-        if spec.space_prefix:  # HF: not before a space (Metaspace: nor before a literal "▁", its space)
-            if not fragment.startswith(_SPACE_LEADS[spec.kind]) and (first or spec.space_prefix == "unless_space"):
-                fragment = " " + fragment
-        elif spec.add_space_prefix and spec.kind is ModelKind.SENTENCEPIECE:
+        kind, prefix = self.spec.model.kind, self.spec.normalizer.space_prefix
+        if prefix is SpacePrefix.EVERY_FRAGMENT:
             fragment = " " + fragment
-        if spec.kind is ModelKind.SENTENCEPIECE:
+        elif prefix is not SpacePrefix.NONE:  # HF: not before a space (Metaspace: nor before a literal "▁", its space)
+            if not fragment.startswith(_SPACE_LEADS[kind]) and (first or prefix is SpacePrefix.UNLESS_SPACE):
+                fragment = " " + fragment
+        if kind is ModelKind.SENTENCEPIECE:
             fragment = fragment.replace(" ", "\u2581")
         # Each piece's ids from the word cache, appended in one C-level loop: extend returns None, so
         # any() runs to the end (cheaper than chaining the tuples into a new list, then copying it).
@@ -358,25 +359,25 @@ class Tokenizer(Decoding):
     @property
     def kind(self) -> ModelKind:
         """Byte-level BPE or SentencePiece BPE."""
-        return self.spec.kind
+        return self.spec.model.kind
 
     @property
     def bos_id(self) -> int | None:
-        return self.spec.bos_id
+        return self.spec.vocab.bos_id
 
     @property
     def eos_id(self) -> int | None:
         """The vocabulary's EOS token (``eos_ids`` has every id that ends generation)."""
-        return self.spec.eos_id
+        return self.spec.vocab.eos_id
 
     @property
     def add_bos(self) -> bool:
         """Whether the vocabulary asks for BOS before a prompt (GGUF ``add_bos_token``; a tokenizer.json whose
         post-processor adds BOS alone)."""
-        return self.spec.add_bos
+        return self.spec.post.add_bos
 
     @property
     def eos_ids(self) -> tuple[int, ...]:
         """Every id that ends generation: EOS, EOT, EOM and the extra ones a config names."""
-        ids = [self.spec.eos_id, self.spec.eot_id, self.spec.eom_id, *self.spec.extra_eos_ids]
+        ids = [self.spec.vocab.eos_id, self.spec.vocab.eot_id, self.spec.vocab.eom_id, *self.spec.vocab.extra_eos_ids]
         return tuple(dict.fromkeys(i for i in ids if i is not None))

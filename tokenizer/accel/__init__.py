@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
+from ..spec import MergePairs, Merges
+
 _OFF = ("off", "0", "no", "false")
 
 
@@ -51,3 +53,30 @@ class LazyList(Sequence[Any]):
     @cached_property
     def items(self) -> list:
         return self._make()
+
+
+class LazyMerges(Merges):
+    """``Merges`` whose columns are made on their first read (``columns()``), whose length is known before:
+    a merge list still in a file's bytes, or one rebuilt from a cached table. The engine asks ``table``
+    first, so a load that answers it never makes the columns."""
+
+    def __init__(self, count: int):
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @cached_property
+    def pairs(self) -> MergePairs:
+        return self.columns()
+
+    @property  # type: ignore[override]
+    def lefts(self) -> list[str]:
+        return self.pairs.lefts
+
+    @property  # type: ignore[override]
+    def rights(self) -> list[str]:
+        return self.pairs.rights
+
+    def columns(self) -> MergePairs:
+        raise NotImplementedError

@@ -27,11 +27,11 @@ import struct
 import sys
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from functools import cached_property
 from itertools import chain
 from typing import Any
 
-from . import LazyList, enabled
+from ..spec import MergePairs, Merges
+from . import LazyList, LazyMerges, enabled
 
 #: string arrays this long are read in bulk: the gain outweighs numpy's own import
 BULK_MIN = 100_000
@@ -54,22 +54,16 @@ def wanted(count: int) -> bool:
     return enabled() and (count >= BULK_MIN or (count >= BULK_MIN_IMPORTED and "numpy" in sys.modules))
 
 
-def merge_table(merges: Sequence[Any], vocab: dict[str, int], width: int,
-                tokens: Sequence[str]) -> dict[int, int] | None:
-    """``stages/stages/bpe.build_merge_table``'s table for a big merge list — one still in a file's bytes
-    (``BytesMerges``), or many (left, right) string pairs — or None: not handled (off, small, unusual);
-    the caller then builds it with ``build_merge_table`` from ``plain(merges)``."""
-    if isinstance(merges, BytesMerges):
-        return merges.table(vocab, width, tokens)
-    if not merges or not wanted(len(merges)):
+def merge_table(merges: Merges, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+    """``stages/bpe.build_merge_table``'s table for a big merge list — one that answers ``table`` itself
+    (still in a file's bytes: ``BytesMerges``; from the table cache), or many string pairs — or None: not
+    handled (off, small, unusual); the caller then builds it with ``build_merge_table``."""
+    if not enabled() or not merges:
         return None
-    pairs = zip(merges.lefts, merges.rights) if hasattr(merges, "rights") else merges  # bpe.MergePairs' columns
-    return table_of_texts(chain.from_iterable(pairs), len(merges), vocab, width, tokens)
-
-
-def plain(merges: Sequence[Any]) -> Sequence[Any]:
-    """A merge list as the reference path reads it: a ``BytesMerges`` parsed into its pairs."""
-    return merges.pairs if isinstance(merges, BytesMerges) else merges
+    ready = merges.table(vocab, width, tokens)
+    if ready is not None or isinstance(merges, BytesMerges) or not wanted(len(merges)):
+        return ready
+    return table_of_texts(chain.from_iterable(zip(merges.lefts, merges.rights)), len(merges), vocab, width, tokens)
 
 
 class StringArray(LazyList):
@@ -154,15 +148,10 @@ def _follow(np: Any, window: bytes, count: int) -> tuple[Any, Any, int] | None:
     return np.concatenate(got_starts), np.concatenate(got_lengths), at
 
 
-class BytesMerges(Sequence[tuple[str, str]]):
+class BytesMerges(LazyMerges):
     """A merge list still in a file's bytes (``BulkMerges``, ``json_merges.JsonMerges``): ``table``
-    builds the merge table from them, None where the plain path must decide; read as a sequence, it is
-    parsed into (left, right) pairs (``pairs``) on first use."""
-
-    pairs: Sequence[Any]
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self.pairs[index]
+    builds the merge table from them, None where the plain path must decide; read as pairs or columns,
+    it is parsed (``columns``) on first use."""
 
     @abstractmethod
     def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
@@ -174,15 +163,12 @@ class BulkMerges(BytesMerges):
     ``split`` when read as a sequence."""
 
     def __init__(self, merges: StringArray, token_records: bytes,
-                 split: Callable[[list[bytes]], Sequence[tuple[str, str]]]):
+                 split: Callable[[list[bytes]], MergePairs]):
+        super().__init__(len(merges))
         self.merges, self.token_records, self._split = merges, token_records, split
 
-    @cached_property
-    def pairs(self) -> Sequence[tuple[str, str]]:
+    def columns(self) -> MergePairs:
         return self._split(self.merges.items)
-
-    def __len__(self) -> int:
-        return len(self.merges)
 
     def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
         """``stages/bpe.build_merge_table``'s table, or None where the plain path must decide."""

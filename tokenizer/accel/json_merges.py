@@ -29,9 +29,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from functools import cached_property
 from typing import Any
 
+from ..spec import MergePairs
 from ..stages.bpe import split_pairs
 from . import bulk
 
@@ -90,15 +90,12 @@ class JsonMerges(bulk.BytesMerges):
     first use (what the plain path would have had)."""
 
     def __init__(self, region: memoryview, count: int, queries: list[tuple[Any, Any, Any]]):
-        self.region, self.count, self.queries = region, count, queries
+        super().__init__(count)
+        self.region, self.queries = region, queries
 
-    @cached_property
-    def pairs(self) -> Sequence[Any]:
+    def columns(self) -> MergePairs:
         merges = json.loads(bytes(self.region))
-        return (split_pairs(merges) if merges and isinstance(merges[0], str) else merges) or []
-
-    def __len__(self) -> int:
-        return self.count
+        return MergePairs.of((split_pairs(merges) if merges and isinstance(merges[0], str) else merges) or [])
 
     def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
         """``stages/bpe.build_merge_table``'s table, or None where the plain path must decide."""

@@ -25,25 +25,27 @@ with the whole accelerator (``RML_CHAT_ACCEL=off``).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import logging
 import marshal
 import os
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..cache_dirs import cache_folder, source_hash
 from ..loaders import hf_config
-from ..spec import ModelKind, TokenizerSpec
-from . import LazyList, enabled
+from ..spec import AddedTokens, Decoder, MergePairs, Model, Normalizer, PostProcess, PreSplit, TokenizerSpec, Vocabulary
+from . import LazyMerges, enabled
 
 log = logging.getLogger("tokenizer")
 
 #: bump when the layout of an entry changes (the source hash covers changes of meaning).
-FORMAT = 1
+FORMAT = 2
 MIN_TOKENS = 10_000
 
 
@@ -74,23 +76,38 @@ def _entry_path(root: Path, source: Path) -> Path:
     return root / (hashlib.sha1(str(source).encode("utf-8", "surrogateescape")).hexdigest()[:24] + ".tables")
 
 
-class PackedMerges(LazyList):
-    """A cached tokenizer's merge list, as (left, right) texts in rank order, rebuilt from the merge
-    table on first use (the engine itself reads the table; this is for callers of ``spec.merges``).
-    A pair listed twice appears once, at its first rank — the one the engine uses."""
+class PackedMerges(LazyMerges):
+    """A cached tokenizer's merges: ``table`` answers with the cached merge table itself, and the pairs in
+    rank order are rebuilt from it only if someone reads them. A pair listed twice appears once, at its
+    first rank — the one the engine uses."""
 
     def __init__(self, table: dict[int, int], tokens: list[str], width: int):
-        def pairs() -> list[tuple[str, str]]:
-            by_rank = sorted(table.items(), key=lambda item: item[1])
-            return [(tokens[key // width], tokens[key % width]) for key, _ in by_rank]
+        super().__init__(len(table))
+        self._table, self._tokens, self._width = table, tokens, width
 
-        super().__init__(len(table), pairs)
+    def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+        return self._table if width == self._width else None
+
+    def columns(self) -> MergePairs:
+        tokens, width = self._tokens, self._width
+        by_rank = sorted(self._table.items(), key=lambda item: item[1])
+        return MergePairs([tokens[key // width] for key, _ in by_rank], [tokens[key % width] for key, _ in by_rank])
+
+
+#: the spec's parts; each is stored as its fields, enums as their values (the parts take those back).
+_PARTS = {"vocab": Vocabulary, "model": Model, "normalizer": Normalizer, "pre_split": PreSplit,
+          "added": AddedTokens, "post": PostProcess, "decoder": Decoder}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    return tuple(map(_plain, value)) if isinstance(value, tuple) else value
 
 
 @dataclasses.dataclass
 class Entry:
     spec: TokenizerSpec
-    merge_table: dict[int, int]
     warnings: list[str]
 
 
@@ -107,10 +124,13 @@ def read(source: Path) -> Entry | None:
         stamp, fields, table, warnings = marshal.loads(blob[4:])
         if stamp != _stamp(source):
             return None
-        fields["kind"] = ModelKind(fields["kind"])
-        if fields["merges"] is not None:
-            fields["merges"] = PackedMerges(table, fields["tokens"], len(fields["tokens"]) + 1)
-        return Entry(TokenizerSpec(**fields), table, list(warnings))
+        has_merges = fields["model"].pop("merges") is not None  # the table stands for them
+        parts = {name: part(**fields[name]) for name, part in _PARTS.items()}
+        tokens = parts["vocab"].tokens
+        if has_merges:
+            parts["model"].merges = PackedMerges(table, tokens, len(tokens) + 1)
+        spec = TokenizerSpec(**parts, source=fields["source"], chat_template=fields["chat_template"])
+        return Entry(spec, list(warnings))
     except (OSError, EOFError, ValueError, TypeError, KeyError):
         return None
 
@@ -118,13 +138,14 @@ def read(source: Path) -> Entry | None:
 def write(source: Path, spec: TokenizerSpec, merge_table: dict[int, int], warnings: list[str]) -> None:
     """Store the tables of a freshly built tokenizer (big vocabularies only); failures are skipped."""
     root = tables_dir()
-    if root is None or len(spec.tokens) < MIN_TOKENS or not merge_table:
+    if root is None or len(spec.vocab.tokens) < MIN_TOKENS or not merge_table:
         return
-    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-    fields["kind"] = spec.kind.value
-    if spec.types is not None:
-        fields["types"] = list(map(int, spec.types))  # TokenType members are ints marshal refuses
-    fields["merges"] = None if spec.merges is None else True  # the table stands for them
+    fields: dict[str, Any] = {name: {f.name: _plain(getattr(getattr(spec, name), f.name))
+                                     for f in dataclasses.fields(part)} for name, part in _PARTS.items()}
+    if spec.vocab.types is not None:
+        fields["vocab"]["types"] = list(map(int, spec.vocab.types))  # TokenType members are ints marshal refuses
+    fields["model"]["merges"] = None if spec.model.merges is None else True  # the table stands for them
+    fields.update(source=spec.source, chat_template=spec.chat_template)
     try:
         source = source.resolve()
         payload = marshal.dumps((_stamp(source), fields, merge_table, warnings))

@@ -10,13 +10,28 @@ score), "gemma4" (SentencePiece-style BPE by rank, split at newlines).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..accel.bulk import BulkMerges, StringArray
-from ..spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
+from ..spec import (
+    AddedTokens,
+    Decoder,
+    LeadingSpace,
+    MergePairs,
+    Model,
+    ModelKind,
+    Normalizer,
+    PostProcess,
+    PreSplit,
+    SpacePrefix,
+    TokenizerError,
+    TokenizerSpec,
+    TokenType,
+    Unsupported,
+    Vocabulary,
+)
 from ..stages import pretokenizers
 from ..stages.bpe import split_pairs
 from .gguf_reader import ARRAY, STRING, TYPE_NAMES, read_metadata
@@ -129,25 +144,28 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     add_bos_default = model == "llama" or pre.add_bos
     lstrip, rstrip = _strip_attributes(pre_name, meta.get("general.architecture", "str", "") or "",
                                        (meta.get("general.name", "str", "") or "").lower(), types, by_text)
+    # llama.cpp adds the space prefix to SentencePiece text only, and strips it from the first token it decodes
+    space_prefix = bool(meta.get("tokenizer.ggml.add_space_prefix", "bool", model == "llama")) and spm
     spec = TokenizerSpec(
-        kind=ModelKind.SENTENCEPIECE if spm else ModelKind.BYTE_LEVEL,
-        tokens=tokens, types=types, merges=merges,
-        scores=list(map(float, scores[:n])) if scores is not None else None,
-        pre_split=pre_name,
+        vocab=Vocabulary(tokens, types, list(map(float, scores[:n])) if scores is not None else None,
+                         extra_eos_ids=extra_eos, **ids),
+        model=Model(ModelKind.SENTENCEPIECE if spm else ModelKind.BYTE_LEVEL, merges,
+                    ignore_merges=pre.ignore_merges),
+        normalizer=Normalizer(space_prefix=SpacePrefix.EVERY_FRAGMENT if space_prefix else SpacePrefix.NONE),
+        pre_split=PreSplit(pre_name),
+        added=AddedTokens(lstrip_ids=lstrip, rstrip_ids=rstrip),
         # llama.cpp forces add_bos on for Gemma 4, whatever the file says
-        add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", "bool", add_bos_default)) or model == "gemma4",
-        add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", "bool", False)),
-        add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", "bool", model == "llama")),
-        ignore_merges=pre.ignore_merges,
-        extra_eos_ids=extra_eos, lstrip_ids=lstrip, rstrip_ids=rstrip, source=name,
-        chat_template=meta.get("tokenizer.chat_template", "str"), **ids,
+        post=PostProcess(add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", "bool", add_bos_default))
+                         or model == "gemma4", add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", "bool", False))),
+        decoder=Decoder(LeadingSpace.STRIP_ADDED),
+        source=name, chat_template=meta.get("tokenizer.chat_template", "str"),
     )
     extras = {"chat_template": meta.get("tokenizer.chat_template", "str"),
               "name": meta.get("general.name", "str"), "architecture": meta.get("general.architecture", "str")}
     return spec, extras
 
 
-def _split_merges(path: str, raw: list[bytes]) -> Sequence[tuple[str, str]]:
+def _split_merges(path: str, raw: list[bytes]) -> MergePairs:
     """ "a b" -> ("a", "b"), cut at the first space after the first character, as llama.cpp does."""
     pairs = split_pairs(raw)  # the usual case: one space each, in bulk
     if pairs is not None:
@@ -159,7 +177,7 @@ def _split_merges(path: str, raw: list[bytes]) -> Sequence[tuple[str, str]]:
         if cut < 0:
             raise TokenizerError(f"{path}: tokenizer.ggml.merges[{index}] {text!r} has no space between its halves")
         merges.append((text[:cut], text[cut + 1:]))
-    return merges
+    return MergePairs.of(merges)
 
 
 def _last_ids(tokens: list[str], texts: set[str]) -> dict[str, int]:

@@ -3,7 +3,7 @@
 One engine, two loaders: this file only translates HF's pipeline description into the same spec the
 GGUF loader builds. Components are read stage by stage (Sequences flattened):
 
-    normalizer      NFC/NFKC/NFD/NFKD/Lowercase -> spec.normalizers; Replace(" "->"▁")/Prepend("▁") -> spaces
+    normalizer      NFC/NFKC/NFD/NFKD/Lowercase -> spec.normalizer.forms; Replace(" "->"▁")/Prepend("▁") -> spaces
     pre_tokenizer   ByteLevel (+ Split before it) -> byte-level; Metaspace -> SentencePiece style
     model           BPE only (vocab, merges as "a b" or [a, b], byte_fallback, ignore_merges, unk_token);
                     a big merge list is read from the file's bytes (``json_merges``), not by ``json``
@@ -28,7 +28,24 @@ from pathlib import Path
 from typing import Any
 
 from ..accel import json_merges
-from ..spec import ModelKind, TokenizerError, TokenizerSpec, TokenType, Unsupported
+from ..spec import (
+    AddedTokens,
+    Decoder,
+    LeadingSpace,
+    Model,
+    ModelKind,
+    Normalization,
+    Normalizer,
+    PostProcess,
+    PreSplit,
+    SpacePrefix,
+    SplitBehavior,
+    TokenizerError,
+    TokenizerSpec,
+    TokenType,
+    Unsupported,
+    Vocabulary,
+)
 from ..stages.bpe import split_pairs
 from ..stages.llama_regex import CUSTOM
 from ..stages.pretokenizers import PRE_SPLITS
@@ -44,9 +61,11 @@ _KNOWN_PATTERNS = {pre.patterns[0]: name for name, pre in reversed(PRE_SPLITS.it
                    and not re.search(r"\\p\{L[ultmo]\}|\\d", pre.patterns[0])}
 #: the byte tokens HF's byte fallback emits (always upper-case hex, unlike the GGUF BYTE type's text)
 _BYTE_FALLBACK_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
-_NORMALIZERS = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD", "Lowercase": "lowercase"}
-_SPLIT_BEHAVIORS = ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")
-_METASPACE_SCHEMES = {"always": "unless_space", "first": "first_unless_space", "never": ""}
+_NORMALIZERS = {"NFC": Normalization.NFC, "NFKC": Normalization.NFKC, "NFD": Normalization.NFD,
+                "NFKD": Normalization.NFKD, "Lowercase": Normalization.LOWERCASE}
+_SPLIT_BEHAVIORS = {b.value: b for b in SplitBehavior}
+#: Metaspace's prepend_scheme; "never" leaves the space prefix as the normalizer set it (a Prepend("▁")).
+_METASPACE_SCHEMES = {"always": SpacePrefix.UNLESS_SPACE, "first": SpacePrefix.FIRST_UNLESS_SPACE, "never": None}
 
 
 def _read_json(path: Path, *, merges_apart: bool = False) -> Any:
@@ -106,13 +125,15 @@ def _pattern(split: dict, path: Path) -> str:
 
 
 class _Builder:
-    """Collects spec fields from the components of one tokenizer.json."""
+    """Collects the normalizer, pre-split and decoder parts from the components of one tokenizer.json."""
 
     def __init__(self, path: Path):
         self.path = path
-        self.fields: dict[str, Any] = {}
+        self.normalizer_part = Normalizer()
+        self.pre_split_part = PreSplit()
+        self.decoder_part = Decoder()
         self.patterns: list[str] = []
-        self.behaviors: list[tuple[str, bool]] = []
+        self.behaviors: list[tuple[SplitBehavior, bool]] = []
         self.byte_level = False
         self.spaces: str | None = None  # how SentencePiece-style files write spaces: "metaspace" | "normalizer"
 
@@ -129,10 +150,10 @@ class _Builder:
                 self.spaces = "normalizer"
             elif kind == "Prepend" and c.get("prepend") == "\u2581":
                 self.spaces = "normalizer"
-                self.fields["add_space_prefix"] = True
+                self.normalizer_part.space_prefix = SpacePrefix.EVERY_FRAGMENT
             else:
                 raise self.unsupported("normalizer", c)
-        self.fields["normalizers"] = tuple(steps)
+        self.normalizer_part.forms = tuple(steps)
 
     def pre_tokenizer(self, components: list[dict]) -> None:
         for c in components:
@@ -140,22 +161,22 @@ class _Builder:
             if kind == "ByteLevel":
                 self.byte_level = True
                 if c.get("use_regex", True):
-                    self._split(_GPT2_REGEX, "Isolated", False)
+                    self._split(_GPT2_REGEX, SplitBehavior.ISOLATED, False)
                 if c.get("add_prefix_space", False):
-                    self.fields["space_prefix"] = "unless_space"
+                    self.normalizer_part.space_prefix = SpacePrefix.UNLESS_SPACE
             elif kind == "Split":
                 behavior = c.get("behavior", "Isolated")
                 if behavior not in _SPLIT_BEHAVIORS:
                     raise TokenizerError(f"{self.path}: pre_tokenizer Split behavior {behavior!r} is unknown")
-                self._split(_pattern(c, self.path), behavior, bool(c.get("invert", False)))
+                self._split(_pattern(c, self.path), _SPLIT_BEHAVIORS[behavior], bool(c.get("invert", False)))
             elif kind == "Digits":
-                self._split(r"\p{N}" if c.get("individual_digits") else r"\p{N}+", "Isolated", False)
+                self._split(r"\p{N}" if c.get("individual_digits") else r"\p{N}+", SplitBehavior.ISOLATED, False)
             elif kind == "Metaspace":
                 self._metaspace(c)
             else:
                 raise self.unsupported("pre_tokenizer", c)
 
-    def _split(self, pattern: str, behavior: str, invert: bool) -> None:
+    def _split(self, pattern: str, behavior: SplitBehavior, invert: bool) -> None:
         self.patterns.append(pattern)
         self.behaviors.append((behavior, invert))
 
@@ -166,19 +187,21 @@ class _Builder:
         scheme = c.get("prepend_scheme", "always" if c.get("add_prefix_space", True) else "never")
         if scheme not in _METASPACE_SCHEMES:
             raise TokenizerError(f"{self.path}: Metaspace prepend_scheme {scheme!r} is unknown")
-        self.fields["space_prefix"] = _METASPACE_SCHEMES[scheme]
+        prefix = _METASPACE_SCHEMES[scheme]
+        if prefix is not None:
+            self.normalizer_part.space_prefix = prefix
         if c.get("split", False):
-            self._split("\u2581", "MergedWithNext", False)
+            self._split("\u2581", SplitBehavior.MERGED_WITH_NEXT, False)
 
     def decoder(self, components: list[dict]) -> None:
         strip = False
-        self.fields["byte_fallback_decoder"] = any(c["type"] == "ByteFallback" for c in components)
+        self.decoder_part.byte_fallback = any(c["type"] == "ByteFallback" for c in components)
         for c in components:
             if c["type"] == "Strip" and c.get("content") == " " and _int(c.get("start")) >= 1:
                 strip = True
             elif c["type"] == "Metaspace" and c.get("prepend_scheme", "always") != "never":
                 strip = True
-        self.fields["decode_strip_space"] = strip
+        self.decoder_part.leading_space = LeadingSpace.STRIP if strip else LeadingSpace.KEEP
 
     def finish_pre_split(self) -> None:
         if self.byte_level and self.spaces:
@@ -188,15 +211,14 @@ class _Builder:
             raise Unsupported(f"{self.path}: neither ByteLevel nor Metaspace / '▁' normalizer: can't tell how "
                               "this tokenizer writes spaces")
         if not self.patterns:  # ByteLevel(use_regex=false) alone, or Metaspace without split: the text is one word
-            self.fields["pre_split"] = "none"
+            self.pre_split_part.name = "none"
             return
-        if self.byte_level and len(self.patterns) == 1 and self.behaviors[0] == ("Isolated", False):
+        if self.byte_level and len(self.patterns) == 1 and self.behaviors[0] == (SplitBehavior.ISOLATED, False):
             key = self.patterns[0].replace(_HF_CONTRACTIONS, _LLAMA_CONTRACTIONS)
             if key in _KNOWN_PATTERNS:
-                self.fields["pre_split"] = _KNOWN_PATTERNS[key]
+                self.pre_split_part.name = _KNOWN_PATTERNS[key]
                 return
-        self.fields["pre_split_patterns"] = tuple(self.patterns)
-        self.fields["pre_split_behaviors"] = tuple(self.behaviors)
+        self.pre_split_part = PreSplit(patterns=tuple(self.patterns), behaviors=tuple(self.behaviors))
 
 
 def _vocabulary(model: dict, added: list[dict], path: Path) -> tuple[list[str], list[int]]:
@@ -286,12 +308,13 @@ def _template_affixes(processor: dict, ids: Mapping[str, int], n: int) -> dict[s
     if suffix:
         fields.update(add_eos=True, eos_id=suffix[-1])
     if len(prefix) > 1 or len(suffix) > 1:
-        fields.update(special_prefix=tuple(prefix), special_suffix=tuple(suffix))
+        fields.update(prefix=tuple(prefix), suffix=tuple(suffix))
     return fields
 
 
 def _post_processor(component: Any, ids: Mapping[str, int], n: int, path: Path) -> dict[str, Any]:
-    """Which BOS/EOS ``add_special`` adds, from TemplateProcessing / RobertaProcessing / BertProcessing."""
+    """Which BOS/EOS ``add_special`` adds, from TemplateProcessing / RobertaProcessing / BertProcessing:
+    ``PostProcess`` fields, and bos_id / eos_id where the processor names them."""
     fields: dict[str, Any] = {}
     for c in _flatten(component, "processors", "post_processor", path):
         if c["type"] == "TemplateProcessing":
@@ -346,19 +369,21 @@ def _spec_from_json(path: Path, data: Any) -> tuple[TokenizerSpec, Mapping[str, 
     builder.finish_pre_split()
     unk = model.get("unk_token")
     unk_id = ids.get(unk) if isinstance(unk, str) else None
-    fields = builder.fields
-    fields.update(_post_processor(data.get("post_processor"), ids, len(tokens), path))
+    post = _post_processor(data.get("post_processor"), ids, len(tokens), path)
+    named = {key: post.pop(key) for key in ("bos_id", "eos_id") if key in post}
     spec = TokenizerSpec(
-        kind=ModelKind.BYTE_LEVEL if builder.byte_level else ModelKind.SENTENCEPIECE,
-        tokens=tokens, types=list(map(int, types)), merges=_merges(model, path),
-        unk_id=unk_id, byte_fallback=bool(model.get("byte_fallback", False)),
-        ignore_merges=bool(model.get("ignore_merges", False)), unk_for_missing_bytes=unk_id is not None,
-        fuse_unk=bool(model.get("fuse_unk", False)),
-        lstrip_ids=frozenset(t["id"] for t in added if t.get("lstrip")),
-        rstrip_ids=frozenset(t["id"] for t in added if t.get("rstrip")), unicode_strip=True,
-        single_word_ids=frozenset(t["id"] for t in added if t.get("single_word")),
-        # HF matches special tokens on the raw text always (their default is normalized: false)
-        normalized_ids=frozenset(t["id"] for t in added if t.get("normalized", True) and not t.get("special")),
-        added_byte_ids=frozenset(added_bytes),
-        source=str(path), **fields)
+        vocab=Vocabulary(tokens, list(map(int, types)), unk_id=unk_id, **named),
+        model=Model(ModelKind.BYTE_LEVEL if builder.byte_level else ModelKind.SENTENCEPIECE, _merges(model, path),
+                    ignore_merges=bool(model.get("ignore_merges", False)),
+                    byte_fallback=bool(model.get("byte_fallback", False)), unk_for_missing_bytes=unk_id is not None,
+                    fuse_unk=bool(model.get("fuse_unk", False))),
+        normalizer=builder.normalizer_part, pre_split=builder.pre_split_part,
+        added=AddedTokens(
+            lstrip_ids=frozenset(t["id"] for t in added if t.get("lstrip")),
+            rstrip_ids=frozenset(t["id"] for t in added if t.get("rstrip")), unicode_strip=True,
+            single_word_ids=frozenset(t["id"] for t in added if t.get("single_word")),
+            # HF matches special tokens on the raw text always (their default is normalized: false)
+            normalized_ids=frozenset(t["id"] for t in added if t.get("normalized", True) and not t.get("special")),
+            byte_ids=frozenset(added_bytes)),
+        post=PostProcess(**post), decoder=builder.decoder_part, source=str(path))
     return spec, ids

@@ -77,20 +77,23 @@ def load_hf(path: Path) -> TokenizerSpec:
     config = _read_json(config_path) if config_path.is_file() else {}
     if not isinstance(config, dict):
         raise TokenizerError(f"{config_path}: must be a JSON object")
-    changes: dict[str, Any] = {"chat_template": _chat_template(config, folder)}
+    vocab: dict[str, Any] = {}  # changes to the vocabulary part, then to the post-process part
+    post: dict[str, Any] = {}
     for key, field in (("bos_token", "bos_id"), ("eos_token", "eos_id"), ("unk_token", "unk_id"), ("pad_token", "pad_id")):
         text = _token_text(config.get(key))
         if text is not None and text in ids:
-            changes[field] = ids[text]
+            vocab[field] = ids[text]
     for key, field in (("add_bos_token", "add_bos"), ("add_eos_token", "add_eos")):
         if isinstance(config.get(key), bool):
-            changes[field] = config[key]
-            changes.update(special_prefix=None, special_suffix=None)  # the config's flags decide, as BOS / EOS
-    n = len(spec.tokens)
-    extra = [i for i in _eos_ids(folder) if 0 <= i < n and i != changes.get("eos_id", spec.eos_id)]
-    changes["extra_eos_ids"] = tuple(dict.fromkeys(spec.extra_eos_ids + tuple(extra)))
-    if changes.get("add_bos") and changes.get("bos_id", spec.bos_id) is None:
-        changes["add_bos"] = False
-    if changes.get("add_eos") and changes.get("eos_id", spec.eos_id) is None:
-        changes["add_eos"] = False
-    return dataclasses.replace(spec, **changes)
+            post[field] = config[key]
+            post.update(prefix=None, suffix=None)  # the config's flags decide, as BOS / EOS
+    n = len(spec.vocab.tokens)
+    eos_id = vocab.get("eos_id", spec.vocab.eos_id)
+    extra = [i for i in _eos_ids(folder) if 0 <= i < n and i != eos_id]
+    vocab["extra_eos_ids"] = tuple(dict.fromkeys(spec.vocab.extra_eos_ids + tuple(extra)))
+    if post.get("add_bos") and vocab.get("bos_id", spec.vocab.bos_id) is None:
+        post["add_bos"] = False
+    if post.get("add_eos") and eos_id is None:
+        post["add_eos"] = False
+    return dataclasses.replace(spec, vocab=dataclasses.replace(spec.vocab, **vocab),
+                               post=dataclasses.replace(spec.post, **post), chat_template=_chat_template(config, folder))

@@ -39,10 +39,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from itertools import repeat
-from operator import add, itemgetter, mul
+from operator import add, mul
 from typing import Any
 
-from ..spec import TokenizerError
+from ..spec import MergePairs, Merges, TokenizerError
 
 #: words longer than this use the heap-based loop.
 SHORT_WORD = 128
@@ -50,27 +50,6 @@ SHORT_WORD = 128
 NONE = 1 << 62
 #: the score of a pair that is not a token (score-based merges take the highest score first).
 _NO_TOKEN = float("-inf")
-
-
-class MergePairs(Sequence[tuple[str, str]]):
-    """A merge list held as two columns, ``lefts`` and ``rights``: what ``split_pairs`` makes, and what
-    ``build_merge_table`` reads without unzipping 10^5 pairs first. Reads as (left, right) tuples."""
-
-    __slots__ = ("lefts", "rights")
-
-    def __init__(self, lefts: list[str], rights: list[str]):
-        self.lefts, self.rights = lefts, rights
-
-    def __len__(self) -> int:
-        return len(self.lefts)
-
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            return list(zip(self.lefts[index], self.rights[index]))
-        return self.lefts[index], self.rights[index]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
 
 
 def split_pairs(texts: list[str] | list[bytes]) -> MergePairs | None:
@@ -91,7 +70,7 @@ def split_pairs(texts: list[str] | list[bytes]) -> MergePairs | None:
     return MergePairs(halves[0::2], halves[1::2])
 
 
-def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], width: int,
+def build_merge_table(merges: Merges, vocab: dict[str, int], width: int,
                       source: str, tokens: Sequence[str] = ()) -> dict[int, int]:
     """Merge table: key left*width+right -> rank*width+merged (width: vocabulary size + 1).
 
@@ -106,11 +85,7 @@ def build_merge_table(merges: Sequence[tuple[str, str]], vocab: dict[str, int], 
     """
     if not merges:
         return {}
-    if isinstance(merges, MergePairs):
-        lefts, rights = merges.lefts, merges.rights
-    else:
-        lefts = list(map(itemgetter(0), merges))  # faster than zip(*merges) over 10^5 pairs
-        rights = list(map(itemgetter(1), merges))
+    lefts, rights = merges.lefts, merges.rights
     try:  # a half that is no token, or no string at all (a tokenizer.json's [1, 2]), fails in here
         merged = list(map(add, lefts, rights))  # operator's functions: no slot-wrapper call
         first = vocab.get(merged[0], -1) if len(vocab) == len(tokens) else -1

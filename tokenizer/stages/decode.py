@@ -16,9 +16,8 @@ from __future__ import annotations
 import codecs
 from collections.abc import Iterable
 from functools import cached_property
-from typing import Any
 
-from ..spec import ModelKind, TokenizerError, TokenType
+from ..spec import LeadingSpace, ModelKind, SpacePrefix, TokenizerError, TokenizerSpec, TokenType
 from .token_bytes import byte_fallback_text, byte_table, one_token
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
@@ -27,7 +26,7 @@ _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
 class Decoding:
     """The decode half of ``Tokenizer`` (see the module docstring)."""
 
-    spec: object
+    spec: TokenizerSpec
     vocab_size: int
     _tokens: list[str]
     _types: list[int]
@@ -39,13 +38,24 @@ class Decoding:
         return token_id
 
     def _out_of_range(self, token_id: int) -> TokenizerError:
-        return TokenizerError(f"{self.spec.source}: token id {token_id} is out of range "  # type: ignore[attr-defined]
+        return TokenizerError(f"{self.spec.source}: token id {token_id} is out of range "
                               f"(vocabulary has {self.vocab_size} tokens)")
 
     @cached_property
     def _bytes(self) -> list[bytes]:
         """Raw bytes of every token (``token_bytes.byte_table``), built on the first decode."""
-        return byte_table(self.spec.kind, self._tokens, self._types)
+        return byte_table(self.spec.model.kind, self._tokens, self._types)
+
+    @cached_property
+    def _leading(self) -> LeadingSpace:
+        """The decoder's leading-space rule, resolved: STRIP_ADDED holds only where the encoder adds a
+        space (SentencePiece, ``SpacePrefix.EVERY_FRAGMENT``), else it is KEEP."""
+        spec = self.spec
+        rule = spec.decoder.leading_space
+        if rule is LeadingSpace.STRIP_ADDED and not (spec.model.kind is ModelKind.SENTENCEPIECE and
+                                                     spec.normalizer.space_prefix is SpacePrefix.EVERY_FRAGMENT):
+            return LeadingSpace.KEEP
+        return rule
 
     @cached_property
     def _bytes_skip(self) -> list[bytes]:
@@ -60,24 +70,23 @@ class Decoding:
         """Concatenated raw bytes of the tokens (control tokens left out with skip_special)."""
         ids = list(ids)
         parts = self._token_parts(ids, skip_special)
-        if self.spec.decode_strip_space:  # HF's Strip decoder: the decoded text's first space
+        if self._leading is LeadingSpace.STRIP:  # HF's Strip decoder: the decoded text's first space
             joined = b"".join(parts)
             return joined[1:] if joined.startswith(b" ") else joined
-        if self.spec.decode_strip_space is None and self.spec.kind is ModelKind.SENTENCEPIECE \
-                and self.spec.add_space_prefix and parts and parts[0].startswith(b" "):
+        if self._leading is LeadingSpace.STRIP_ADDED and parts and parts[0].startswith(b" "):
             parts[0] = parts[0][1:]  # llama.cpp: the first token's space ("<s>" first: " Hello" keeps its own)
         return b"".join(parts)
 
     def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
         """Text of the tokens; invalid UTF-8 is replaced by U+FFFD — for a tokenizer.json whose decoder
         has ByteFallback, as HF does it: one U+FFFD per byte token of an invalid run of them."""
-        if not self.spec.byte_fallback_decoder:
+        if not self.spec.decoder.byte_fallback:
             return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", "replace")
         ids = list(ids)
         parts = self._token_parts(ids, False)  # range-checked; skipped control tokens are left out, as HF drops them
         kept = [n for n, i in enumerate(ids) if not (skip_special and self._types[i] in _CONTROLISH)]
         text = byte_fallback_text([parts[n] for n in kept], [self._types[ids[n]] == TokenType.BYTE for n in kept])
-        return text[1:] if self.spec.decode_strip_space and text.startswith(" ") else text
+        return text[1:] if self._leading is LeadingSpace.STRIP and text.startswith(" ") else text
 
     def token_bytes(self, token_id: int) -> bytes:
         """Raw bytes one token stands for (a control token: its text); one at a time until a decode has
@@ -87,7 +96,7 @@ class Decoding:
         piece = self._pieces.get(token_id)
         if piece is None:
             self._check(token_id)
-            piece = self._pieces[token_id] = one_token(self.spec.kind, self._tokens[token_id], self._types[token_id])
+            piece = self._pieces[token_id] = one_token(self.spec.model.kind, self._tokens[token_id], self._types[token_id])
         return piece
 
     def stream(self, *, skip_special: bool = False) -> StreamDecoder:
@@ -111,8 +120,7 @@ class StreamDecoder:
         tok = self._tok
         data = tok.token_bytes(token_id)
         skipped = self._skip and tok._types[token_id] in _CONTROLISH
-        spec: Any = tok.spec
-        if spec.byte_fallback_decoder:
+        if tok.spec.decoder.byte_fallback:
             if skipped:  # left out altogether, as HF drops it: byte runs on both sides join
                 return ""
             if tok._types[token_id] == TokenType.BYTE:
@@ -121,17 +129,17 @@ class StreamDecoder:
             return self._strip(self._flush_run() + data.decode("utf-8", "replace"))
         data = b"" if skipped else data  # as decode_bytes: the skipped token still counts as the first
         if not self._started:
-            if spec.decode_strip_space is None and spec.kind is ModelKind.SENTENCEPIECE and spec.add_space_prefix:
+            if tok._leading is LeadingSpace.STRIP_ADDED:
                 self._started = True  # llama.cpp: the first token's own space only
                 data = data[1:] if data.startswith(b" ") else data
-            elif spec.decode_strip_space and data:
+            elif tok._leading is LeadingSpace.STRIP and data:
                 self._started = True  # HF's Strip: the first byte of the text
                 data = data[1:] if data.startswith(b" ") else data
         return self._utf8.decode(data)
 
     def finish(self) -> str:
         """The rest: a held byte-token run, an unfinished character (replaced)."""
-        if self._tok.spec.byte_fallback_decoder:  # type: ignore[attr-defined]
+        if self._tok.spec.decoder.byte_fallback:
             return self._strip(self._flush_run())
         return self._utf8.decode(b"", final=True)
 
@@ -142,7 +150,7 @@ class StreamDecoder:
     def _strip(self, text: str) -> str:
         if not self._started and text:
             self._started = True
-            if self._tok.spec.decode_strip_space and text.startswith(" "):  # type: ignore[attr-defined]
+            if self._tok._leading is LeadingSpace.STRIP and text.startswith(" "):
                 return text[1:]
         return text
 
