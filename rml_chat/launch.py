@@ -8,7 +8,6 @@ has no thinking switch, and a tokenizer that does not fit the weights (an error)
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -48,12 +47,6 @@ def _threads(value: int) -> int | None:
     return None if value == -1 else value
 
 
-#: the GIL's switch interval while the weights load beside our tokenizer: llama.cpp's load calls back
-#: into Python for every log line, and each call waits for the GIL; at Python's default (5 ms) those
-#: waits slow the load down by a fifth (docs/performance.md).
-_LOAD_SWITCH_INTERVAL = 0.0002
-
-
 def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = None) -> Callable[[], Engine]:
     """Start loading the weights in a thread (llama.cpp's load releases the GIL, so our tokenizer loads
     meanwhile); the returned function waits for the engine, or raises what the load raised."""
@@ -70,14 +63,11 @@ def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = No
         except BaseException as err:  # handed to the caller, in its thread
             box.append(err)
 
-    switch_interval = sys.getswitchinterval()
-    sys.setswitchinterval(_LOAD_SWITCH_INTERVAL)
     worker = threading.Thread(target=load, name="load-weights", daemon=True)
     worker.start()
 
     def wait() -> Engine:
         worker.join()
-        sys.setswitchinterval(switch_interval)
         if isinstance(box[0], BaseException):
             raise box[0]
         return box[0]
