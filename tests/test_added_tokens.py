@@ -70,6 +70,7 @@ def test_options_equal_hf_tokenizers_inside_the_corpus(pair) -> None:
         assert mine.encode(text, parse_special=True) == hf.encode(text, add_special_tokens=False).ids, text
 
 
+@pytest.mark.stages  # the literal encoder is the chat package's one call into the tokenizer's insides
 def test_normalized_tokens_are_cut_in_literal_chat_text_unless_protected(pair) -> None:
     mine, _ = pair
     hello = mine.token_to_id("hello")

@@ -38,6 +38,7 @@ from .stages.token_bytes import SPECIAL_TYPES as _SPECIAL_TYPES
 
 _CONTROLISH = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
 _SPACE_LEADS = {ModelKind.SENTENCEPIECE: (" ", "\u2581"), ModelKind.BYTE_LEVEL: " "}
+_NO_PREFIX, _EVERY_FRAGMENT, _UNLESS_SPACE = SpacePrefix.NONE, SpacePrefix.EVERY_FRAGMENT, SpacePrefix.UNLESS_SPACE
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: cache entries are dropped wholesale past this many words; longer words are not cached.
 _CACHE_LIMIT = 200_000
@@ -63,7 +64,12 @@ class _WordCache(dict):
 
 class Tokenizer(Decoding):
     """Text <-> token ids for one vocabulary: ``tokenizer.load(path)``, or ``Tokenizer(spec)`` for tables of
-    your own (``TokenizerError`` says what is wrong with them)."""
+    your own (``TokenizerError`` says what is wrong with them).
+
+    ``spec`` is what it was built from, part by part (``tokenizer.spec``: vocabulary, normalizer, pre-split,
+    model, added tokens, post-process, decoder), as HF's ``Tokenizer`` shows its pipeline: read it to see
+    what a loader read. Treat it as read-only; for a changed tokenizer build a new one from a changed copy,
+    ``Tokenizer(dataclasses.replace(tok.spec, ...))``."""
 
     def __init__(self, spec: TokenizerSpec):
         validate(spec)
@@ -90,6 +96,11 @@ class Tokenizer(Decoding):
         self._cut_normalized = self._cutter([(normalize(text, spec.normalizer.forms), i) for text, i in specials
                                              if i in spec.added.normalized_ids]) if spec.added.normalized_ids else None
         self._as_is = not spec.normalizer.forms and self._cut_normalized is None  # fragments need no normalizing
+        # read for every fragment or word-cache miss: kept here, one attribute away (a text of many added
+        # tokens has a fragment between each two)
+        self._model, self._forms = spec.model, spec.normalizer.forms
+        self._space_prefix, self._space_leads = spec.normalizer.space_prefix, _SPACE_LEADS[spec.model.kind]
+        self._sentencepiece = spec.model.kind is ModelKind.SENTENCEPIECE
         default_pre = "default" if spec.model.kind is ModelKind.BYTE_LEVEL else "none"
         self._pre = pretokenizers.lookup(spec.pre_split.name or default_pre)[0]
         if spec.pre_split.patterns:
@@ -147,16 +158,16 @@ class Tokenizer(Decoding):
 
     def _encode_byte_word(self, word: str) -> tuple[int, ...]:
         raw = word.encode("utf-8")
-        if self.spec.model.ignore_merges:
+        if self._model.ignore_merges:
             whole = self._vocab.get(spell(raw))
             if whole is not None:
                 return (whole,)
         byte_tokens = self._byte_tokens
         ids = self._merge_ranked([byte_tokens[b] for b in raw])
         if self._missing in ids:  # a byte the vocabulary lacks: dropped (llama.cpp) or unk (HF)
-            unk = self.spec.vocab.unk_id if self.spec.model.unk_for_missing_bytes else None
+            unk = self.spec.vocab.unk_id if self._model.unk_for_missing_bytes else None
             ids = [unk if i == self._missing else i for i in ids if i != self._missing or unk is not None]
-            if self.spec.model.fuse_unk and unk is not None:  # HF fuse_unk: a run of unks is one
+            if self._model.fuse_unk and unk is not None:  # HF fuse_unk: a run of unks is one
                 ids = [i for n, i in enumerate(ids) if i != unk or not n or ids[n - 1] != unk]
         return tuple(ids)
 
@@ -173,7 +184,7 @@ class Tokenizer(Decoding):
             out += ids
 
     def _fallback_ids(self, char: str) -> tuple[int, ...]:
-        if self.spec.model.byte_fallback:
+        if self._model.byte_fallback:
             tokens = tuple(self._byte_tokens[b] for b in char.encode("utf-8"))
             if self._missing not in tokens:
                 return tokens
@@ -199,7 +210,7 @@ class Tokenizer(Decoding):
 
     def _encode_ranked_chunk(self, chunk: str) -> tuple[int, ...]:
         get = self._vocab.get
-        if self.spec.model.ignore_merges or (self._pre.newline_runs_whole and not chunk.strip("\n")):
+        if self._model.ignore_merges or (self._pre.newline_runs_whole and not chunk.strip("\n")):
             whole = get(chunk)
             if whole is not None:
                 return (whole,)
@@ -272,9 +283,8 @@ class Tokenizer(Decoding):
         cut-out special token, and holds no special token. Added tokens matched on normalized text
         (``spec.added.normalized_ids``) are cut here, after the normalizers, by ``normalized_cutter`` (None:
         this tokenizer's own)."""
-        spec = self.spec
-        if spec.normalizer.forms:
-            fragment = normalize(fragment, spec.normalizer.forms)
+        if self._forms:
+            fragment = normalize(fragment, self._forms)
         cutter = normalized_cutter or self._cut_normalized
         if cutter is None:
             self._encode_normalized(fragment, first, out)
@@ -287,13 +297,14 @@ class Tokenizer(Decoding):
             first = False
 
     def _encode_normalized(self, fragment: str, first: bool, out: list[int]) -> None:
-        kind, prefix = self.spec.model.kind, self.spec.normalizer.space_prefix
-        if prefix is SpacePrefix.EVERY_FRAGMENT:
-            fragment = " " + fragment
-        elif prefix is not SpacePrefix.NONE:  # HF: not before a space (Metaspace: nor before a literal "▁", its space)
-            if not fragment.startswith(_SPACE_LEADS[kind]) and (first or prefix is SpacePrefix.UNLESS_SPACE):
+        prefix = self._space_prefix
+        if prefix is not _NO_PREFIX:
+            if prefix is _EVERY_FRAGMENT:
                 fragment = " " + fragment
-        if kind is ModelKind.SENTENCEPIECE:
+            # HF: not before a space (Metaspace: nor before a literal "▁", its space)
+            elif not fragment.startswith(self._space_leads) and (first or prefix is _UNLESS_SPACE):
+                fragment = " " + fragment
+        if self._sentencepiece:
             fragment = fragment.replace(" ", "\u2581")
         # Each piece's ids from the word cache, appended in one C-level loop: extend returns None, so
         # any() runs to the end (cheaper than chaining the tuples into a new list, then copying it).
