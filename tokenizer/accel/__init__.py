@@ -21,6 +21,7 @@ docs/performance.md.
 from __future__ import annotations
 
 import os
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
@@ -78,5 +79,6 @@ class LazyMerges(Merges):
     def rights(self) -> list[str]:
         return self.pairs.rights
 
+    @abstractmethod
     def columns(self) -> MergePairs:
-        raise NotImplementedError
+        """The pairs as columns, made from whatever this list holds."""
