@@ -32,8 +32,6 @@ class Sampling:
     seed: int = -1
     max_tokens: int = -1  # -1: until a stop or the context is full
 
-    SETTABLE = ("temp", "top_k", "top_p", "min_p", "repeat_penalty", "seed", "max_tokens")
-
 
 @dataclass
 class Generation:
@@ -41,11 +39,9 @@ class Generation:
 
     prompt_tokens: int = 0
     evaluated: int = 0           # prompt tokens llama.cpp actually evaluated (the rest was cached)
-    reused: int = 0              # of those not evaluated, the ones a context shift kept (dropped exchanges)
     tokens: list[int] = field(default_factory=list)
     stop_reason: str = ""        # "stop" | "stop_string" | "length" | "context" | "interrupted"
     started: float = 0.0
-    evaluated_at: float = 0.0    # when the prompt was evaluated (0: interrupted before)
     first_token_at: float = 0.0
     finished: float = 0.0
 
@@ -124,7 +120,6 @@ class Engine:
 
         threads = n_threads or os.cpu_count() or 1
         self.n_threads, self.n_threads_batch = threads, n_threads_batch or threads
-        self.requested_ctx = n_ctx
         log = llama_log()
         log.verbose, log.kept = verbose, []
         try:
@@ -211,7 +206,6 @@ class Engine:
             if budget <= 0 or not ids:
                 return
             self.evaluate(ids, gen, progress)
-            gen.evaluated_at = time.perf_counter()
             for token in self._llm.generate(list(ids), top_k=sampling.top_k, top_p=sampling.top_p,
                                             min_p=sampling.min_p, temp=sampling.temp,
                                             repeat_penalty=sampling.repeat_penalty, grammar=grammar):

@@ -179,7 +179,7 @@ class RemoteEngine:
                     continue
                 for token in event.get("tokens") or ():
                     if not gen.first_token_at:
-                        gen.first_token_at = gen.evaluated_at = time.perf_counter()
+                        gen.first_token_at = time.perf_counter()
                     if token in stops:
                         gen.stop_reason = "stop"
                         return

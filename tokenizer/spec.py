@@ -276,10 +276,6 @@ class TokenizerSpec:
     #: the model's Jinja chat template, if its file carries one (never run; chat formats are detected from it).
     chat_template: str | None = None
 
-    @property
-    def kind(self) -> ModelKind:
-        return self.model.kind
-
 
 def _fail(spec: TokenizerSpec, message: str) -> TokenizerError:
     return TokenizerError(f"{spec.source}: {message}")

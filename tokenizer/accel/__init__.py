@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import os
 from abc import abstractmethod
-from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any
 
 from ..spec import MergePairs, Merges
 
@@ -34,26 +32,6 @@ _OFF = ("off", "0", "no", "false")
 def enabled() -> bool:
     """Whether the accelerator runs at all (``RML_CHAT_ACCEL``; read on every call, so a test can flip it)."""
     return os.environ.get("RML_CHAT_ACCEL", "").lower() not in _OFF
-
-
-
-class LazyList(Sequence[Any]):
-    """A sequence made on its first read (``make()``), whose length is known before (``count``): how the
-    accelerator hands the reference path a list it may never read (a GGUF array still in its bytes, a
-    cached merge list)."""
-
-    def __init__(self, count: int, make: Callable[[], list]):
-        self._count, self._make = count, make
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self.items[index]
-
-    @cached_property
-    def items(self) -> list:
-        return self._make()
 
 
 class LazyMerges(Merges):

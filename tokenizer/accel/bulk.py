@@ -27,11 +27,12 @@ import struct
 import sys
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
+from functools import cached_property
 from itertools import chain
 from typing import Any
 
 from ..spec import MergePairs, Merges
-from . import LazyList, LazyMerges, enabled
+from . import LazyMerges, enabled
 
 #: string arrays this long are read in bulk: the gain outweighs numpy's own import
 BULK_MIN = 100_000
@@ -66,15 +67,22 @@ def merge_table(merges: Merges, vocab: dict[str, int], width: int, tokens: Seque
     return table_of_texts(chain.from_iterable(zip(merges.lefts, merges.rights)), len(merges), vocab, width, tokens)
 
 
-class StringArray(LazyList):
+class StringArray(Sequence[bytes]):
     """A GGUF string array left in its bytes: string i is ``window[starts[i]:starts[i] + lengths[i]]``
-    (``starts`` and ``lengths``: numpy int64 arrays); read as a sequence, the strings as bytes."""
+    (``starts`` and ``lengths``: numpy int64 arrays); read as a sequence, the strings as bytes, sliced
+    out on the first read (``items``)."""
 
     def __init__(self, window: bytes, starts: Any, lengths: Any):
         self.window, self.starts, self.lengths = window, starts, lengths
-        super().__init__(len(starts), self._slices)
 
-    def _slices(self) -> list[bytes]:
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self.items[index]
+
+    @cached_property
+    def items(self) -> list[bytes]:
         slices = map(slice, self.starts.tolist(), (self.starts + self.lengths).tolist())
         return list(map(self.window.__getitem__, slices))
 

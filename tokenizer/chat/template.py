@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -34,10 +33,6 @@ class TemplateRaised(ChatFormatError):
 
 class TemplateBroken(ChatFormatError):
     """The template can't be compiled, or failed while rendering (not through raise_exception)."""
-
-
-def template_hash(template: str) -> str:
-    return hashlib.sha256(template.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _raise(message: object) -> None:
@@ -82,7 +77,6 @@ class ChatTemplate:
         import jinja2
 
         self.source = source
-        self.hash = template_hash(source)
         try:
             self._compiled = _environment().from_string(source)
         except jinja2.TemplateError as err:

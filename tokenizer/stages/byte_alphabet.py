@@ -33,8 +33,6 @@ def _build() -> list[str]:
 
 #: BYTE_TO_CHAR[b] is the printable character that spells byte b.
 BYTE_TO_CHAR: list[str] = _build()
-#: CHAR_TO_BYTE maps each of those 256 characters back to its byte.
-CHAR_TO_BYTE: dict[str, int] = {ch: b for b, ch in enumerate(BYTE_TO_CHAR)}
 
 # str.translate tables: latin-1 text (one char per byte) -> spelling, and back.
 _SPELL_TABLE = {b: ch for b, ch in enumerate(BYTE_TO_CHAR)}
