@@ -13,7 +13,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +44,17 @@ class Generation:
     started: float = 0.0
     first_token_at: float = 0.0
     finished: float = 0.0
+
+    def record(self, token: int, stops: Container[int]) -> bool:
+        """Note a sampled token (the first one's time too): False for a stop id (stop reason "stop"), which
+        is not kept; else True, the token kept."""
+        if not self.first_token_at:
+            self.first_token_at = time.perf_counter()
+        if token in stops:
+            self.stop_reason = "stop"
+            return False
+        self.tokens.append(token)
+        return True
 
     @property
     def ttft_s(self) -> float:
@@ -209,12 +220,8 @@ class Engine:
             for token in self._llm.generate(list(ids), top_k=sampling.top_k, top_p=sampling.top_p,
                                             min_p=sampling.min_p, temp=sampling.temp,
                                             repeat_penalty=sampling.repeat_penalty, grammar=grammar):
-                if not gen.first_token_at:
-                    gen.first_token_at = time.perf_counter()
-                if token in stops:
-                    gen.stop_reason = "stop"
+                if not gen.record(token, stops):
                     return
-                gen.tokens.append(token)
                 yield token
                 if len(gen.tokens) >= budget:
                     return

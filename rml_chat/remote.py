@@ -178,12 +178,8 @@ class RemoteEngine:
                                  time.perf_counter() - gen.started)
                     continue
                 for token in event.get("tokens") or ():
-                    if not gen.first_token_at:
-                        gen.first_token_at = time.perf_counter()
-                    if token in stops:
-                        gen.stop_reason = "stop"
+                    if not gen.record(token, stops):
                         return
-                    gen.tokens.append(token)
                     self._cached.append(token)
                     yield token
                 if event.get("stop"):  # the server's last event (its n_predict is our budget): its timings
