@@ -3,10 +3,8 @@
 import sys
 
 try:
-    from .cli import main
-
-    code = main()
+    from .cli import run
 except KeyboardInterrupt:
     print("\nrml-chat: interrupted", file=sys.stderr)
-    code = 130
-sys.exit(code)
+    sys.exit(130)
+run()

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .engine import Engine, common_prefix
+from .runtime import bindings
 
 #: a shift must keep at least this many tokens to be worth it (else the rest is simply evaluated again)
 MIN_KEPT = 16
@@ -51,7 +52,7 @@ def kv_shift(engine: Engine, ids: Sequence[int]) -> int:
     """Make the cache hold ``ids``' longest prefix it can without evaluating: the common prefix, then the
     cached tokens that continue the new prompt, shifted into place. Returns the tokens so kept after the
     prefix (0: nothing to keep, -1: this model's memory can't shift)."""
-    import llama_cpp
+    llama_cpp = bindings()
 
     if engine.remote:  # a server's cache is its own (its prompt cache still reuses the common prefix)
         return -1
@@ -63,7 +64,7 @@ def kv_shift(engine: Engine, ids: Sequence[int]) -> int:
     if q < 0:
         return 0
     k = common_prefix(old[q:], ids[p:])
-    memory = llama_cpp.llama_get_memory(engine.llm.ctx)
+    memory = llama_cpp.llama_get_memory(engine.ctx)
     if not llama_cpp.llama_memory_can_shift(memory):
         return -1
     llama_cpp.llama_memory_seq_rm(memory, -1, p, q)
@@ -88,12 +89,12 @@ def _identity(weights: Path) -> dict:
 def save_state(engine: Engine, path: Path, weights: Path) -> int:
     """Write the cache's state atomically; its size in bytes (0: a server's, which keeps its own). OSError
     when it can't be written."""
-    import llama_cpp
+    llama_cpp = bindings()
 
     if engine.remote:
         return 0
 
-    ctx = engine.llm.ctx
+    ctx = engine.ctx
     size = llama_cpp.llama_state_get_size(ctx)
     buffer = (ctypes.c_uint8 * size)()
     written = llama_cpp.llama_state_get_data(ctx, buffer, size)
@@ -113,7 +114,7 @@ def save_state(engine: Engine, path: Path, weights: Path) -> int:
 
 def load_state(engine: Engine, path: Path, weights: Path) -> tuple[int, str]:
     """Restore a saved state: (the ids restored, "") or (0, why it was not used)."""
-    import llama_cpp
+    llama_cpp = bindings()
 
     if engine.remote:
         return 0, "the server keeps its own cache"
@@ -141,7 +142,7 @@ def load_state(engine: Engine, path: Path, weights: Path) -> tuple[int, str]:
         return 0, f"its state was saved with {'another context size' if changed == 'n_ctx' else 'other weights'}"
     state = body[4 + length:]
     buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-    if not ids or len(ids) > engine.n_ctx or llama_cpp.llama_state_set_data(engine.llm.ctx, buffer, len(state)) == 0:
+    if not ids or len(ids) > engine.n_ctx or llama_cpp.llama_state_set_data(engine.ctx, buffer, len(state)) == 0:
         engine.reset()
         return 0, "llama.cpp refused its state"
     engine.set_cached(ids)

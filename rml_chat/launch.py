@@ -17,6 +17,7 @@ from .conversation import Conversation, last_autosave, sessions_dir
 from .engine import Engine, Sampling, context_size
 from .kv_cache import load_state, state_path
 from .paths import resolve
+from .runtime import llama_log
 from .structured import Constraint, check, from_grammar, from_schema
 from .words import counted
 
@@ -48,9 +49,9 @@ def _threads(value: int) -> int | None:
 
 
 def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = None) -> Callable[[], Engine]:
-    """Start loading the weights in a thread (llama.cpp's load releases the GIL, so our tokenizer loads
-    meanwhile); the returned function waits for the engine, or raises what the load raised."""
-    import llama_cpp  # noqa: F401  (here: its import is Python work, which would hold the GIL in the thread)
+    """Start loading the weights in a thread (two C calls that need no GIL, so our tokenizer loads
+    meanwhile: runtime.py); the returned function waits for the engine, or raises what the load raised."""
+    llama_log()  # the bindings and the log callback, here: their import is Python work, which holds the GIL
 
     requested = args.ctx_size if n_ctx is None else n_ctx
     threads = _threads(args.threads)

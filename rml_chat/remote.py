@@ -136,9 +136,9 @@ class RemoteEngine:
                                   f"{source} (ours: {token_id} {tokenizer.id_to_token(token_id)!r})")
 
     def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int], gen: Generation,
-                 progress: Progress | None = None, grammar: object = None) -> Iterator[int]:
-        """Stream the reply's ids for ``ids``; as ``Engine.generate``. ``grammar``: a llama-cpp-python
-        ``LlamaGrammar`` (its GBNF goes to the server)."""
+                 progress: Progress | None = None, grammar: str | None = None) -> Iterator[int]:
+        """Stream the reply's ids for ``ids``; as ``Engine.generate`` (``grammar``, GBNF text, goes to the
+        server)."""
         stops = set(stop_ids)
         gen.prompt_tokens = len(ids)
         gen.started = time.perf_counter()
@@ -157,7 +157,7 @@ class RemoteEngine:
         if sampling.seed >= 0:
             body["seed"] = sampling.seed
         if grammar is not None:
-            body["grammar"] = grammar._grammar  # llama-cpp-python's LlamaGrammar holds the GBNF text
+            body["grammar"] = grammar
         conn = self._connection()
         self._cached = list(ids)
         try:

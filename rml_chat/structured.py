@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import text_input
 from .errors import UsageError
+from .runtime import bindings
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,9 @@ def check(constraint: Constraint, engine) -> None:  # type: ignore[no-untyped-de
         if reason:
             raise UsageError(f"{constraint.flag}: the server refuses the grammar: {reason}")
         return
-    import llama_cpp
+    llama_cpp = bindings()
 
-    vocab = llama_cpp.llama_model_get_vocab(engine.llm.model)
+    vocab = engine.vocab
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as log:
@@ -105,13 +106,9 @@ def check(constraint: Constraint, engine) -> None:  # type: ignore[no-untyped-de
     llama_cpp.llama_sampler_free(sampler)
 
 
-def grammar_of(constraint: Constraint | None):  # type: ignore[no-untyped-def]
-    """llama-cpp-python's grammar object for ``Llama.generate``."""
-    if constraint is None:
-        return None
-    from llama_cpp.llama_grammar import LlamaGrammar
-
-    return LlamaGrammar.from_string(constraint.gbnf, verbose=False)
+def grammar_of(constraint: Constraint | None) -> str | None:
+    """The GBNF text ``Engine.generate`` constrains a reply with."""
+    return None if constraint is None else constraint.gbnf
 
 
 @dataclass(frozen=True)

@@ -179,8 +179,8 @@ def test_threads_and_threads_batch_reach_llama_cpp(model) -> None:
         import llama_cpp
 
         assert (engine.n_threads, engine.n_threads_batch) == (1, 2)
-        assert llama_cpp.llama_n_threads(engine.llm.ctx) == 1
-        assert llama_cpp.llama_n_threads_batch(engine.llm.ctx) == 2
+        assert llama_cpp.llama_n_threads(engine.ctx) == 1
+        assert llama_cpp.llama_n_threads_batch(engine.ctx) == 2
     finally:
         engine.close()
 

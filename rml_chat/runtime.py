@@ -1,0 +1,253 @@
+"""llama.cpp through its C API: the bindings imported early, its log, one model with one context, a sampler.
+
+llama-cpp-python gives us its build of llama.cpp and its ctypes bindings (``llama_cpp.llama_cpp``). Its
+``Llama`` class is not used on the chat path, for the sake of the first token:
+
+- ``import llama_cpp`` runs the package's ``__init__``, which imports ``Llama`` with numpy, jinja2 and its
+  chat formats: ~100 ms before a weight can load. ``bindings()`` imports the bindings alone (~17 ms); the
+  package completes itself the first time anything asks it for another name (``from llama_cpp import
+  Llama`` still works).
+- ``Llama.__init__`` runs Python between its C calls (and compiles the GGUF's chat template, which we
+  never use); here the loading thread makes two C calls, and our main thread builds the tokenizer
+  meanwhile.
+
+``LlamaModel`` keeps ``Llama``'s settings, so replies stay the same token for token: its model and context
+parameters, batches of ``n_batch`` with logits for the last token only, the last prompt token decoded on its
+own, and the sampler chain ``Llama.generate`` builds::
+
+    penalties (last n, repeat) -> grammar? -> greedy                                 (temp 0)
+                                           -> top-k, typical, top-p, min-p, temp, draw  (temp > 0)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import importlib.util
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+_COMPLETING = threading.Lock()
+
+
+def bindings() -> ModuleType:
+    """llama-cpp-python's ctypes bindings, imported without the rest of the package (see above)."""
+    loaded = sys.modules.get("llama_cpp.llama_cpp")
+    if loaded is not None:
+        return loaded
+    if "llama_cpp" in sys.modules:
+        return importlib.import_module("llama_cpp.llama_cpp")
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError("No module named 'llama_cpp'", name="llama_cpp")
+    package = importlib.util.module_from_spec(spec)  # the package, its __init__ not run yet
+    sys.modules["llama_cpp"] = package
+
+    def complete(name: str) -> object:  # PEP 562: the first other name asked for runs the real __init__
+        with _COMPLETING:
+            if package.__dict__.get("__getattr__") is complete:
+                del package.__getattr__
+                spec.loader.exec_module(package)  # type: ignore[union-attr]
+                if _LOG:  # its logger installed its own callback on import: ours again
+                    _LOG[0].install()
+        return getattr(package, name)
+
+    try:
+        lib = importlib.import_module("llama_cpp.llama_cpp")
+    except BaseException:
+        del sys.modules["llama_cpp"]
+        raise
+    package.__dict__.update({name: getattr(lib, name) for name in dir(lib) if not name.startswith("_")})
+    package.__getattr__ = complete  # type: ignore[attr-defined]
+    return lib
+
+
+class LlamaLog:
+    """llama.cpp's log, taken over from llama-cpp-python's callback: its warnings and errors are kept (a
+    failed load shows them), and everything is printed only with --verbose. Printing the whole log of a
+    load, as llama-cpp-python does when verbose, costs it a third of its load time."""
+
+    _LEVEL_WARN, _LEVEL_ERROR, _LEVEL_CONT = 3, 4, 5  # ggml_log_level (llama-cpp-python's own map is older)
+
+    def __init__(self, lib: ModuleType) -> None:
+        self._lib = lib
+        self.verbose = False
+        self.kept: list[str] = []
+        self._last = 0
+
+        @lib.llama_log_callback
+        def callback(level: int, text: bytes, user_data: object) -> None:
+            level = self._last if level == self._LEVEL_CONT else level
+            self._last = level
+            line = text.decode("utf-8", "replace")
+            if level in (self._LEVEL_WARN, self._LEVEL_ERROR) and len(self.kept) < 200:
+                self.kept.append(line)
+            if self.verbose:
+                print(line, end="", file=sys.stderr, flush=True)
+
+        self._callback = callback  # kept alive: llama.cpp holds only its address
+        self.install()
+
+    def install(self) -> None:
+        self._lib.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def failure_reason(self) -> str:
+        """llama.cpp's own words for a failed load: its first error lines."""
+        lines = [line.strip().split(": ", 1)[-1] for line in self.kept
+                 if "error" in line.lower() or "failed" in line.lower()]
+        return "; ".join(dict.fromkeys(lines[:2])) if lines else ""
+
+
+_LOG: list[LlamaLog] = []
+_BACKEND: list[bool] = []
+
+
+def llama_log() -> LlamaLog:
+    if not _LOG:
+        _LOG.append(LlamaLog(bindings()))
+    return _LOG[0]
+
+
+class LoadError(Exception):
+    """llama.cpp could not load the weights or make a context over them (its reason: ``llama_log()``)."""
+
+
+class LlamaModel:
+    """One model and one context over it, with llama-cpp-python's ``Llama`` settings; ``cached`` is the
+    ids whose keys and values the context holds, in order."""
+
+    def __init__(self, weights: Path, *, n_ctx: int, n_batch: int, n_threads: int, n_threads_batch: int):
+        lib = self._lib = bindings()
+        if not _BACKEND:
+            lib.llama_backend_init()
+            _BACKEND.append(True)
+        self.model = self.ctx = self._batch = None
+        model_params = lib.llama_model_default_params()
+        model_params.n_gpu_layers = 0
+        model_params.load_mode = lib.LLAMA_LOAD_MODE_MMAP
+        self.model = lib.llama_model_load_from_file(str(weights).encode("utf-8"), model_params)
+        if not self.model:
+            raise LoadError(f"failed to load model from file: {weights}")
+        self.vocab = lib.llama_model_get_vocab(self.model)
+        n_ctx = n_ctx or lib.llama_model_n_ctx_train(self.model)
+        self.n_batch = min(n_ctx, n_batch)
+        params = lib.llama_context_default_params()
+        params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, self.n_batch, min(self.n_batch, 512)
+        params.n_threads, params.n_threads_batch = n_threads, n_threads_batch
+        params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.yarn_attn_factor, params.yarn_beta_fast, params.yarn_beta_slow = 1.0, 32.0, 1.0
+        params.no_perf = False
+        self.ctx = lib.llama_init_from_model(self.model, params)
+        if not self.ctx:
+            self.close()
+            raise LoadError("failed to create llama_context")
+        self.n_ctx = min(lib.llama_n_ctx(self.ctx), n_ctx)
+        self.n_vocab = lib.llama_vocab_n_tokens(self.vocab)
+        self._memory = lib.llama_get_memory(self.ctx)
+        self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
+        for i in range(self.n_batch):  # one sequence, 0, for every token
+            self._batch.seq_id[i][0] = 0
+            self._batch.n_seq_id[i] = 1
+        self.cached: list[int] = []
+
+    def token_bos(self) -> int:
+        return self._lib.llama_vocab_bos(self.vocab)
+
+    def token_eos(self) -> int:
+        return self._lib.llama_vocab_eos(self.vocab)
+
+    def keep(self, n: int) -> None:
+        """Keep the cache's first ``n`` ids and drop the rest (all of it, where the memory can't drop part)."""
+        if n >= len(self.cached):
+            return
+        if n > 0 and self._lib.llama_memory_seq_rm(self._memory, 0, n, -1):
+            del self.cached[n:]
+        else:
+            self.reset()
+
+    def reset(self) -> None:
+        self.cached = []
+        self._lib.llama_memory_clear(self._memory, True)
+
+    def eval(self, ids: Sequence[int]) -> None:
+        """Decode ``ids`` after the cached ones, ``n_batch`` at a time, logits for the last of each."""
+        lib, batch = self._lib, self._batch
+        lib.llama_memory_seq_rm(self._memory, 0, len(self.cached), -1)  # as Llama.eval: nothing stale after
+        for start in range(0, len(ids), self.n_batch):
+            chunk = list(ids[start:start + self.n_batch])
+            n, past = len(chunk), len(self.cached)
+            ctypes.memmove(batch.token, (ctypes.c_int32 * n)(*chunk), 4 * n)
+            ctypes.memmove(batch.pos, (ctypes.c_int32 * n)(*range(past, past + n)), 4 * n)
+            ctypes.memset(batch.logits, 0, n)
+            batch.logits[n - 1] = 1
+            batch.n_tokens = n
+            code = lib.llama_decode(self.ctx, batch)
+            if code != 0:
+                raise RuntimeError(f"llama_decode returned {code}")
+            self.cached.extend(chunk)
+
+    def sampler(self, *, temp: float, top_k: int, top_p: float, min_p: float, repeat_penalty: float,
+                seed: int, grammar: str | None = None) -> Sampler:
+        """The chain ``Llama.generate`` builds for these settings (see the module's docstring)."""
+        lib = self._lib
+        chain = Sampler(lib)
+        chain.add(lib.llama_sampler_init_penalties(self.n_vocab, 64, repeat_penalty, 0.0, 0.0))
+        if grammar is not None:
+            chain.add(lib.llama_sampler_init_grammar(self.vocab, grammar.encode("utf-8"), b"root"))
+        if temp < 0:
+            chain.add(lib.llama_sampler_init_dist(seed))
+        elif temp == 0:
+            chain.add(lib.llama_sampler_init_greedy())
+        else:
+            for made in (lib.llama_sampler_init_top_k(top_k), lib.llama_sampler_init_typical(1.0, 1),
+                         lib.llama_sampler_init_top_p(top_p, 1), lib.llama_sampler_init_min_p(min_p, 1),
+                         lib.llama_sampler_init_temp(temp), lib.llama_sampler_init_dist(seed)):
+                chain.add(made)
+        return chain
+
+    def sample(self, sampler: Sampler) -> int:
+        """The next id, from the logits of the last id decoded (the chain accepts it)."""
+        return self._lib.llama_sampler_sample(sampler.chain, self.ctx, -1)
+
+    def tokenize(self, text: bytes, special: bool) -> list[int]:
+        """llama.cpp's own tokenization (no BOS), only for --check."""
+        lib = self._lib
+        size = len(text) + 8
+        for _ in range(2):
+            out = (ctypes.c_int32 * size)()
+            n = lib.llama_tokenize(self.vocab, text, len(text), out, size, False, special)
+            if n >= 0:
+                return list(out[:n])
+            size = -n
+        raise RuntimeError("llama_tokenize failed")
+
+    def close(self) -> None:
+        lib = self._lib
+        if self._batch is not None:
+            lib.llama_batch_free(self._batch)
+            self._batch = None
+        if self.ctx:
+            lib.llama_free(self.ctx)
+            self.ctx = None
+        if self.model:
+            lib.llama_model_free(self.model)
+            self.model = None
+
+
+class Sampler:
+    """A llama.cpp sampler chain (freed by ``close``)."""
+
+    def __init__(self, lib: ModuleType) -> None:
+        self._lib = lib
+        self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+
+    def add(self, sampler: object) -> None:
+        self._lib.llama_sampler_chain_add(self.chain, sampler)
+
+    def close(self) -> None:
+        if self.chain:
+            self._lib.llama_sampler_free(self.chain)
+            self.chain = None

@@ -1,0 +1,106 @@
+"""Our llama.cpp runtime (rml_chat/runtime.py) against the oracle it replaces, llama-cpp-python's ``Llama``:
+the same ids sampled, greedy and seeded, over several turns with prefix reuse; and its early import of the
+bindings alone, which leaves the package working for everyone else."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import model_path
+
+from rml_chat.engine import Engine, Generation, Sampling
+from rml_chat.model import load_model
+
+TURNS = ["Name three colours.", "And three animals?", "Which of them is the largest?"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model(str(model_path("smollm2")))
+
+
+def _theirs(model, sampling: Sampling, prompts: list[list[int]]) -> list[list[int]]:
+    """llama-cpp-python's own loop: ``Llama.generate`` on the same prompt ids, one ``Llama`` for all turns."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(model.weights), n_ctx=1024, n_batch=512, n_threads=2, n_threads_batch=2,
+                verbose=False)
+    replies = []
+    try:
+        for ids in prompts:
+            llm.set_seed(sampling.seed)
+            reply: list[int] = []
+            for token in llm.generate(ids, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
+                                      temp=sampling.temp, repeat_penalty=sampling.repeat_penalty):
+                if token in model.stop_ids or len(reply) == sampling.max_tokens:
+                    break
+                reply.append(token)
+            replies.append(reply)
+    finally:
+        llm.close()
+    return replies
+
+
+def _chat_prompts(model, replies_text: list[str]) -> list[list[int]]:
+    """The prompt ids of each turn of a chat whose earlier replies were ``replies_text``."""
+    messages: list[dict] = []
+    prompts = []
+    for turn, text in enumerate(TURNS):
+        messages.append({"role": "user", "content": text})
+        prompts.append(model.encoder.encode(model.encoder.format(messages)))
+        messages.append({"role": "assistant", "content": replies_text[turn] if turn < len(replies_text) else ""})
+    return prompts
+
+
+@pytest.mark.parametrize("sampling", [Sampling(temp=0.0, seed=0, max_tokens=24),
+                                      Sampling(temp=0.8, seed=1234, max_tokens=24, repeat_penalty=1.1)],
+                         ids=["greedy", "seeded"])
+def test_our_engine_samples_the_ids_llama_cpp_pythons_llama_samples(model, sampling: Sampling) -> None:
+    engine = Engine(model.weights, n_ctx=1024, n_threads=2)
+    ours, replies_text, evaluated = [], [], []
+    try:
+        for turn in range(len(TURNS)):
+            ids = _chat_prompts(model, replies_text)[turn]
+            gen = Generation()
+            ours.append(list(engine.generate(ids, sampling, model.stop_ids, gen)))
+            evaluated.append(gen.evaluated)
+            replies_text.append(model.tokenizer.decode(ours[-1]))
+            decoded = ours[-1][:-1] if gen.stop_reason == "length" else ours[-1]  # a stop id is never decoded,
+            assert engine.cached_ids() == ids + decoded                           # nor the last id of -n
+    finally:
+        engine.close()
+    assert _theirs(model, sampling, _chat_prompts(model, replies_text)) == ours
+    assert all(ours) and evaluated[1] < len(_chat_prompts(model, replies_text)[1]) / 2  # turn 2 reused turn 1
+
+
+def test_the_bindings_load_alone_and_the_package_completes_on_demand(tmp_path) -> None:
+    """``bindings()`` imports neither numpy nor llama-cpp-python's ``Llama``; the first name asked of the
+    package completes it, and our log callback is put back (a failed load still gives llama.cpp's reason)."""
+    script = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from rml_chat.runtime import bindings, llama_log
+        bindings(); llama_log()
+        import llama_cpp
+        print("numpy" in sys.modules, "jinja2" in sys.modules, "Llama" in vars(llama_cpp))
+        from llama_cpp import Llama
+        print(Llama.__name__, "numpy" in sys.modules, llama_cpp.__version__ != "")
+        from rml_chat.engine import Engine
+        from rml_chat.errors import ModelError
+        try:
+            Engine(Path(sys.argv[1]))
+        except ModelError as err:
+            print(err)
+    """)
+    not_gguf = tmp_path / "not-a-model.gguf"
+    not_gguf.write_text("not a model\n")
+    done = subprocess.run([sys.executable, "-c", script, str(not_gguf)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "False False False"
+    assert lines[1] == "Llama True True"
+    assert "could not load the weights: error loading model: llama_model_loader" in lines[2]  # its log
+    assert done.stderr == ""  # llama-cpp-python's own callback did not take over the log
