@@ -183,9 +183,21 @@ def _split_merges(path: str, raw: list[bytes]) -> MergePairs:
 def _last_ids(tokens: list[str], texts: set[str]) -> dict[str, int]:
     """text -> id of its last occurrence (as in the vocabulary index), for the few ``texts`` present.
     A C-level set intersection finds them (and leaves every token's hash cached for the index built
-    next); special tokens sit near the end of most vocabularies, where the reversed search starts."""
-    backwards = tokens[::-1]
-    return {text: len(tokens) - 1 - backwards.index(text) for text in texts.intersection(tokens)}
+    next). Special tokens sit at one end of a vocabulary: near the end of most, where a reversed search
+    finds them at once; at the start of SentencePiece ones (Gemma 3: ids 0-105), whose last occurrence
+    one forward pass finds (a search per text would scan all 262k tokens each time to prove it the last)."""
+    present = texts.intersection(tokens)
+    n = len(tokens)
+    tail = tokens[:n - n // 8 - 1:-1]  # the last eighth, reversed
+    found, earlier = {}, set()
+    for text in present:
+        try:
+            found[text] = n - 1 - tail.index(text)
+        except ValueError:
+            earlier.add(text)
+    if earlier:
+        found.update({token: i for i, token in enumerate(tokens) if token in earlier})  # later ids win
+    return found
 
 
 def _promote_control(types: list[int], by_text: dict[str, int]) -> None:
