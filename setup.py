@@ -1,11 +1,8 @@
-"""The one thing pyproject.toml cannot say with every setuptools: the optional C parts.
+"""The one thing pyproject.toml cannot say with every setuptools: the optional C merge loops.
 
 ``tokenizer.accel._cmerge`` (tokenizer/accel/_cmerge*.c) runs stages/bpe.py's short-word merge loops and reads
 GGUF string arrays in C (what it buys: docs/performance.md). It is optional: where it does not compile, the
 install goes on and the reference loops in Python give the same ids.
-
-``rml_chat._llama_log`` (rml_chat/_llama_log.c) is llama.cpp's log callback without the GIL, so that the
-weights loading in their thread never wait for our main thread; without it a Python callback does the same.
 """
 
 from setuptools import Extension, setup
@@ -18,7 +15,6 @@ setup(
                      "tokenizer/accel/_cmerge_gguf.c"],
             depends=["tokenizer/accel/_cmerge.h"],
             optional=True,
-        ),
-        Extension("rml_chat._llama_log", sources=["rml_chat/_llama_log.c"], optional=True),
+        )
     ]
 )

@@ -86,7 +86,7 @@ class Engine:
         threads = n_threads or os.cpu_count() or 1
         self.n_threads, self.n_threads_batch = threads, n_threads_batch or threads
         log = llama_log()
-        log.start(verbose)
+        log.verbose, log.kept = verbose, []
         try:
             self._llama = LlamaModel(weights, n_ctx=context_size(n_ctx), n_batch=512, n_threads=self.n_threads,
                                      n_threads_batch=self.n_threads_batch)

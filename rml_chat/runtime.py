@@ -8,8 +8,8 @@ llama-cpp-python gives us its build of llama.cpp and its ctypes bindings (``llam
   package completes itself the first time anything asks it for another name (``from llama_cpp import
   Llama`` still works).
 - ``Llama.__init__`` runs Python between its C calls (and compiles the GGUF's chat template, which we
-  never use). Here the loading thread makes two C calls, and logs through a callback in C
-  (``_llama_log.c``), so it never waits for the GIL while our main thread builds the tokenizer.
+  never use); here the loading thread makes two C calls, and our main thread builds the tokenizer
+  meanwhile.
 
 ``LlamaModel`` keeps ``Llama``'s settings, so replies stay the same token for token: its model and context
 parameters, batches of ``n_batch`` with logits for the last token only, the last prompt token decoded on its
@@ -67,56 +67,36 @@ def bindings() -> ModuleType:
 
 class LlamaLog:
     """llama.cpp's log, taken over from llama-cpp-python's callback: its warnings and errors are kept (a
-    failed load shows them), and everything is printed only with --verbose. The callback is C where
-    ``_llama_log.c`` compiled: a Python one makes the loading thread wait for the GIL at each line while
-    the main thread builds the tokenizer (docs/performance.md, "Launch to first token")."""
+    failed load shows them), and everything is printed only with --verbose. Printing the whole log of a
+    load, as llama-cpp-python does when verbose, costs it a third of its load time."""
 
     _LEVEL_WARN, _LEVEL_ERROR, _LEVEL_CONT = 3, 4, 5  # ggml_log_level (llama-cpp-python's own map is older)
 
     def __init__(self, lib: ModuleType) -> None:
         self._lib = lib
-        self._verbose = False
-        self._kept: list[str] = []
+        self.verbose = False
+        self.kept: list[str] = []
         self._last = 0
-        try:
-            from . import _llama_log as native
-        except ImportError:
-            native = None
-        self._native = native
-        if native is not None:
-            self._callback = ctypes.cast(ctypes.c_void_p(native.address()), lib.llama_log_callback)
-        else:
-            self._callback = lib.llama_log_callback(self._python_callback)  # kept alive: llama.cpp holds its address
-        self.install()
 
-    def _python_callback(self, level: int, text: bytes, user_data: object) -> None:
-        level = self._last if level == self._LEVEL_CONT else level
-        self._last = level
-        line = text.decode("utf-8", "replace")
-        if level in (self._LEVEL_WARN, self._LEVEL_ERROR) and len(self._kept) < 200:
-            self._kept.append(line)
-        if self._verbose:
-            print(line, end="", file=sys.stderr, flush=True)
+        @lib.llama_log_callback
+        def callback(level: int, text: bytes, user_data: object) -> None:
+            level = self._last if level == self._LEVEL_CONT else level
+            self._last = level
+            line = text.decode("utf-8", "replace")
+            if level in (self._LEVEL_WARN, self._LEVEL_ERROR) and len(self.kept) < 200:
+                self.kept.append(line)
+            if self.verbose:
+                print(line, end="", file=sys.stderr, flush=True)
+
+        self._callback = callback  # kept alive: llama.cpp holds only its address
+        self.install()
 
     def install(self) -> None:
         self._lib.llama_log_set(self._callback, ctypes.c_void_p(0))
 
-    def start(self, verbose: bool) -> None:
-        """Forget the lines kept so far; from now on print every line only if ``verbose``."""
-        self._verbose, self._kept = verbose, []
-        if self._native is not None:
-            self._native.set_verbose(verbose)
-            self._native.clear()
-
-    def kept(self) -> list[str]:
-        """The warning and error lines since ``start``."""
-        if self._native is not None:
-            return self._native.kept().decode("utf-8", "replace").splitlines(keepends=True)
-        return self._kept
-
     def failure_reason(self) -> str:
         """llama.cpp's own words for a failed load: its first error lines."""
-        lines = [line.strip().split(": ", 1)[-1] for line in self.kept()
+        lines = [line.strip().split(": ", 1)[-1] for line in self.kept
                  if "error" in line.lower() or "failed" in line.lower()]
         return "; ".join(dict.fromkeys(lines[:2])) if lines else ""
 
