@@ -9,8 +9,9 @@ Sections (``--only`` picks some):
   ``create_completion(stream=True)``; best of --repeat, as ratios.
 * ``overflow``    50 greedy turns in a 1,024-token context: median time to first token of the last 10
   turns over the first 10 (a chat that keeps overflowing must not stall), and the tokens evaluated.
-* ``launch``      launch to first token, whole processes, alternating: ``rml-chat MODEL -p … -n 1`` against
-  llama-cpp-python's own path (``Llama(...)`` + ``create_chat_completion``), median of --repeat.
+* ``launch``      launch to first token, whole processes, in pairs: ``rml-chat MODEL -p … -n 1`` against
+  llama-cpp-python's own path (``Llama(...)`` + ``create_chat_completion``); the median of --repeat
+  pairs' ratios.
 * ``batch``       N short prompts through ``--batch`` (one model load) against N separate ``-p`` runs, whole
   processes, for N = 12 and 100: the ratio of wall times.
 * ``remote``      the same greedy reply through a llama-server over two RPC workers on 127.0.0.1
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -173,17 +175,26 @@ def _wall(cmd: list[str]) -> float:
 
 
 def launch(model_path: str | None, repeat: int) -> None:
+    """Each round runs both, in a shuffled order; the figure is the median of the rounds' ratios (the
+    machine's speed drifts by 20% within seconds: a pair shares the drift, two medians need not)."""
     path = str(load_model(model_path).weights)
-    ours_cmd = [sys.executable, "-m", "rml_chat", path, "-p", "Say hi.", "-n", "1", "--temp", "0"]
-    theirs_cmd = [sys.executable, "-c", _THEIRS, path]
-    _wall(ours_cmd), _wall(theirs_cmd)  # warm the page cache and our caches
-    ours, theirs = [], []
+    commands = {"ours": [sys.executable, "-m", "rml_chat", path, "-p", "Say hi.", "-n", "1", "--temp", "0"],
+                "theirs": [sys.executable, "-c", _THEIRS, path]}
+    for command in commands.values():  # warm the page cache and our caches
+        _wall(command)
+    times: dict[str, list[float]] = {"ours": [], "theirs": []}
+    ratios = []
     for _ in range(repeat):
-        ours.append(_wall(ours_cmd))
-        theirs.append(_wall(theirs_cmd))
-    o, t = statistics.median(ours), statistics.median(theirs)
-    print(f"launch to first token ({Path(path).name}, median of {repeat}): ours {o:.3f} s, llama-cpp-python "
-          f"{t:.3f} s, ratio {o / t:.2f}")
+        order = list(commands)
+        random.shuffle(order)
+        walls = {name: _wall(commands[name]) for name in order}
+        for name, value in walls.items():
+            times[name].append(value)
+        ratios.append(walls["ours"] / walls["theirs"])
+    low, mid, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+    print(f"launch to first token ({Path(path).name}, {repeat} rounds): ours {statistics.median(times['ours']):.3f} s, "
+          f"llama-cpp-python {statistics.median(times['theirs']):.3f} s (medians); ratio {statistics.median(ratios):.2f} "
+          f"(quartiles {low:.2f}-{high:.2f}; ours faster in {sum(r < 1 for r in ratios)} of {repeat})")
 
 
 # ----- batches ---------------------------------------------------------------------------------------
