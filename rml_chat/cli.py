@@ -181,7 +181,8 @@ def run() -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         _detach_stdout()
-        code = report("the output was closed before everything was written", "closed", EXIT_CLOSED, False)
+        if code != EXIT_CLOSED:  # (main said so already when a write failed)
+            code = report("the output was closed before everything was written", "closed", EXIT_CLOSED, False)
     except (OSError, ValueError):
         pass
     with contextlib.suppress(OSError, ValueError):
