@@ -169,8 +169,10 @@ class LlamaModel:
             self.reset()
 
     def reset(self) -> None:
+        """Drop everything the cache holds (every kind of memory can drop it all; the buffers are not
+        zeroed: what no cell refers to is never read)."""
         self.cached = []
-        self._lib.llama_memory_clear(self._memory, True)
+        self._lib.llama_memory_seq_rm(self._memory, -1, 0, -1)
 
     def eval(self, ids: Sequence[int]) -> None:
         """Decode ``ids`` after the cached ones, ``n_batch`` at a time, logits for the last of each."""

@@ -23,7 +23,7 @@ from .errors import AppError
 from .kv_cache import kv_shift
 from .model import Model
 from .stream import ReplyStream
-from .structured import Constraint, Outcome, grammar_of, judge
+from .structured import Constraint, Outcome, judge
 from .words import counted
 
 __all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "Conversation", "TurnResult"]
@@ -126,7 +126,7 @@ class ChatSession:
         tokenizer = self.model.tokenizer
         try:
             for token in self.engine.generate(ids, self.sampling, self.model.stop_ids, gen, progress,
-                                              grammar_of(constraint)):
+                                              None if constraint is None else constraint.gbnf):
                 if tokenizer.token_type(token) in _HIDDEN_TYPES:
                     continue
                 emit(stream.feed(tokenizer.token_bytes(token)))

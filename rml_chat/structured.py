@@ -106,11 +106,6 @@ def check(constraint: Constraint, engine) -> None:  # type: ignore[no-untyped-de
     llama_cpp.llama_sampler_free(sampler)
 
 
-def grammar_of(constraint: Constraint | None) -> str | None:
-    """The GBNF text ``Engine.generate`` constrains a reply with."""
-    return None if constraint is None else constraint.gbnf
-
-
 @dataclass(frozen=True)
 class Outcome:
     complete: bool

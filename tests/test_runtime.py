@@ -76,6 +76,16 @@ def test_our_engine_samples_the_ids_llama_cpp_pythons_llama_samples(model, sampl
     assert all(ours) and evaluated[1] < len(_chat_prompts(model, replies_text)[1]) / 2  # turn 2 reused turn 1
 
 
+def _run_on_a_file_that_is_no_model(script: str, tmp_path) -> subprocess.CompletedProcess:
+    """``script`` in a fresh interpreter (llama.cpp's log callback is per process), its ``sys.argv[1]`` a
+    file llama.cpp can't load; it must exit 0."""
+    not_gguf = tmp_path / "not-a-model.gguf"
+    not_gguf.write_text("not a model\n")
+    done = subprocess.run([sys.executable, "-c", script, str(not_gguf)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_the_bindings_load_alone_and_the_package_completes_on_demand(tmp_path) -> None:
     """``bindings()`` imports neither numpy nor llama-cpp-python's ``Llama``; the first name asked of the
     package completes it, and our log callback is put back (a failed load still gives llama.cpp's reason)."""
@@ -95,10 +105,7 @@ def test_the_bindings_load_alone_and_the_package_completes_on_demand(tmp_path) -
         except ModelError as err:
             print(err)
     """)
-    not_gguf = tmp_path / "not-a-model.gguf"
-    not_gguf.write_text("not a model\n")
-    done = subprocess.run([sys.executable, "-c", script, str(not_gguf)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = _run_on_a_file_that_is_no_model(script, tmp_path)
     lines = done.stdout.splitlines()
     assert lines[0] == "False False False"
     assert lines[1] == "Llama True True"
@@ -119,10 +126,7 @@ def test_the_log_keeps_llama_cpps_reasons_and_prints_only_when_verbose(tmp_path)
                 print(err)
             sys.stderr.write("--- verbose above\\n" if verbose else "--- quiet above\\n")
     """)
-    not_gguf = tmp_path / "not-a-model.gguf"
-    not_gguf.write_text("not a model\n")
-    done = subprocess.run([sys.executable, "-c", script, str(not_gguf)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = _run_on_a_file_that_is_no_model(script, tmp_path)
     quiet, verbose = done.stdout.splitlines()
     assert "could not load the weights: error loading model: llama_model_loader" in quiet
     assert quiet.endswith("(--verbose shows llama.cpp's log)") and not verbose.endswith("log)")
