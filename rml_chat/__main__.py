@@ -3,7 +3,7 @@
 import sys
 
 try:
-    from .cli import run
+    from .frontends.cli import run
 except KeyboardInterrupt:
     print("\nrml-chat: interrupted", file=sys.stderr)
     sys.exit(130)

@@ -36,9 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rml_chat.engine import Engine, Generation, Sampling  # noqa: E402
-from rml_chat.model import load_model  # noqa: E402
-from rml_chat.session import ChatSession  # noqa: E402
+from rml_chat.core.model import load_model  # noqa: E402
+from rml_chat.core.session import ChatSession  # noqa: E402
+from rml_chat.engines.base import Generation, Sampling  # noqa: E402
+from rml_chat.engines.local import LocalEngine  # noqa: E402
 from tokenizer.chat import segments_text  # noqa: E402
 
 STORY = "Write a long story about a dragon who learns to cook, with many details."
@@ -62,7 +63,7 @@ def bare_tokens_per_s(session: ChatSession, n: int) -> float:
 
     session.engine.reset()
     ids = session.model.encoder.encode(session.model.encoder.format([{"role": "user", "content": STORY}]))
-    ctx = session.engine.ctx
+    ctx = session.engine._llama.ctx  # the bare baseline drives the same context directly
     llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
     prompt = (llama_cpp.llama_token * len(ids))(*ids)
     llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(prompt, len(ids)))
@@ -91,7 +92,7 @@ def create_completion_tokens_per_s(session: ChatSession, llm, n: int) -> float: 
 
 def generation(model_path: str | None, repeat: int) -> None:
     model = load_model(model_path)
-    engine = Engine(model.weights, n_ctx=4096)
+    engine = LocalEngine(model.weights, n_ctx=4096)
     session = ChatSession(model, engine, Sampling())
     from llama_cpp import Llama
 
@@ -119,7 +120,7 @@ def overflow(model_path: str | None, turns: int = 50, n_ctx: int = 1024) -> None
     """Also: the replies of the last 10 turns (after shifts) against a second engine that evaluates each
     of those prompts from scratch — a shifted cache is not bit-identical, so greedy replies may differ."""
     model = load_model(model_path)
-    engine = Engine(model.weights, n_ctx=n_ctx)
+    engine = LocalEngine(model.weights, n_ctx=n_ctx)
     session = ChatSession(model, engine, Sampling(temp=0.0, seed=0, max_tokens=48))
     ttft, evaluated, drops, last_turns = [], [], 0, []
     for i in range(turns):
@@ -138,7 +139,7 @@ def overflow(model_path: str | None, turns: int = 50, n_ctx: int = 1024) -> None
         if i >= turns - 10:
             last_turns.append((result.prompt_ids, result.generation.tokens))
     engine.close()
-    reference = Engine(model.weights, n_ctx=n_ctx)  # after the timed turns, so as not to disturb them
+    reference = LocalEngine(model.weights, n_ctx=n_ctx)  # after the timed turns, so as not to disturb them
     agree = compared = same_replies = 0
     for prompt, ours in last_turns:
         reference.reset()
@@ -221,12 +222,12 @@ def remote(model_path: str | None, repeat: int, n: int = 128) -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     import cluster
 
-    from rml_chat.remote import RemoteEngine
+    from rml_chat.engines.server import ServerEngine
 
     model = load_model(model_path)
     running = cluster.start(model.weights, workers=2, ctx=4096, threads=1)
     try:
-        engines = {"remote": RemoteEngine(running.url), "local": Engine(model.weights, n_ctx=4096, n_threads=1)}
+        engines = {"remote": ServerEngine(running.url), "local": LocalEngine(model.weights, n_ctx=4096, n_threads=1)}
         ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": STORY}]))
         sampling = Sampling(temp=0.0, seed=0, max_tokens=n)
         best: dict[str, tuple[float, float]] = {}
@@ -260,7 +261,7 @@ def remote(model_path: str | None, repeat: int, n: int = 128) -> None:
 _FORMAT_ENCODE = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from rml_chat.model import load_model
+from rml_chat.core.model import load_model
 model = load_model(sys.argv[2] or None)
 encoder = model.encoder
 messages = []

@@ -9,9 +9,10 @@ import sys
 import pytest
 from conftest import model_path, oracle
 
-from rml_chat.engine import Engine, Sampling
-from rml_chat.model import ModelError, load_model
-from rml_chat.session import ChatError, ChatSession
+from rml_chat.core.model import ModelError, load_model
+from rml_chat.core.session import ChatError, ChatSession
+from rml_chat.engines.base import Sampling
+from rml_chat.engines.local import LocalEngine
 from tokenizer.chat import segments_text
 
 GREEDY = Sampling(temp=0.0, seed=1, max_tokens=48)
@@ -20,7 +21,7 @@ GREEDY = Sampling(temp=0.0, seed=1, max_tokens=48)
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
 def session(request) -> ChatSession:
     model = load_model(str(model_path(request.param)))
-    engine = Engine(model.weights, n_ctx=2048, n_threads=2)
+    engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2)
     yield ChatSession(model, engine, Sampling(**vars(GREEDY)))
     engine.close()
 

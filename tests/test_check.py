@@ -10,9 +10,9 @@ import sys
 import pytest
 from conftest import model_path
 
-from rml_chat.check import check_model, format_report
-from rml_chat.engine import Engine
-from rml_chat.model import load_model
+from rml_chat.core.model import load_model
+from rml_chat.engines.local import LocalEngine
+from rml_chat.frontends.check import check_model, format_report
 from tokenizer import Tokenizer
 from tokenizer.chat import ChatEncoder
 
@@ -37,7 +37,7 @@ def test_check_fails_and_names_the_first_mismatch_when_a_merge_is_missing() -> N
     # drop the first merge ("Ġ t")
     broken = Tokenizer(dataclasses.replace(spec, model=dataclasses.replace(spec.model, merges=spec.model.merges[1:])))
     model = dataclasses.replace(model, tokenizer=broken, encoder=ChatEncoder(broken, model.detection.format))
-    engine = Engine(model.weights, n_ctx=512, n_threads=2)
+    engine = LocalEngine(model.weights, n_ctx=512, n_threads=2)
     try:
         report = check_model(model, engine, max_tokens=8)
     finally:

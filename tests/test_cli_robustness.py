@@ -23,13 +23,13 @@ from conftest import model_path, smollm_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rml_chat import cli
-from rml_chat.conversation import Conversation
+from rml_chat.core.conversation import Conversation
+from rml_chat.core.model import load_model
+from rml_chat.core.session import ChatSession
+from rml_chat.core.settings import SETTINGS
 from rml_chat.errors import EXIT_CODES
-from rml_chat.model import load_model
-from rml_chat.repl import Repl
-from rml_chat.session import ChatSession
-from rml_chat.settings import SETTINGS
+from rml_chat.frontends import cli
+from rml_chat.frontends.repl import Repl
 
 ENTER = "\r"
 
@@ -248,7 +248,7 @@ def test_the_repl_autosaves_every_turn_and_survives_a_full_disk(session, tmp_pat
 def test_tab_completes_commands_and_system_alone_shows_it(session, tmp_path, capsys) -> None:
     from prompt_toolkit.document import Document
 
-    from rml_chat.repl import _SlashCompleter
+    from rml_chat.frontends.repl import _SlashCompleter
 
     completer = _SlashCompleter(["/help", "/system", "/schema", "/save"])
     assert [c.text for c in completer.get_completions(Document("/sy"), None)] == ["/system"]

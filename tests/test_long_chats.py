@@ -9,12 +9,13 @@ import json
 import pytest
 from conftest import model_path
 
-from rml_chat.conversation import Conversation
-from rml_chat.engine import Engine, Generation, Sampling
-from rml_chat.kv_cache import kv_shift, load_state, save_state, state_path
-from rml_chat.model import load_model
-from rml_chat.progress import EvalProgress
-from rml_chat.session import ChatSession
+from rml_chat.core.conversation import Conversation
+from rml_chat.core.model import load_model
+from rml_chat.core.session import ChatSession
+from rml_chat.engines.base import Generation, Sampling
+from rml_chat.engines.kv_cache import state_path
+from rml_chat.engines.local import LocalEngine
+from rml_chat.frontends.progress import EvalProgress
 
 GREEDY = Sampling(temp=0.0, seed=0, max_tokens=24)
 
@@ -25,7 +26,7 @@ def model():
 
 
 def _session(model, n_ctx: int) -> ChatSession:
-    return ChatSession(model, Engine(model.weights, n_ctx=n_ctx, n_threads=2), Sampling(**vars(GREEDY)))
+    return ChatSession(model, LocalEngine(model.weights, n_ctx=n_ctx, n_threads=2), Sampling(**vars(GREEDY)))
 
 
 def test_an_overflowing_chat_evaluates_only_what_is_new_and_the_cache_holds_the_prompts_ids(model) -> None:
@@ -50,14 +51,14 @@ def test_an_overflowing_chat_evaluates_only_what_is_new_and_the_cache_holds_the_
 
 
 def test_a_shift_keeps_exactly_the_tokens_after_the_dropped_ones(model) -> None:
-    engine = Engine(model.weights, n_ctx=512, n_threads=2)
+    engine = LocalEngine(model.weights, n_ctx=512, n_threads=2)
     try:
         text = " ".join(f"w{i}" for i in range(120))
         ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": text}]))
         list(engine.generate(ids, Sampling(temp=0.0, max_tokens=1), model.stop_ids, Generation()))
         assert engine.cached_ids()[:len(ids)] == ids
         dropped = ids[:10] + ids[40:]  # as if the 30 tokens after the first 10 were an old exchange
-        assert kv_shift(engine, dropped) == len(ids) - 40
+        assert engine.shift(dropped).kept == len(ids) - 40
         assert engine.cached_ids() == dropped
         gen = Generation()
         list(engine.generate(dropped + ids[5:8], Sampling(temp=0.0, max_tokens=2), model.stop_ids, gen))
@@ -68,7 +69,7 @@ def test_a_shift_keeps_exactly_the_tokens_after_the_dropped_ones(model) -> None:
 
 def test_replies_after_a_shift_agree_with_a_full_evaluation(model) -> None:
     session = _session(model, 512)
-    reference = Engine(model.weights, n_ctx=512, n_threads=2)
+    reference = LocalEngine(model.weights, n_ctx=512, n_threads=2)
     agree = total = 0
     try:
         for turn in range(12):
@@ -92,13 +93,13 @@ def test_a_resumed_chat_evaluates_only_the_new_message(model, tmp_path) -> None:
         session.turn("What is the capital of France?", lambda _: None, lambda _: None)
         session.turn("And of Italy?", lambda _: None, lambda _: None)
         session.conversation.save(saved)
-        assert save_state(session.engine, state_path(saved), model.weights) > 0
+        assert session.engine.save_state(state_path(saved), model.weights)[0] > 0
     finally:
         session.engine.close()
     resumed = _session(model, 1024)
     try:
         resumed.conversation = Conversation.load(saved)
-        restored, why = load_state(resumed.engine, state_path(saved), model.weights)
+        restored, why = resumed.engine.load_state(state_path(saved), model.weights)
         assert restored > 0 and why == ""
         text = "And of Spain?"
         new_tokens = len(model.encoder.encode(model.encoder.format([{"role": "user", "content": text}])))
@@ -109,26 +110,26 @@ def test_a_resumed_chat_evaluates_only_the_new_message(model, tmp_path) -> None:
 
 
 def test_a_damaged_stale_or_foreign_state_is_ignored_with_a_reason(model, tmp_path) -> None:
-    engine = Engine(model.weights, n_ctx=512, n_threads=2)
+    engine = LocalEngine(model.weights, n_ctx=512, n_threads=2)
     try:
         ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": "Hi"}]))
         list(engine.generate(ids, Sampling(temp=0.0, max_tokens=1), model.stop_ids, Generation()))
         path = tmp_path / "chat.json.kv"
-        save_state(engine, path, model.weights)
+        engine.save_state(path, model.weights)
         good = path.read_bytes()
         cases = {"damaged": good[:-100] + b"x" * 100, "not ours": b"GGUF" + good[4:], "empty": b""}
         for name, data in cases.items():
             path.write_bytes(data)
-            assert load_state(engine, path, model.weights)[0] == 0, name
+            assert engine.load_state(path, model.weights)[0] == 0, name
         path.write_bytes(good)
-        assert load_state(engine, path, model_path("gemma3")) == (0, "its state was saved with other weights")
-        other = Engine(model.weights, n_ctx=1024, n_threads=2)
+        assert engine.load_state(path, model_path("gemma3")) == (0, "its state was saved with other weights")
+        other = LocalEngine(model.weights, n_ctx=1024, n_threads=2)
         try:
-            assert load_state(other, path, model.weights) == (0, "its state was saved with another context size")
+            assert other.load_state(path, model.weights) == (0, "its state was saved with another context size")
         finally:
             other.close()
-        assert load_state(engine, tmp_path / "missing.kv", model.weights) == (0, "no saved state beside it")
-        assert load_state(engine, path, model.weights)[0] == len(engine.cached_ids()) > 0
+        assert engine.load_state(tmp_path / "missing.kv", model.weights) == (0, "no saved state beside it")
+        assert engine.load_state(path, model.weights)[0] == len(engine.cached_ids()) > 0
     finally:
         engine.close()
 
@@ -174,13 +175,13 @@ def test_a_cut_evaluation_keeps_the_message_records_no_reply_and_the_next_messag
 
 
 def test_threads_and_threads_batch_reach_llama_cpp(model) -> None:
-    engine = Engine(model.weights, n_ctx=256, n_threads=1, n_threads_batch=2)
+    engine = LocalEngine(model.weights, n_ctx=256, n_threads=1, n_threads_batch=2)
     try:
         import llama_cpp
 
         assert (engine.n_threads, engine.n_threads_batch) == (1, 2)
-        assert llama_cpp.llama_n_threads(engine.ctx) == 1
-        assert llama_cpp.llama_n_threads_batch(engine.ctx) == 2
+        assert llama_cpp.llama_n_threads(engine._llama.ctx) == 1
+        assert llama_cpp.llama_n_threads_batch(engine._llama.ctx) == 2
     finally:
         engine.close()
 

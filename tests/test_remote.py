@@ -13,10 +13,11 @@ import sys
 import pytest
 from conftest import ROOT, model_path
 
-from rml_chat.engine import Engine, Sampling
-from rml_chat.model import load_model
-from rml_chat.remote import RemoteEngine, ServerError
-from rml_chat.session import ChatSession
+from rml_chat.core.model import load_model
+from rml_chat.core.session import ChatSession
+from rml_chat.engines.base import Sampling
+from rml_chat.engines.local import LocalEngine
+from rml_chat.engines.server import ServerEngine, ServerError
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import cluster  # noqa: E402
@@ -56,9 +57,9 @@ def test_the_cluster_spreads_the_model_over_both_workers(server) -> None:
 
 
 def test_a_remote_chat_gives_the_local_engines_greedy_replies_and_turn_two_evaluates_only_new_ids(server, model):
-    remote = ChatSession(model, RemoteEngine(server.url), Sampling(**vars(GREEDY)))
+    remote = ChatSession(model, ServerEngine(server.url), Sampling(**vars(GREEDY)))
     remote.engine.check_vocabulary(model.tokenizer, model.source)
-    local = ChatSession(model, Engine(model.weights, n_ctx=2048, n_threads=1), Sampling(**vars(GREEDY)))
+    local = ChatSession(model, LocalEngine(model.weights, n_ctx=2048, n_threads=1), Sampling(**vars(GREEDY)))
     try:
         theirs, ours = _chat(remote), _chat(local)
     finally:
@@ -70,7 +71,7 @@ def test_a_remote_chat_gives_the_local_engines_greedy_replies_and_turn_two_evalu
 
 
 def test_ctrl_c_mid_reply_keeps_the_partial_reply_and_the_server_serves_the_next_turn(server, model) -> None:
-    session = ChatSession(model, RemoteEngine(server.url), Sampling(temp=0.0, max_tokens=200))
+    session = ChatSession(model, ServerEngine(server.url), Sampling(temp=0.0, max_tokens=200))
     seen = []
 
     def emit(chunk: str) -> None:
@@ -90,7 +91,7 @@ def test_ctrl_c_mid_reply_keeps_the_partial_reply_and_the_server_serves_the_next
 
 def test_a_server_killed_mid_reply_is_one_line_and_the_conversation_is_kept(model, tmp_path) -> None:
     alone = cluster.start(model_path("smollm2"), workers=0, ctx=1024, threads=1, log=tmp_path / "alone.log")
-    session = ChatSession(model, RemoteEngine(alone.url, timeout=20), Sampling(temp=0.0, max_tokens=300))
+    session = ChatSession(model, ServerEngine(alone.url, timeout=20), Sampling(temp=0.0, max_tokens=300))
     seen = []
 
     def emit(chunk: str) -> None:

@@ -15,8 +15,8 @@ from conftest import model_path, smollm_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rml_chat.repl import Repl
-from rml_chat.session import ChatSession
+from rml_chat.core.session import ChatSession
+from rml_chat.frontends.repl import Repl
 
 ENTER, ALT_ENTER = "\r", "\x1b\r"
 

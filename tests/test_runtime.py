@@ -11,8 +11,9 @@ import textwrap
 import pytest
 from conftest import model_path
 
-from rml_chat.engine import Engine, Generation, Sampling
-from rml_chat.model import load_model
+from rml_chat.core.model import load_model
+from rml_chat.engines.base import Generation, Sampling
+from rml_chat.engines.local import LocalEngine
 
 TURNS = ["Name three colours.", "And three animals?", "Which of them is the largest?"]
 
@@ -59,7 +60,7 @@ def _chat_prompts(model, replies_text: list[str]) -> list[list[int]]:
                                       Sampling(temp=0.8, seed=1234, max_tokens=24, repeat_penalty=1.1)],
                          ids=["greedy", "seeded"])
 def test_our_engine_samples_the_ids_llama_cpp_pythons_llama_samples(model, sampling: Sampling) -> None:
-    engine = Engine(model.weights, n_ctx=1024, n_threads=2)
+    engine = LocalEngine(model.weights, n_ctx=1024, n_threads=2)
     ours, replies_text, evaluated = [], [], []
     try:
         for turn in range(len(TURNS)):
@@ -92,16 +93,16 @@ def test_the_bindings_load_alone_and_the_package_completes_on_demand(tmp_path) -
     script = textwrap.dedent("""
         import sys
         from pathlib import Path
-        from rml_chat.runtime import bindings, llama_log
+        from rml_chat.engines.runtime import bindings, llama_log
         bindings(); llama_log()
         import llama_cpp
         print("numpy" in sys.modules, "jinja2" in sys.modules, "Llama" in vars(llama_cpp))
         from llama_cpp import Llama
         print(Llama.__name__, "numpy" in sys.modules, llama_cpp.__version__ != "")
-        from rml_chat.engine import Engine
+        from rml_chat.engines.local import LocalEngine
         from rml_chat.errors import ModelError
         try:
-            Engine(Path(sys.argv[1]))
+            LocalEngine(Path(sys.argv[1]))
         except ModelError as err:
             print(err)
     """)
@@ -117,11 +118,11 @@ def test_the_log_keeps_llama_cpps_reasons_and_prints_only_when_verbose(tmp_path)
     script = textwrap.dedent("""
         import sys
         from pathlib import Path
-        from rml_chat.engine import Engine
+        from rml_chat.engines.local import LocalEngine
         from rml_chat.errors import ModelError
         for verbose in (False, True):
             try:
-                Engine(Path(sys.argv[1]), verbose=verbose)
+                LocalEngine(Path(sys.argv[1]), verbose=verbose)
             except ModelError as err:
                 print(err)
             sys.stderr.write("--- verbose above\\n" if verbose else "--- quiet above\\n")

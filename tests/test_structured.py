@@ -17,11 +17,12 @@ from conftest import model_path
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rml_chat.batch import _Progress
-from rml_chat.engine import Engine, Sampling
-from rml_chat.model import load_model
-from rml_chat.repl import Repl
-from rml_chat.session import ChatSession
+from rml_chat.core.model import load_model
+from rml_chat.core.session import ChatSession
+from rml_chat.engines.base import Sampling
+from rml_chat.engines.local import LocalEngine
+from rml_chat.frontends.batch import _Progress
+from rml_chat.frontends.repl import Repl
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                                            "likes": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
@@ -151,7 +152,7 @@ def test_the_batch_progress_line_is_for_terminals_only() -> None:
 
 def test_the_repl_takes_a_schema_and_lets_it_go(tmp_path, capsys) -> None:
     model = load_model(str(model_path("smollm2")))
-    engine = Engine(model.weights, n_ctx=1024, n_threads=2)
+    engine = LocalEngine(model.weights, n_ctx=1024, n_threads=2)
     session = ChatSession(model, engine, Sampling(temp=0.0, max_tokens=48))
     schema = json.dumps({"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]})
     try:

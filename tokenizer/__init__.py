@@ -44,19 +44,22 @@ def load(path: str | Path) -> Tokenizer:
     config files, else its single ``.gguf``). ``TokenizerError`` (``Unsupported`` for a component we do not
     implement) names the file and what is wrong.
 
-    The reference path is ``loaders.load_spec`` then ``Tokenizer(spec)``; the accelerator's table cache
-    (``accel/table_cache.py``) keeps what that builds, so the next load of the same unchanged file reads
-    it back."""
-    from .accel import table_cache
+    The reference path is ``loaders.load_spec`` then ``Tokenizer(spec)``. The accelerator, where it is
+    there, comes in at one seam (``speedups.py``): handed to both, it may do their steps faster, and it
+    keeps what a load built so that the next load of the same unchanged file reads it back."""
     from .core import Tokenizer
-    from .loaders import find_source, load_spec
+    from .loaders import find_source, load_spec, source_files
+    from .speedups import captured_warnings, installed, replay
 
+    speedups = installed()
     source = find_source(path)
-    cached = table_cache.read(source)
+    files = source_files(source)
+    cached = speedups.cached(source, files)
     if cached is not None:
-        table_cache.replay(cached.warnings)
-        return Tokenizer(cached.spec)  # its merges answer with the cached merge table
-    with table_cache.captured_warnings() as warnings:
-        tok = Tokenizer(load_spec(source))
-    table_cache.write(source, tok.spec, tok._merges, warnings)
+        spec, warnings = cached
+        replay(warnings)
+        return Tokenizer(spec, speedups)  # its merges answer with the cached merge table
+    with captured_warnings() as warnings:
+        tok = Tokenizer(load_spec(source, speedups), speedups)
+    speedups.keep(source, files, tok.spec, tok._merges, warnings)
     return tok

@@ -27,8 +27,8 @@ from functools import cached_property, partial
 from itertools import compress, repeat
 from typing import Any
 
-from .accel import bulk, native
 from .spec import ModelKind, SpacePrefix, TokenizerError, TokenizerSpec, TokenType, validate
+from .speedups import Speedups, installed
 from .stages import bpe, pretokenizers
 from .stages.byte_alphabet import BYTE_TO_CHAR, spell
 from .stages.decode import Decoding
@@ -69,11 +69,15 @@ class Tokenizer(Decoding):
     ``spec`` is what it was built from, part by part (``tokenizer.spec``: vocabulary, normalizer, pre-split,
     model, added tokens, post-process, decoder), as HF's ``Tokenizer`` shows its pipeline: read it to see
     what a loader read. Treat it as read-only; for a changed tokenizer build a new one from a changed copy,
-    ``Tokenizer(dataclasses.replace(tok.spec, ...))``."""
+    ``Tokenizer(dataclasses.replace(tok.spec, ...))``.
 
-    def __init__(self, spec: TokenizerSpec):
+    ``speedups``: the accelerator's hooks (``tokenizer.speedups``; None: whatever is installed, and
+    ``speedups.REFERENCE`` for the reference path alone): the same ids either way."""
+
+    def __init__(self, spec: TokenizerSpec, speedups: Speedups | None = None):
         validate(spec)
         self.spec = spec
+        self._speedups = installed() if speedups is None else speedups
         self.vocab_size = n = len(spec.vocab.tokens)
         self._tokens = spec.vocab.tokens
         self._types: list[int] = list(spec.vocab.types) if spec.vocab.types is not None else [TokenType.NORMAL] * n
@@ -130,7 +134,7 @@ class Tokenizer(Decoding):
         merges, tokens = self.spec.model.merges, self.spec.vocab.tokens
         if not merges:
             return {}
-        table = bulk.merge_table(merges, self._vocab, self._width, tokens)  # accelerator; None: not handled
+        table = self._speedups.merge_table(merges, self._vocab, self._width, tokens)  # None: not handled
         if table is None:
             table = bpe.build_merge_table(merges, self._vocab, self._width, self.spec.source, tokens)
         return table
@@ -146,8 +150,8 @@ class Tokenizer(Decoding):
 
     @cached_property
     def _ranked_table(self) -> Any:
-        """The merge table in C (``accel/native.ranked_table``), built on the first word; None: Python only."""
-        return native.ranked_table(self._merges, self._width, self._vocab)
+        """The accelerator's rank merger for this table (in C), built on the first word; None: Python only."""
+        return self._speedups.ranked_merger(self._merges, self._width, self._vocab)
 
     def _merge_ranked(self, ids: list[int]) -> list[int]:
         """Rank merges, in C where it runs. A unit with no token (``_missing``) is in no merge key, so it
@@ -197,8 +201,8 @@ class Tokenizer(Decoding):
 
     @cached_property
     def _scored_vocab(self) -> Any:
-        """Score-based merges in C (``accel/native.scored_vocab``), built on the first chunk; None: Python only."""
-        return native.scored_vocab(self._tokens, self.spec.vocab.scores)
+        """The accelerator's score merger (in C), built on the first chunk; None: Python only."""
+        return self._speedups.scored_merger(self._tokens, self.spec.vocab.scores)
 
     def _encode_scored_chunk(self, chunk: str) -> tuple[int, ...]:
         native = self._scored_vocab

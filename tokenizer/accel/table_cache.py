@@ -32,13 +32,11 @@ import marshal
 import os
 import tempfile
 import zlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..cache_dirs import cache_folder, source_hash
-from ..loaders import hf_config
 from ..spec import AddedTokens, Decoder, MergePairs, Model, Normalizer, PostProcess, PreSplit, TokenizerSpec, Vocabulary
 from . import LazyMerges, enabled
 
@@ -60,8 +58,7 @@ def _code_hash() -> str:
     return source_hash(Path(__file__).parent.parent)  # the whole tokenizer package: loaders, stages and all
 
 
-def _stamp(source: Path) -> tuple:
-    files = hf_config.source_files(source) if hf_config.is_hf_source(source) else [source]
+def _stamp(source: Path, files: Sequence[Path]) -> tuple:
     stats = []
     for file in files:
         try:
@@ -111,8 +108,9 @@ class Entry:
     warnings: list[str]
 
 
-def read(source: Path) -> Entry | None:
-    """The cached tables of ``source``, or None (cache off, no entry, stale or unreadable entry)."""
+def read(source: Path, files: Sequence[Path]) -> Entry | None:
+    """The cached tables of ``source`` (read from ``files``: the GGUF, or tokenizer.json and its config
+    files), or None (cache off, no entry, stale or unreadable entry)."""
     root = tables_dir()
     if root is None:
         return None
@@ -122,7 +120,7 @@ def read(source: Path) -> Entry | None:
         if len(blob) < 4 or zlib.crc32(blob[4:]) != int.from_bytes(blob[:4], "little"):
             return None
         stamp, fields, table, warnings = marshal.loads(blob[4:])
-        if stamp != _stamp(source):
+        if stamp != _stamp(source, files):
             return None
         has_merges = fields["model"].pop("merges") is not None  # the table stands for them
         parts = {name: part(**fields[name]) for name, part in _PARTS.items()}
@@ -135,7 +133,8 @@ def read(source: Path) -> Entry | None:
         return None
 
 
-def write(source: Path, spec: TokenizerSpec, merge_table: dict[int, int], warnings: list[str]) -> None:
+def write(source: Path, files: Sequence[Path], spec: TokenizerSpec, merge_table: dict[int, int],
+          warnings: list[str]) -> None:
     """Store the tables of a freshly built tokenizer (big vocabularies only); failures are skipped."""
     root = tables_dir()
     if root is None or len(spec.vocab.tokens) < MIN_TOKENS or not merge_table:
@@ -148,7 +147,7 @@ def write(source: Path, spec: TokenizerSpec, merge_table: dict[int, int], warnin
     fields.update(source=spec.source, chat_template=spec.chat_template)
     try:
         source = source.resolve()
-        payload = marshal.dumps((_stamp(source), fields, merge_table, warnings))
+        payload = marshal.dumps((_stamp(source, files), fields, merge_table, warnings))
         root.mkdir(parents=True, exist_ok=True)
         handle, temp = tempfile.mkstemp(dir=root, prefix=".tables-")
         try:
@@ -160,26 +159,3 @@ def write(source: Path, spec: TokenizerSpec, merge_table: dict[int, int], warnin
             raise
     except (OSError, ValueError) as err:  # ValueError: marshal of an unexpected value
         log.debug("tokenizer table cache: not written for %s (%s)", source, err)
-
-
-@contextmanager
-def captured_warnings() -> Iterator[list[str]]:
-    """Collect the warnings the ``tokenizer`` logger emits inside the block (they still go out)."""
-    messages: list[str] = []
-
-    class _Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if record.levelno >= logging.WARNING:
-                messages.append(record.getMessage())
-
-    handler = _Collect()
-    log.addHandler(handler)
-    try:
-        yield messages
-    finally:
-        log.removeHandler(handler)
-
-
-def replay(warnings: list[str]) -> None:
-    for message in warnings:
-        log.warning("%s", message)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..spec import TokenizerError, TokenizerSpec
+from ..speedups import REFERENCE, Speedups
 
 
 def find_source(path: str | Path) -> Path:
@@ -31,9 +32,19 @@ def find_source(path: str | Path) -> Path:
     return p
 
 
-def load_spec(source: Path) -> TokenizerSpec:
-    """The spec of a GGUF file, a tokenizer.json, or a directory holding one (``find_source`` first)."""
+def load_spec(source: Path, speedups: Speedups = REFERENCE) -> TokenizerSpec:
+    """The spec of a GGUF file, a tokenizer.json, or a directory holding one (``find_source`` first).
+    ``speedups``: the accelerator's hooks (``tokenizer.speedups``); the default reads as the reference
+    path alone, into plain lists, dicts and ints."""
     from .gguf import load_gguf
     from .hf_config import is_hf_source, load_hf
 
-    return load_hf(source) if is_hf_source(source) else load_gguf(source)[0]
+    return load_hf(source, speedups) if is_hf_source(source) else load_gguf(source, speedups)[0]
+
+
+def source_files(source: Path) -> list[Path]:
+    """Every file ``load_spec(source)`` reads: the GGUF, or tokenizer.json and the config files beside it."""
+    from .hf_config import is_hf_source
+    from .hf_config import source_files as hf_files
+
+    return hf_files(source) if is_hf_source(source) else [source]

@@ -14,7 +14,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..accel.bulk import BulkMerges, StringArray
 from ..spec import (
     AddedTokens,
     Decoder,
@@ -32,6 +31,7 @@ from ..spec import (
     Unsupported,
     Vocabulary,
 )
+from ..speedups import REFERENCE, Speedups
 from ..stages import pretokenizers
 from ..stages.bpe import split_pairs
 from .gguf_reader import ARRAY, STRING, TYPE_NAMES, read_metadata
@@ -83,10 +83,12 @@ class _Meta:
         return value
 
 
-def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
-    """Read a GGUF file's tokenizer. Returns the spec and extras (chat_template, name, architecture)."""
+def load_gguf(path: str | Path, speedups: Speedups = REFERENCE) -> tuple[TokenizerSpec, dict[str, Any]]:
+    """Read a GGUF file's tokenizer. Returns the spec and extras (chat_template, name, architecture).
+    ``speedups``: the accelerator's hooks (``tokenizer.speedups``: its string arrays, its merge table)."""
     name = str(path)
-    meta = _Meta(name, read_metadata(path, raw=frozenset({_MERGES}), bulk=frozenset({_TOKENS, _MERGES})))
+    meta = _Meta(name, read_metadata(path, raw=frozenset({_MERGES}), bulk=frozenset({_TOKENS, _MERGES}),
+                                     speedups=speedups))
     model = meta.get("tokenizer.ggml.model", "str")
     if model is None:
         raise TokenizerError(f"{name}: no tokenizer.ggml.model key: this GGUF carries no tokenizer")
@@ -95,11 +97,11 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
     tokens = meta.get(_TOKENS, "str[]")
     if tokens is None:
         raise TokenizerError(f"{name}: no tokenizer.ggml.tokens key")
-    token_records = getattr(tokens, "records", None)  # a big vocabulary's bytes too (bulk.RecordList)
-    if token_records is not None:
+    raw_tokens = tokens  # as the reader gave them (the accelerator's may hold the array's bytes too)
+    if type(tokens) is not list:
         tokens = list(tokens)  # a plain list (the table cache's marshal takes no subclass)
     if "" in tokens:  # llama.cpp renames empty tokens (then the bytes are not the vocabulary)
-        token_records = None
+        raw_tokens = None
         tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
     n = len(tokens)
     types = meta.get("tokenizer.ggml.token_type", "int[]")
@@ -114,9 +116,8 @@ def load_gguf(path: str | Path) -> tuple[TokenizerSpec, dict[str, Any]]:
         raw_merges = meta.get(_MERGES, "str[]")
         if raw_merges is None:
             raise TokenizerError(f"{name}: tokenizer model {model!r} needs tokenizer.ggml.merges")
-        if isinstance(raw_merges, StringArray) and token_records is not None:  # the table is built from the bytes
-            merges = BulkMerges(raw_merges, token_records, partial(_split_merges, name))
-        else:
+        merges = speedups.gguf_merges(raw_merges, raw_tokens, partial(_split_merges, name))
+        if merges is None:
             merges = _split_merges(name, list(raw_merges))
 
     # llama.cpp: SentencePiece has no pre-split; a "gemma4" model implies the gemma4 split.

@@ -18,9 +18,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from ..accel import bulk as bulk_arrays
-from ..accel import native
 from ..spec import TokenizerError
+from ..speedups import REFERENCE, Speedups
 
 _SCALARS: dict[int, struct.Struct] = {
     0: struct.Struct("<B"), 1: struct.Struct("<b"), 2: struct.Struct("<H"), 3: struct.Struct("<h"),
@@ -38,12 +37,12 @@ TYPE_NAMES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "i
 class _Cursor:
     """Reads little-endian values from a buffer, checking every bound."""
 
-    def __init__(self, path: str, buf: Any, raw: frozenset[str] = frozenset(), bulk: frozenset[str] = frozenset()):
+    def __init__(self, path: str, buf: Any, raw: frozenset[str] = frozenset(), bulk: frozenset[str] = frozenset(),
+                 speedups: Speedups = REFERENCE):
         self.path, self.buf, self.pos, self.end = path, buf, 0, len(buf)
         self.raw = raw  # keys whose strings are returned as bytes, undecoded
-        # keys whose big string arrays come in bulk: as bulk.StringArray when raw, else as a list that
-        # also holds the array's bytes (bulk.RecordList)
-        self.bulk = bulk
+        self.bulk = bulk  # keys whose big string arrays the accelerator may keep in their bytes
+        self.speedups = speedups
 
     def fail(self, message: str, at: int | None = None) -> TokenizerError:
         return TokenizerError(f"{self.path}: offset {self.pos if at is None else at}: {message}")
@@ -111,23 +110,14 @@ class _Cursor:
 
     def _strings(self, key: str, count: int, keep: bool) -> list[str] | list[bytes] | None:
         decode = key not in self.raw
-        in_bulk = keep and key in self.bulk and bulk_arrays.wanted(count)
-        # Big raw arrays of the ``bulk`` keys are found with numpy and left in their bytes; should their
-        # records be unusual, the loop below reads them and names what is wrong.
-        if in_bulk and not decode:
-            found = bulk_arrays.parse_strings(self.buf, self.pos, self.end, count)
+        if keep:  # the accelerator's reader first (speedups.strings); None: the loop below
+            found = self.speedups.strings(self.buf, self.pos, self.end, count, decode=decode, bulk=key in self.bulk)
             if found is not None:
                 strings, self.pos = found
                 return strings  # type: ignore[return-value]
-        read_in_c = native.read_strings(self.buf, self.pos, self.end, count, decode) if keep else None  # the loop in C
-        if read_in_c is not None:
-            start, (out_c, self.pos) = self.pos, read_in_c
-            return bulk_arrays.RecordList(out_c, self.buf[start:self.pos]) if in_bulk and decode else out_c
-        # The loop: locals only, one bounds check per string. (A pure-Python bulk reader — one bytes.split
-        # at the seven NULs after one-byte lengths, each part checked — read slower: it makes two
-        # bytes objects per string.)
-        buf, start, end, unpack = self.buf, self.pos, self.end, _U64.unpack_from
-        pos = start
+        # The loop: locals only, one bounds check per string; it also names what is wrong with a record.
+        buf, end, unpack = self.buf, self.end, _U64.unpack_from
+        pos = self.pos
         out: list[Any] = []
         append = out.append
         for index in range(count):
@@ -143,19 +133,18 @@ class _Cursor:
                 append(raw.decode("utf-8", "surrogateescape") if decode else raw)
             pos += length
         self.pos = pos
-        if in_bulk and decode:  # decoded, and the records kept for bulk.BulkMerges
-            return bulk_arrays.RecordList(out, buf[start:pos])
         return out if keep else None
 
 
 def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("tokenizer.", "general."),
-                  raw: frozenset[str] = frozenset(), bulk: frozenset[str] = frozenset()) -> dict[str, tuple[int, Any]]:
+                  raw: frozenset[str] = frozenset(), bulk: frozenset[str] = frozenset(),
+                  speedups: Speedups = REFERENCE) -> dict[str, tuple[int, Any]]:
     """Metadata entries whose key starts with one of ``wanted``: key -> (type, value).
 
     For arrays the type is ``(9, element_type)`` folded as 9 * 100 + element type. String arrays of the
-    keys in ``raw`` come back as bytes, undecoded. Those of the keys in ``bulk`` that are big enough
-    (``bulk.wanted``) come back as a ``bulk.StringArray`` (the bytes, and where each string lies in them)
-    when raw, else as a ``bulk.RecordList`` (the decoded strings, holding the array's bytes too).
+    keys in ``raw`` come back as bytes, undecoded. With the reference ``speedups`` every string array is
+    a plain list; the accelerator's may give a sequence that keeps the array's bytes, for the keys in
+    ``bulk`` (``speedups.strings``).
     """
     name = str(path)
     try:
@@ -164,14 +153,14 @@ def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("tokenizer.", "ge
             if size == 0:
                 raise TokenizerError(f"{name}: offset 0: the file is empty, not a GGUF file")
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return _parse(name, buf, wanted, raw, bulk)
+                return _parse(name, buf, wanted, raw, bulk, speedups)
     except OSError as exc:
         raise TokenizerError(f"{name}: cannot read: {exc.strerror or exc}") from None
 
 
 def _parse(name: str, buf: Any, wanted: tuple[str, ...], raw: frozenset[str],
-           bulk: frozenset[str] = frozenset()) -> dict[str, tuple[int, Any]]:
-    cur = _Cursor(name, buf, raw, bulk)
+           bulk: frozenset[str] = frozenset(), speedups: Speedups = REFERENCE) -> dict[str, tuple[int, Any]]:
+    cur = _Cursor(name, buf, raw, bulk, speedups)
     cur.need(4, "the GGUF magic")
     magic = bytes(buf[0:4])
     if magic != b"GGUF":

@@ -6,7 +6,7 @@ GGUF loader builds. Components are read stage by stage (Sequences flattened):
     normalizer      NFC/NFKC/NFD/NFKD/Lowercase -> spec.normalizer.forms; Replace(" "->"▁")/Prepend("▁") -> spaces
     pre_tokenizer   ByteLevel (+ Split before it) -> byte-level; Metaspace -> SentencePiece style
     model           BPE only (vocab, merges as "a b" or [a, b], byte_fallback, ignore_merges, unk_token);
-                    a big merge list is read from the file's bytes (``json_merges``), not by ``json``
+                    (the accelerator may read a big merge list from the file's bytes: ``speedups``)
     added_tokens    special -> CONTROL (cut only with parse_special), else USER_DEFINED (always cut);
                     lstrip/rstrip (Unicode spaces), single_word, normalized (non-special: cut after normalizing)
     post_processor  TemplateProcessing / Roberta / Bert -> which BOS/EOS add_special adds
@@ -27,11 +27,11 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from ..accel import json_merges
 from ..spec import (
     AddedTokens,
     Decoder,
     LeadingSpace,
+    Merges,
     Model,
     ModelKind,
     Normalization,
@@ -46,6 +46,7 @@ from ..spec import (
     Unsupported,
     Vocabulary,
 )
+from ..speedups import REFERENCE, Speedups
 from ..stages.bpe import split_pairs
 from ..stages.llama_regex import CUSTOM
 from ..stages.pretokenizers import PRE_SPLITS
@@ -68,22 +69,23 @@ _SPLIT_BEHAVIORS = {b.value: b for b in SplitBehavior}
 _METASPACE_SCHEMES = {"always": SpacePrefix.UNLESS_SPACE, "first": SpacePrefix.FIRST_UNLESS_SPACE, "never": None}
 
 
-def _read_json(path: Path, *, merges_apart: bool = False) -> Any:
-    """The parsed JSON file; with ``merges_apart`` (a tokenizer.json), a big merge list is read from the
-    bytes as a ``json_merges.JsonMerges`` when the file is laid out as HF writes it."""
+def _read_json(path: Path, speedups: Speedups | None = None) -> Any:
+    """The parsed JSON file; with ``speedups`` (a tokenizer.json), its ``json_merges`` hook may read a big
+    merge list from the bytes, leaving the rest to ``json``."""
     try:
         raw = path.read_bytes()
     except OSError as err:
         raise TokenizerError(f"{path}: can't read ({err.strerror})") from None
-    apart = json_merges.split_off(raw) if merges_apart else None
+    apart = speedups.json_merges(raw) if speedups is not None else None
     if apart is not None:
+        rest, merges, placeholder = apart
         try:
-            data = json.loads(apart[0])
+            data = json.loads(rest)
         except (ValueError, RecursionError):  # the plain parse below says what is wrong
             data = None
         model = data.get("model") if isinstance(data, dict) else None
-        if isinstance(model, dict) and model.get("merges") == json_merges.SENTINEL:
-            model["merges"] = apart[1]
+        if isinstance(model, dict) and model.get("merges") == placeholder:
+            model["merges"] = merges
             return data
     try:
         text = raw.decode("utf-8")
@@ -250,7 +252,7 @@ def _merges(model: dict, path: Path) -> Sequence[tuple[str, str]]:
     """Merges as pairs: [a, b] lists as they are, "a b" texts as columns (``split_pairs``); else a
     checked loop."""
     merges = model.get("merges", [])
-    if isinstance(merges, json_merges.JsonMerges):  # read from the bytes, its shape checked there
+    if isinstance(merges, Merges):  # read from the bytes by the accelerator, its shape checked there
         return merges
     if not isinstance(merges, list):
         raise TokenizerError(f"{path}: model.merges must be a list")
@@ -327,13 +329,13 @@ def _post_processor(component: Any, ids: Mapping[str, int], n: int, path: Path) 
     return fields
 
 
-def spec_from_tokenizer_json(path: Path) -> tuple[TokenizerSpec, Mapping[str, int]]:
+def spec_from_tokenizer_json(path: Path, speedups: Speedups = REFERENCE) -> tuple[TokenizerSpec, Mapping[str, int]]:
     """The spec of one tokenizer.json file (no neighbouring config files), and its text -> id lookup.
 
     The components are checked where they are read; a value of a shape no check foresaw (a list where an
     object belongs, deep inside a component) still ends as a TokenizerError naming the file."""
     try:
-        return _spec_from_json(path, _read_json(path, merges_apart=True))
+        return _spec_from_json(path, _read_json(path, speedups))
     except (TypeError, AttributeError, ValueError, KeyError, IndexError) as err:
         if isinstance(err, TokenizerError):
             raise

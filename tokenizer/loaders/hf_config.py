@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spec import TokenizerError, TokenizerSpec
+from ..speedups import REFERENCE, Speedups
 from .hf import _read_json, spec_from_tokenizer_json
 
 
@@ -66,13 +67,13 @@ def source_files(path: Path) -> list[Path]:
     return [folder / "tokenizer.json" if path.is_dir() else path, *(folder / name for name in CONFIG_FILES)]
 
 
-def load_hf(path: Path) -> TokenizerSpec:
+def load_hf(path: Path, speedups: Speedups = REFERENCE) -> TokenizerSpec:
     """The spec of a tokenizer.json file, or of a model directory holding one (configs included)."""
     folder = path if path.is_dir() else path.parent
     file = source_files(path)[0]
     if not file.is_file():
         raise TokenizerError(f"{folder}: no tokenizer.json in the directory")
-    spec, ids = spec_from_tokenizer_json(file)
+    spec, ids = spec_from_tokenizer_json(file, speedups)
     config_path = folder / "tokenizer_config.json"
     config = _read_json(config_path) if config_path.is_file() else {}
     if not isinstance(config, dict):

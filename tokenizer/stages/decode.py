@@ -99,22 +99,27 @@ class Decoding:
             piece = self._pieces[token_id] = one_token(self.spec.model.kind, self._tokens[token_id], self._types[token_id])
         return piece
 
-    def stream(self, *, skip_special: bool = False) -> StreamDecoder:
-        """A decoder fed one id at a time, for printing a reply as it is generated (see ``StreamDecoder``)."""
-        return StreamDecoder(self, skip_special)
+    def stream(self, *, skip_special: bool = False, continuation: bool = False) -> StreamDecoder:
+        """A decoder fed one id at a time, for printing a reply as it is generated (see ``StreamDecoder``).
+        ``continuation``: the ids continue a text (a reply after its prompt), so no rule for the start of
+        a text applies: the first token keeps its leading space, as llama.cpp's ``token_to_piece`` gives it."""
+        return StreamDecoder(self, skip_special, continuation)
 
 
 class StreamDecoder:
     """Ids in one at a time, text out as soon as it is whole: what ``feed`` returned, joined with ``finish()``,
     is exactly ``decode(ids, skip_special=...)`` of the ids fed. Held back: an unfinished UTF-8 character
     (and, for a tokenizer.json whose decoder has ByteFallback, a run of byte tokens, which HF decodes as a
-    whole); ``finish`` gives the rest, an unfinished character replaced by U+FFFD."""
+    whole); ``finish`` gives the rest, an unfinished character replaced by U+FFFD. With ``continuation`` the
+    text is the tokens' bytes joined, as decoding them after the text they continue would add them: no
+    leading space is stripped."""
 
-    def __init__(self, tokenizer: Decoding, skip_special: bool = False):
+    def __init__(self, tokenizer: Decoding, skip_special: bool = False, continuation: bool = False):
         self._tok, self._skip = tokenizer, skip_special
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._run: list[bytes] = []  # ByteFallback decoders: byte tokens not decoded yet
-        self._started = False  # has a token (llama.cpp's rule) or a byte (HF's Strip) been seen yet
+        # has a token (llama.cpp's rule) or a byte (HF's Strip) been seen yet: for a continuation, always
+        self._started = continuation
 
     def feed(self, token_id: int) -> str:
         tok = self._tok

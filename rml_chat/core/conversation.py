@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import text_input
-from .errors import AppError
+from .. import text_input
+from ..errors import AppError
 
 ROLES = ("user", "assistant")
 

@@ -14,7 +14,7 @@ import tokenizer
 from tokenizer import Tokenizer, TokenizerError
 from tokenizer.chat import ChatEncoder, ChatFormatError, Detection, detect_chat_format
 
-from .errors import ModelError
+from ..errors import ModelError
 from .paths import DEFAULT_MODEL_FILE, default_model_path, resolve
 
 __all__ = ["DEFAULT_MODEL_FILE", "Model", "ModelError", "default_model_path", "load_model", "resolve"]

@@ -28,14 +28,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TextIO
 
-from . import text_input
-from .conversation import Conversation
-from .errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
+from .. import text_input
+from ..core.conversation import Conversation
+from ..core.session import ChatSession
+from ..core.settings import SettingError, settable
+from ..core.structured import Constraint, check, from_schema
+from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
+from ..words import counted
 from .scripted import result_json
-from .session import ChatSession
-from .settings import SettingError, settable
-from .structured import Constraint, check, from_schema
-from .words import counted
 
 _TEXT_KEYS = ("id", "prompt", "system", "schema", "grammar")
 

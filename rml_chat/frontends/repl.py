@@ -26,14 +26,14 @@ from prompt_toolkit.key_binding import KeyBindings
 from tokenizer import TokenizerError
 from tokenizer.chat import ChatFormatError
 
-from . import text_input
-from .conversation import ChatError, new_autosave_path, sessions_dir
-from .errors import AppError, one_line
-from .kv_cache import save_state, state_path
+from .. import text_input
+from ..core.conversation import ChatError, new_autosave_path, sessions_dir
+from ..core.session import ChatSession
+from ..engines.kv_cache import state_path
+from ..errors import AppError, one_line
+from ..words import counted
 from .progress import EvalProgress
 from .repl_commands import Commands
-from .session import ChatSession
-from .words import counted
 
 FENCE = '"""'
 
@@ -269,8 +269,8 @@ class Repl:
             return
         self.autosave()
         if not self._autosave_failed:
-            self.guarded(lambda: save_state(self.session.engine, state_path(self.autosave_path),
-                                            self.session.model.weights))
+            self.guarded(lambda: self.session.engine.save_state(state_path(self.autosave_path),
+                                                                self.session.model.weights))
 
     def _say(self, line: str) -> None:
         if self._prompting:

@@ -4,9 +4,9 @@ llama-cpp-python gives us its build of llama.cpp and its ctypes bindings (``llam
 ``Llama`` class is not used on the chat path, for the sake of the first token:
 
 - ``import llama_cpp`` runs the package's ``__init__``, which imports ``Llama`` with numpy, jinja2 and its
-  chat formats: ~100 ms before a weight can load. ``bindings()`` imports the bindings alone (~17 ms); the
-  package completes itself the first time anything asks it for another name (``from llama_cpp import
-  Llama`` still works).
+  chat formats before a weight can load. ``bindings()`` imports the bindings alone (the difference is
+  measured in docs/performance.md); the package completes itself the first time anything asks it for
+  another name (``from llama_cpp import Llama`` still works).
 - ``Llama.__init__`` runs Python between its C calls (and compiles the GGUF's chat template, which we
   never use); here the loading thread makes two C calls, and our main thread builds the tokenizer
   meanwhile.
@@ -24,7 +24,9 @@ from __future__ import annotations
 import ctypes
 import importlib
 import importlib.util
+import os
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,8 +69,8 @@ def bindings() -> ModuleType:
 
 class LlamaLog:
     """llama.cpp's log, taken over from llama-cpp-python's callback: its warnings and errors are kept (a
-    failed load shows them), and everything is printed only with --verbose. Printing the whole log of a
-    load, as llama-cpp-python does when verbose, costs it a third of its load time."""
+    failed load shows them), and everything is printed only with --verbose. (Printing the whole log of a
+    load, as llama-cpp-python does when verbose, is a large part of its load time: docs/performance.md.)"""
 
     _LEVEL_WARN, _LEVEL_ERROR, _LEVEL_CONT = 3, 4, 5  # ggml_log_level (llama-cpp-python's own map is older)
 
@@ -214,8 +216,59 @@ class LlamaModel:
         """The next id, from the logits of the last id decoded (the chain accepts it)."""
         return self._lib.llama_sampler_sample(sampler.chain, self.ctx, -1)
 
+    def can_shift(self) -> bool:
+        """Whether this model's memory can move cached cells to other positions (a context shift)."""
+        return bool(self._lib.llama_memory_can_shift(self._memory))
+
+    def move_back(self, p: int, q: int, k: int) -> None:
+        """Drop the cached cells at positions ``p..q`` and move the ``k`` after them back to ``p`` (the keys
+        re-rotated, as llama.cpp's own context shift does); the rest after them is dropped too."""
+        lib, memory = self._lib, self._memory
+        lib.llama_memory_seq_rm(memory, -1, p, q)
+        lib.llama_memory_seq_add(memory, 0, q, q + k, -(q - p))
+        lib.llama_memory_seq_rm(memory, -1, p + k, -1)
+        self.cached = self.cached[:p] + self.cached[q:q + k]
+
+    def state(self) -> bytes:
+        """llama.cpp's whole state of this context (the KV cache of what it holds)."""
+        lib = self._lib
+        size = lib.llama_state_get_size(self.ctx)
+        buffer = (ctypes.c_uint8 * size)()
+        written = lib.llama_state_get_data(self.ctx, buffer, size)
+        return bytes(buffer[:written])
+
+    def set_state(self, state: bytes, ids: Sequence[int]) -> bool:
+        """Restore a state ``state()`` gave, holding ``ids``; False (the cache emptied) when llama.cpp refuses."""
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if not ids or len(ids) > self.n_ctx or self._lib.llama_state_set_data(self.ctx, buffer, len(state)) == 0:
+            self.reset()
+            return False
+        self.cached = list(ids)
+        return True
+
+    def grammar_problem(self, gbnf: str) -> str:
+        """"" when llama.cpp's grammar parser takes ``gbnf``, else its complaint (which it writes to stderr:
+        caught here), so that a bad grammar is one line now, not a crash of the sampler later."""
+        lib = self._lib
+        sys.stderr.flush()
+        saved = os.dup(2)
+        with tempfile.TemporaryFile() as log:
+            os.dup2(log.fileno(), 2)
+            try:
+                sampler = lib.llama_sampler_init_grammar(self.vocab, gbnf.encode("utf-8"), b"root")
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            log.seek(0)
+            said = log.read(4096).decode("utf-8", "replace")
+        if sampler:
+            lib.llama_sampler_free(sampler)
+            return ""
+        return next((line.split("error parsing grammar:", 1)[1].strip() for line in said.splitlines()
+                     if "error parsing grammar:" in line), "llama.cpp can't parse it")
+
     def tokenize(self, text: bytes, special: bool) -> list[int]:
-        """llama.cpp's own tokenization (no BOS), only for --check."""
+        """llama.cpp's own tokenization (no BOS), only for comparing ours against it (--check)."""
         lib = self._lib
         size = len(text) + 8
         for _ in range(2):
@@ -237,6 +290,23 @@ class LlamaModel:
         if self.model:
             lib.llama_model_free(self.model)
             self.model = None
+
+
+def llama_version() -> str:
+    """The llama.cpp build's version, or "unknown" (a broken llama_cpp install still lets --version answer)."""
+    try:
+        lib = bindings()
+        return lib.llama_version().decode() if hasattr(lib, "llama_version") else "unknown"
+    except Exception:
+        return "unknown"
+
+
+def schema_to_gbnf(schema_json: str) -> str:
+    """A JSON schema as GBNF, by llama-cpp-python's port of llama.cpp's converter (pure Python; it raises
+    what it likes on a schema it can't take)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return json_schema_to_gbnf(schema_json)
 
 
 class Sampler:

@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 
-from . import text_input
-from .errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
+from .. import text_input
+from ..core.session import ChatSession, TurnResult
+from ..core.structured import Constraint, Outcome
+from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
 from .progress import EvalProgress
 from .prompt_view import marked_prompt
-from .session import ChatSession, TurnResult
-from .structured import Constraint, Outcome
 
 
 def result_json(session: ChatSession, result: TurnResult, constraint: Constraint | None = None) -> dict:

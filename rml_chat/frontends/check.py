@@ -6,7 +6,8 @@
    whether the template rewrites earlier turns;
 3. the chat prompt of a two-turn conversation: our text vs the model's own template rendering it, and
    our ids vs llama.cpp tokenizing the template's text (special on);
-4. a short greedy reply, which must end on a stop id — except for a model with no chat template (a base
+4. a short greedy reply — a session turn, the one a user gets: control tokens hidden, stop strings
+   applied — which must end on a stop id — except for a model with no chat template (a base
    model such as Gemma 3 270M, which never writes its end-of-turn token): there it is a note.
 Exit 0 only if all pass. The report names the first mismatching piece.
 """
@@ -22,11 +23,12 @@ from tokenizer.chat import ChatFormatError, segments_text
 from tokenizer.chat.template import compiled
 from tokenizer.chat.verify import first_difference
 
-from .engine import Engine, Generation, Sampling
+from ..core.conversation import Conversation
+from ..core.model import Model, load_model
+from ..core.session import ChatSession
+from ..engines.base import Engine, Sampling
+from ..words import counted
 from .launch import open_engine
-from .model import Model, load_model
-from .stream import ReplyStream
-from .words import counted
 
 SAMPLE = [
     "Hello, world! How are you today?",
@@ -97,7 +99,7 @@ def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckRepo
     report = CheckReport(model.name, model.detection.format.name, model.detection.source, list(model.stop_ids))
     for text in SAMPLE:
         ours = tok.encode(text)
-        theirs = engine.llama_tokenize(text, special=False)
+        theirs = engine.reference_tokenize(text, special=False)
         report.sample_total += 1
         if ours == theirs:
             report.sample_matched += 1
@@ -120,20 +122,21 @@ def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckRepo
         if not report.prompt_matches_template:
             report.problems.append("chat prompt: ours differs from the model's template ("
                                    + first_difference(segments_text(segments), text) + ")")
-    theirs = engine.llama_tokenize(text, special=True)
+    theirs = engine.reference_tokenize(text, special=True)
     report.prompt_tokens = len(ids)
     report.prompt_matches = ids == theirs
     if not report.prompt_matches:
         report.problems.append("chat prompt: our ids differ from llama.cpp's tokenization of the template's prompt")
         if report.first_mismatch is None:
             report.first_mismatch = _mismatch(tok, text, ids, theirs)
-    gen = Generation()
-    stream = ReplyStream(model.encoder.stop_strings)
-    for token in engine.generate(ids, Sampling(temp=0.0, seed=0, max_tokens=max_tokens), model.stop_ids, gen):
-        stream.feed(tok.token_bytes(token))
-    stream.finish()
-    report.reply, report.reply_stop_reason, report.reply_tokens = stream.text, gen.stop_reason, len(gen.tokens)
-    if gen.stop_reason != "stop":
+    session = ChatSession(model, engine, Sampling(temp=0.0, seed=0, max_tokens=max_tokens))
+    session.conversation = Conversation(None, [dict(m) for m in CHAT[:-1]])
+    turn = session.turn(CHAT[-1]["content"], lambda _: None, lambda _: None)
+    gen = turn.generation
+    if turn.prompt_ids != ids:
+        report.problems.append("chat prompt: the session's turn evaluated other ids than the chat prompt checked")
+    report.reply, report.reply_stop_reason, report.reply_tokens = turn.reply, gen.stop_reason, len(gen.tokens)
+    if gen.stop_reason not in ("stop", "stop_string"):  # a stop string the format names ends a turn too
         message = f"reply: did not end on a stop id within {counted(max_tokens, 'token')} ({gen.stop_reason})"
         if model.tokenizer.chat_template is None and not model.detection.exact:
             report.notes.append(message + "; the model has no chat template (a base model), so this is not a failure")

@@ -23,10 +23,11 @@ import json
 import socket
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
-from .engine import Generation, Progress, Sampling, common_prefix
-from .errors import AppError
+from ..errors import AppError
+from .base import Generation, Progress, Sampling, Shifted, common_prefix
 
 PROBE = "Hello, world! 123 — Grüße, 日本語 👋 <tag> and\nnew lines"
 
@@ -36,10 +37,12 @@ class ServerError(AppError):
         super().__init__(message, "server")
 
 
-class RemoteEngine:
-    """The Engine interface (``generate``, ``n_ctx``, ``llama_tokenize`` …) over a llama-server."""
+#: why a server can't do what a local engine does with its cache
+_OWN_CACHE = "the server keeps its own cache"
 
-    remote = True
+
+class ServerEngine:
+    """The ``Engine`` protocol (base.py) over a llama-server."""
 
     def __init__(self, url: str, *, timeout: float = 60.0):
         parts = urlsplit(url if "://" in url else "http://" + url)
@@ -58,7 +61,8 @@ class RemoteEngine:
         meta = models[0].get("meta") or {}
         self.n_vocab = meta.get("n_vocab")
         self.model_id = models[0].get("id", "?")
-        self.n_threads = self.n_threads_batch = "the server's"
+        self.threads = "the server's"
+        self.name = f"{self.url} ({self.model_id})"
         self.timings: dict = {}  # the server's own timings of the last reply it finished
 
     # ----- HTTP -------------------------------------------------------------------------------------
@@ -89,10 +93,6 @@ class RemoteEngine:
 
     # ----- the Engine interface ---------------------------------------------------------------------
 
-    @property
-    def llm(self):  # type: ignore[no-untyped-def]
-        raise ServerError("this needs a local model (it reads llama.cpp's own state)")
-
     def close(self) -> None:
         pass
 
@@ -104,10 +104,17 @@ class RemoteEngine:
     def cached_ids(self) -> list[int]:
         return list(self._cached)
 
-    def set_cached(self, ids: Sequence[int]) -> None:
-        self._cached = list(ids)
+    def shift(self, ids: Sequence[int]) -> Shifted:
+        """A server's cache is its own (its prompt cache still reuses the common prefix)."""
+        return Shifted(-1, _OWN_CACHE)
 
-    def llama_tokenize(self, text: str, special: bool) -> list[int]:
+    def save_state(self, path: Path, weights: Path | None) -> tuple[int, str]:
+        return 0, _OWN_CACHE
+
+    def load_state(self, path: Path, weights: Path | None) -> tuple[int, str]:
+        return 0, _OWN_CACHE
+
+    def reference_tokenize(self, text: str, special: bool) -> list[int]:
         """The server's own tokenization (for --check and the check at connect)."""
         found = self._request("POST", "/tokenize", {"content": text, "add_special": False, "parse_special": special})
         return [t if isinstance(t, int) else t["id"] for t in found.get("tokens", [])]
@@ -124,14 +131,14 @@ class RemoteEngine:
         if self.n_vocab is not None and self.n_vocab != tokenizer.vocab_size:
             raise ServerError(f"the server's model ({self.model_id}: {self.n_vocab} tokens) does not fit the tokenizer "
                               f"from {source} ({tokenizer.vocab_size} tokens)")
-        theirs, ours = self.llama_tokenize(PROBE, False), tokenizer.encode(PROBE)
+        theirs, ours = self.reference_tokenize(PROBE, False), tokenizer.encode(PROBE)
         if theirs != ours:
             at = common_prefix(theirs, ours)
             raise ServerError(f"the server's model ({self.model_id}) tokenizes differently from the tokenizer from "
                               f"{source}: a probe text differs at token {at} (server {theirs[at:at + 3]}, ours "
                               f"{ours[at:at + 3]})")
         for name, token_id in (("BOS", tokenizer.bos_id), ("EOS", tokenizer.eos_id)):
-            if token_id is not None and self.llama_tokenize(tokenizer.id_to_token(token_id), True) != [token_id]:
+            if token_id is not None and self.reference_tokenize(tokenizer.id_to_token(token_id), True) != [token_id]:
                 raise ServerError(f"the server's model ({self.model_id}) has another {name} than the tokenizer from "
                                   f"{source} (ours: {token_id} {tokenizer.id_to_token(token_id)!r})")
 
@@ -140,12 +147,7 @@ class RemoteEngine:
         """Stream the reply's ids for ``ids``; as ``Engine.generate`` (``grammar``, GBNF text, goes to the
         server)."""
         stops = set(stop_ids)
-        gen.prompt_tokens = len(ids)
-        gen.started = time.perf_counter()
-        budget = self.n_ctx - len(ids)
-        if sampling.max_tokens >= 0:
-            budget = min(budget, sampling.max_tokens)
-        gen.stop_reason = "length" if sampling.max_tokens >= 0 and budget == sampling.max_tokens else "context"
+        budget = gen.begin(ids, self.n_ctx, sampling)
         gen.evaluated = len(ids) - min(common_prefix(self._cached, ids), len(ids) - 1)  # until the server says
         if budget <= 0 or not ids:
             gen.finished = time.perf_counter()

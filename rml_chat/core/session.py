@@ -15,22 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizer import TokenType
-
+from ..engines.base import Engine, Generation, Progress, Sampling, common_prefix
+from ..errors import AppError
+from ..words import counted
 from .conversation import ChatError, Conversation
-from .engine import Engine, Generation, Progress, Sampling, common_prefix
-from .errors import AppError
-from .kv_cache import kv_shift
 from .model import Model
-from .stream import ReplyStream
+from .reply import Reply
 from .structured import Constraint, Outcome, judge
-from .words import counted
 
 __all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "Conversation", "TurnResult"]
 
 OVERFLOW_POLICIES = ("drop-oldest", "error")
-#: token types whose bytes are never shown (control tokens such as a stray <|im_start|>)
-_HIDDEN_TYPES = frozenset({TokenType.CONTROL, TokenType.UNKNOWN})
 
 
 @dataclass
@@ -75,7 +70,7 @@ class ChatSession:
     def _fit(self, notify: Callable[[str], None]) -> tuple[list[int], int]:
         """The prompt, fitted to the context. On overflow whole exchanges are dropped from the start (the
         system message stays) until a quarter of the context is free, so that it happens rarely, as
-        llama.cpp's context shift does; the cache keeps the tokens of what is kept (``kv_shift``)."""
+        llama.cpp's context shift does; the cache keeps the tokens of what is kept (``Engine.shift``)."""
         ids = self.prompt_ids()
         limit = self.engine.n_ctx - self.reply_room()
         if len(ids) <= limit:
@@ -94,9 +89,9 @@ class ChatSession:
             del self.conversation.messages[:first_reply]
             dropped += 1
             ids = self.prompt_ids()
-        kept = kv_shift(self.engine, ids)
-        how = (f"the cache kept {kept} tokens, shifted" if kept > 0 else
-               "the cache can't shift here: the rest is evaluated again" if kept < 0 else
+        shifted = self.engine.shift(ids)
+        how = (f"the cache kept {shifted.kept} tokens, shifted" if shifted.kept > 0 else
+               f"the cache can't shift ({shifted.why}): the rest is evaluated again" if shifted.kept < 0 else
                "the rest is evaluated again")
         notify(f"context full: dropped the {counted(dropped, 'oldest exchange')} to fit "
                f"({len(ids)}/{self.engine.n_ctx} tokens; {how})")
@@ -122,31 +117,28 @@ class ChatSession:
                 self.conversation.messages.pop()  # not lost: the caller still holds it and shows it back
             raise
         gen = Generation()
-        stream = ReplyStream(self.stop_strings)
-        tokenizer = self.model.tokenizer
+        reply = Reply(self.model.tokenizer, self.stop_strings)
         try:
             for token in self.engine.generate(ids, self.sampling, self.model.stop_ids, gen, progress,
                                               None if constraint is None else constraint.gbnf):
-                if tokenizer.token_type(token) in _HIDDEN_TYPES:
-                    continue
-                emit(stream.feed(tokenizer.token_bytes(token)))
-                if stream.stopped_by is not None:
+                emit(reply.feed(token))
+                if reply.stopped_by is not None:
                     gen.stop_reason = "stop_string"
                     break
-            emit(stream.finish())
+            emit(reply.finish())
         except AppError:  # the engine failed mid-reply (a server that went away): what came stays, cut
-            emit(stream.finish())
+            emit(reply.finish())
             if gen.tokens:
-                self._record(stream.text, ids, gen, dropped, cut=True)
+                self._record(reply.text, ids, gen, dropped, cut=True)
             raise
         except KeyboardInterrupt:
-            emit(stream.finish())
+            emit(reply.finish())
             if gen.tokens or gen.first_token_at:
-                self._record(stream.text, ids, gen, dropped, cut=True)
+                self._record(reply.text, ids, gen, dropped, cut=True)
             else:  # cut during the prompt's evaluation: the message stays, unanswered; no reply is made up
                 self.last = TurnResult("", gen, ids, dropped)
             raise
-        result = self._record(stream.text, ids, gen, dropped, cut=False)
+        result = self._record(reply.text, ids, gen, dropped, cut=False)
         result.outcome = judge(constraint, result.reply, gen.stop_reason)
         return result
 

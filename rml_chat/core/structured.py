@@ -15,15 +15,12 @@ is installed (the test extras install it).
 from __future__ import annotations
 
 import json
-import os
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import text_input
-from .errors import UsageError
-from .runtime import bindings
+from .. import text_input
+from ..engines.base import Engine
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -51,7 +48,7 @@ def _text_or_file(value: str, flag: str) -> str:
 
 def from_schema(value: str, flag: str = "--json-schema") -> Constraint:
     """A JSON schema (inline or ``@FILE``) as a constraint, or UsageError naming what can't be converted."""
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    from ..engines.runtime import schema_to_gbnf
 
     text = _text_or_file(value, flag)
     try:
@@ -61,7 +58,7 @@ def from_schema(value: str, flag: str = "--json-schema") -> Constraint:
     if not isinstance(schema, dict):
         raise UsageError(f"{flag}: a JSON schema is an object, not {type(schema).__name__}")
     try:
-        gbnf = json_schema_to_gbnf(json.dumps(schema))
+        gbnf = schema_to_gbnf(json.dumps(schema))
     except Exception as err:  # the converter raises what it likes (AssertionError, KeyError, ValueError …)
         raise UsageError(f"{flag}: llama.cpp's converter can't take this schema "
                          f"({type(err).__name__}: {err or 'unsupported'})") from None
@@ -76,34 +73,13 @@ def from_grammar(value: str, flag: str = "--grammar") -> Constraint:
     return Constraint(text, None, flag)
 
 
-def check(constraint: Constraint, engine) -> None:  # type: ignore[no-untyped-def]
-    """Parse the grammar with llama.cpp itself (its parser writes its complaint to stderr: caught here),
-    so that a bad grammar is a UsageError now, not a crash of the sampler later; a server is asked to."""
-    if engine.remote:
-        reason = engine.grammar_problem(constraint.gbnf)
-        if reason:
-            raise UsageError(f"{constraint.flag}: the server refuses the grammar: {reason}")
-        return
-    llama_cpp = bindings()
-
-    vocab = engine.vocab
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as log:
-        os.dup2(log.fileno(), 2)
-        try:
-            sampler = llama_cpp.llama_sampler_init_grammar(vocab, constraint.gbnf.encode("utf-8"), b"root")
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        log.seek(0)
-        said = log.read(4096).decode("utf-8", "replace")
-    if not sampler:
-        reason = next((line.split("error parsing grammar:", 1)[1].strip() for line in said.splitlines()
-                       if "error parsing grammar:" in line), "llama.cpp can't parse it")
+def check(constraint: Constraint, engine: Engine) -> None:
+    """The grammar parsed by the engine's own parser, so that a bad grammar is a UsageError now, not a
+    crash of the sampler later."""
+    reason = engine.grammar_problem(constraint.gbnf)
+    if reason:
         what = "the grammar made from the schema" if constraint.schema is not None else "the grammar"
         raise UsageError(f"{constraint.flag}: {what} does not parse: {reason}")
-    llama_cpp.llama_sampler_free(sampler)
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .conversation import Conversation, last_autosave, sessions_dir
-from .engine import Engine, Sampling, context_size
-from .kv_cache import load_state, state_path
-from .paths import resolve
-from .runtime import llama_log
-from .structured import Constraint, check, from_grammar, from_schema
-from .words import counted
+from ..core.conversation import Conversation, last_autosave, sessions_dir
+from ..core.paths import resolve
+from ..core.structured import Constraint, check, from_grammar, from_schema
+from ..engines.base import Engine, Sampling, context_size
+from ..engines.kv_cache import state_path
+from ..words import counted
 
 if TYPE_CHECKING:
-    from .session import ChatSession
+    from ..core.session import ChatSession
 
 
 def constraint_from(args: argparse.Namespace, engine: Engine) -> Constraint | None:
@@ -51,6 +50,9 @@ def _threads(value: int) -> int | None:
 def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = None) -> Callable[[], Engine]:
     """Start loading the weights in a thread (two C calls that need no GIL, so our tokenizer loads
     meanwhile: runtime.py); the returned function waits for the engine, or raises what the load raised."""
+    from ..engines.local import LocalEngine
+    from ..engines.runtime import llama_log
+
     llama_log()  # the bindings and the log callback, here: their import is Python work, which holds the GIL
 
     requested = args.ctx_size if n_ctx is None else n_ctx
@@ -59,8 +61,8 @@ def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = No
 
     def load() -> None:
         try:
-            box.append(Engine(weights, n_ctx=requested, n_threads=threads,
-                              n_threads_batch=_threads(args.threads_batch) or threads, verbose=args.verbose))
+            box.append(LocalEngine(weights, n_ctx=requested, n_threads=threads,
+                                   n_threads_batch=_threads(args.threads_batch) or threads, verbose=args.verbose))
         except BaseException as err:  # handed to the caller, in its thread
             box.append(err)
 
@@ -81,12 +83,12 @@ def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_c
     """llama.cpp over the model's weights (``loading``: a load already started), or the server of
     ``--server``, checked against our tokenizer; notes on the context size."""
     if args.server:
-        from .remote import RemoteEngine
+        from ..engines.server import ServerEngine
 
-        remote = RemoteEngine(args.server)
-        remote.check_vocabulary(model.tokenizer, model.source)
-        say(f"note: {remote.url} serves {remote.model_id} ({remote.n_ctx}-token context)")
-        return remote  # type: ignore[return-value]
+        server = ServerEngine(args.server)
+        server.check_vocabulary(model.tokenizer, model.source)
+        say(f"note: {server.url} serves {server.model_id} ({server.n_ctx}-token context)")
+        return server
     requested = args.ctx_size if n_ctx is None else n_ctx
     engine = (loading or start_engine(model.weights, args, n_ctx))()
     try:
@@ -117,8 +119,8 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
         args.model = reopened[0].model
     say(f"loading {args.model or 'SmolLM2-135M-Instruct (default)'} …")
     loading = None if args.server else start_engine(resolve(args.model, args.weights)[1], args)
-    from .model import load_model  # our tokenizer and the chat code load while llama.cpp loads the weights
-    from .session import ChatSession
+    from ..core.model import load_model  # our tokenizer and the chat code load while llama.cpp loads the weights
+    from ..core.session import ChatSession
 
     model = load_model(args.model, weights=args.weights, chat_format=args.chat_format, need_weights=not args.server)
     model.encoder.encode(model.encoder.format([{"role": "user", "content": "Hello"}]))  # its tables, now too
@@ -144,7 +146,7 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
         session.conversation, path = reopened
         if path.parent.resolve() == sessions_dir().resolve():  # an autosave goes on in its own file
             session.autosave_path = path
-        restored, why = load_state(engine, state_path(path), model.weights)
+        restored, why = engine.load_state(state_path(path), model.weights)
         state = (f"llama.cpp's state restored: {counted(restored, 'token')} need no evaluation" if restored else
                  f"{why}: the first turn evaluates it")
         say(f"note: resumed {path} ({counted(len(session.conversation.messages), 'message')}; {state})")

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .conversation import Conversation
-from .kv_cache import load_state, save_state, state_path
+from ..core.conversation import Conversation
+from ..core.settings import SETTINGS, SettingError, settable
+from ..core.structured import check, from_grammar, from_schema
+from ..engines.kv_cache import state_path
+from ..words import counted
 from .prompt_view import marked_prompt
-from .settings import SETTINGS, SettingError, settable
-from .structured import check, from_grammar, from_schema
-from .words import counted
 
 if TYPE_CHECKING:
     from .repl import Repl
@@ -113,8 +113,8 @@ class Commands:
         self.session.conversation.save(target)
         note = ""
         try:
-            size = save_state(self.session.engine, state_path(target), self.session.model.weights)
-            note = f", and llama.cpp's state ({size / 1e6:.1f} MB) beside it"
+            size, why = self.session.engine.save_state(state_path(target), self.session.model.weights)
+            note = f", and llama.cpp's state ({size / 1e6:.1f} MB) beside it" if size else f" (state not saved: {why})"
         except OSError as err:
             note = f" (llama.cpp's state could not be written: {err.strerror}; a reload will evaluate it again)"
         self.say(f"saved {counted(len(self.session.conversation.messages), 'message')} to {path}{note}")
@@ -126,7 +126,7 @@ class Commands:
         source = Path(path).expanduser()
         loaded = Conversation.load(source)
         self.session.conversation = loaded
-        restored, why = load_state(self.session.engine, state_path(source), self.session.model.weights)
+        restored, why = self.session.engine.load_state(state_path(source), self.session.model.weights)
         if restored:
             note = f"; llama.cpp's state restored ({counted(restored, 'token')}): nothing to evaluate again"
         else:
@@ -169,8 +169,7 @@ class Commands:
         for line in self.session.model.describe():
             self.say(line)
         engine = self.session.engine
-        self.say(f"context: {engine.n_ctx} tokens · overflow: {self.session.overflow} · threads: {engine.n_threads} "
-                 f"(prompt evaluation: {engine.n_threads_batch})")
+        self.say(f"context: {engine.n_ctx} tokens · overflow: {self.session.overflow} · threads: {engine.threads}")
         self.say("settings: " + " ".join(f"{name}={value}" for name, value in self._settings()))
         self.say(self.repl.sessions_note())
 

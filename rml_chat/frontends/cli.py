@@ -15,9 +15,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from . import text_input
-from .errors import EXIT_CLOSED, EXIT_CODES, EXIT_INTERRUPTED, AppError, UsageError, report
-from .settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
+from .. import text_input
+from ..core.settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
+from ..errors import EXIT_CLOSED, EXIT_CODES, EXIT_INTERRUPTED, AppError, UsageError, report
 
 ENVIRONMENT = {
     "RML_CHAT_CACHE": "where downloads and built tables are cached (default ~/.cache/rml-chat)",
@@ -136,13 +136,9 @@ def versions() -> str:
         except PackageNotFoundError:
             return "not installed"
 
-    try:
-        import llama_cpp
+    from ..engines.runtime import llama_version
 
-        llama = llama_cpp.llama_version().decode() if hasattr(llama_cpp, "llama_version") else "unknown"
-    except Exception:  # a broken llama_cpp install still lets --version answer
-        llama = "unknown"
-    return f"rml-chat {of('rml-chat')}, llama-cpp-python {of('llama-cpp-python')}, llama.cpp {llama}"
+    return f"rml-chat {of('rml-chat')}, llama-cpp-python {of('llama-cpp-python')}, llama.cpp {llama_version()}"
 
 
 def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:

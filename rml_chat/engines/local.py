@@ -1,9 +1,10 @@
-"""llama.cpp as an evaluator and sampler of token ids; it never tokenizes on the chat path.
+"""llama.cpp in this process as the engine: it evaluates and samples token ids, never tokenizes on the chat path.
 
-``Engine.generate`` evaluates our prompt ids after the longest prefix llama.cpp's cache already holds
+``LocalEngine.generate`` evaluates our prompt ids after the longest prefix llama.cpp's cache already holds
 (prefix reuse; "prompt tokens evaluated" is that count), then samples. Tokens are yielded as they are
 sampled, so a Ctrl-C between two of them leaves a consistent state: the cache holds exactly the ids it
-says (``cached_ids``). The C calls themselves are in runtime.py.
+says (``cached_ids``). The C calls themselves are in runtime.py; the plan of a context shift and the
+state file's format in kv_cache.py.
 """
 
 from __future__ import annotations
@@ -11,72 +12,19 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Container, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .errors import ModelError
+from ..errors import ModelError
+from . import kv_cache
+from .base import Generation, Progress, Sampling, Shifted, common_prefix, context_size
 from .runtime import LlamaModel, LoadError, llama_log
 
 
-@dataclass
-class Sampling:
-    """Sampling settings with llama.cpp's names and defaults (``temp 0`` is greedy; seed -1 is random)."""
+class LocalEngine:
+    """One llama.cpp context over a GGUF's weights (the ``Engine`` protocol of base.py)."""
 
-    temp: float = 0.8
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    seed: int = -1
-    max_tokens: int = -1  # -1: until a stop or the context is full
-
-
-@dataclass
-class Generation:
-    """What one generate call did; filled in as it runs."""
-
-    prompt_tokens: int = 0
-    evaluated: int = 0           # prompt tokens llama.cpp actually evaluated (the rest was cached)
-    tokens: list[int] = field(default_factory=list)
-    stop_reason: str = ""        # "stop" | "stop_string" | "length" | "context" | "interrupted"
-    started: float = 0.0
-    first_token_at: float = 0.0
-    finished: float = 0.0
-
-    def record(self, token: int, stops: Container[int]) -> bool:
-        """Note a sampled token (the first one's time too): False for a stop id (stop reason "stop"), which
-        is not kept; else True, the token kept."""
-        if not self.first_token_at:
-            self.first_token_at = time.perf_counter()
-        if token in stops:
-            self.stop_reason = "stop"
-            return False
-        self.tokens.append(token)
-        return True
-
-    @property
-    def ttft_s(self) -> float:
-        return max(self.first_token_at - self.started, 0.0) if self.first_token_at else 0.0
-
-    @property
-    def tokens_per_s(self) -> float:
-        span = self.finished - self.first_token_at
-        return (len(self.tokens) - 1) / span if len(self.tokens) > 1 and span > 0 else 0.0
-
-
-CTX_STEP = 256  # llama.cpp allocates the context in steps of 256 tokens
-
-
-def context_size(requested: int) -> int:
-    """What llama.cpp will allocate for ``-c requested``: rounded up to a step of 256 (0: the model's own)."""
-    return 0 if requested == 0 else max(CTX_STEP, -(-requested // CTX_STEP) * CTX_STEP)
-
-
-class Engine:
-    """One llama.cpp context over a GGUF's weights."""
-
-    remote = False  # (RemoteEngine: llama-server over HTTP)
+    name = "llama.cpp"
 
     def __init__(self, weights: Path, *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_threads_batch: int | None = None, verbose: bool = False):
@@ -97,6 +45,7 @@ class Engine:
             raise ModelError(f"{weights}: llama.cpp could not load the weights: {reason}"
                              + ("" if verbose else " (--verbose shows llama.cpp's log)")) from None
         self.n_ctx = self._llama.n_ctx
+        self.threads = f"{self.n_threads} (prompt evaluation: {self.n_threads_batch})"
 
     def check_vocabulary(self, tokenizer, source: object) -> None:
         """A tokenizer that does not fit the weights (size, special tokens) is a ModelError now, not a
@@ -111,16 +60,6 @@ class Engine:
                 raise ModelError(f"the tokenizer's {name} is token {ours} ({tokenizer.id_to_token(ours)!r}) but the "
                                  f"weights' is {their_id}; use the tokenizer of the same model")
 
-    @property
-    def ctx(self) -> object:
-        """llama.cpp's context (a ``llama_context *``), for the memory and state calls of kv_cache.py."""
-        return self._llama.ctx
-
-    @property
-    def vocab(self) -> object:
-        """llama.cpp's vocabulary (a ``llama_vocab *``), for the grammar check of structured.py."""
-        return self._llama.vocab
-
     def close(self) -> None:
         self._llama.close()
 
@@ -128,7 +67,7 @@ class Engine:
         """Forget the cached prompt (the next turn evaluates everything)."""
         self._llama.reset()
 
-    def llama_tokenize(self, text: str, special: bool) -> list[int]:
+    def reference_tokenize(self, text: str, special: bool) -> list[int]:
         """llama.cpp's own tokenization — only for --check, which compares ours against it."""
         return self._llama.tokenize(text.encode("utf-8"), special)
 
@@ -136,9 +75,41 @@ class Engine:
         """The ids whose keys and values llama.cpp's cache holds, in order."""
         return list(self._llama.cached)
 
-    def set_cached(self, ids: Sequence[int]) -> None:
-        """Record that the cache holds exactly ``ids`` (after a shift or a restored state)."""
-        self._llama.cached = list(ids)
+    def shift(self, ids: Sequence[int]) -> Shifted:
+        """The common prefix kept, then the cached tokens that continue ``ids`` moved back into place
+        (kv_cache.plan_shift); the cache's ids stay exactly a prefix of ``ids``."""
+        plan = kv_cache.plan_shift(self._llama.cached, ids)
+        if plan is None:
+            return Shifted(0)
+        if not self._llama.can_shift():
+            return Shifted(-1, "this model's memory can't shift")
+        self._llama.move_back(*plan)
+        return Shifted(plan[2])
+
+    def save_state(self, path: Path, weights: Path | None) -> tuple[int, str]:
+        """llama.cpp's state, stamped (kv_cache.write_state): (its size in bytes, "")."""
+        if weights is None:
+            return 0, "no weights file to stamp it with"
+        state = self._llama.state()
+        kv_cache.write_state(path, state, kv_cache.stamp_of(weights, self.n_ctx), self._llama.cached)
+        return len(state), ""
+
+    def load_state(self, path: Path, weights: Path | None) -> tuple[int, str]:
+        if weights is None:
+            return 0, "no weights file to check it against"
+        try:
+            expected = kv_cache.stamp_of(weights, self.n_ctx)
+        except OSError:
+            return 0, "its weights can't be read"
+        ids, state, why = kv_cache.read_state(path, expected)
+        if why:
+            return 0, why
+        if not self._llama.set_state(state, ids):
+            return 0, "llama.cpp refused its state"
+        return len(ids), ""
+
+    def grammar_problem(self, gbnf: str) -> str:
+        return self._llama.grammar_problem(gbnf)
 
     def evaluate(self, ids: Sequence[int], gen: Generation, progress: Progress | None = None) -> None:
         """Evaluate the prompt's ids after the longest prefix the cache holds, in batches, all but the last
@@ -162,13 +133,8 @@ class Engine:
         text) constrains them. ``gen`` records counts, times and the stop reason; a KeyboardInterrupt marks
         it "interrupted"."""
         stops = set(stop_ids)
-        gen.prompt_tokens = len(ids)
-        gen.started = time.perf_counter()
+        budget = gen.begin(ids, self.n_ctx, sampling)
         seed = sampling.seed if sampling.seed >= 0 else random.getrandbits(32)
-        budget = self.n_ctx - len(ids)
-        if sampling.max_tokens >= 0:
-            budget = min(budget, sampling.max_tokens)
-        gen.stop_reason = "length" if sampling.max_tokens >= 0 and budget == sampling.max_tokens else "context"
         sampler = None
         try:
             if budget <= 0 or not ids:
@@ -195,15 +161,3 @@ class Engine:
                 sampler.close()
             gen.finished = time.perf_counter()
 
-
-Progress = Callable[[int, int, float], None]
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading ids two sequences share."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n

@@ -1,0 +1,158 @@
+"""The engine seam: what the chat asks of whatever evaluates and samples its token ids.
+
+Two engines implement ``Engine``: ``local.LocalEngine`` (llama.cpp in this process, over a GGUF's
+weights) and ``server.ServerEngine`` (a llama-server, fed our ids over HTTP). The chat core and the front
+ends see only this protocol; neither asks which engine it holds. A capability an engine lacks is said
+through the protocol, in words a user can read: ``shift`` answers ``Shifted(-1, why)``, ``save_state``
+and ``load_state`` answer why nothing was saved or restored.
+
+The data that crosses the seam is plain: token ids in, token ids out, with ``Generation`` recording what
+one call did (counts, times, the stop reason).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Container, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+Progress = Callable[[int, int, float], None]  # (done, total, seconds) during a prompt's evaluation
+
+
+@dataclass
+class Sampling:
+    """Sampling settings with llama.cpp's names and defaults (``temp 0`` is greedy; seed -1 is random)."""
+
+    temp: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    seed: int = -1
+    max_tokens: int = -1  # -1: until a stop or the context is full
+
+
+@dataclass
+class Generation:
+    """What one generate call did; filled in as it runs."""
+
+    prompt_tokens: int = 0
+    evaluated: int = 0           # prompt tokens the engine actually evaluated (the rest was cached)
+    tokens: list[int] = field(default_factory=list)
+    stop_reason: str = ""        # "stop" | "stop_string" | "length" | "context" | "interrupted"
+    started: float = 0.0
+    first_token_at: float = 0.0
+    finished: float = 0.0
+
+    def begin(self, ids: Sequence[int], n_ctx: int, sampling: Sampling) -> int:
+        """Start timing a call for prompt ``ids``: the reply's token budget (the context left, capped by
+        ``max_tokens``), and the stop reason should the budget run out first."""
+        self.prompt_tokens = len(ids)
+        self.started = time.perf_counter()
+        budget = n_ctx - len(ids)
+        if sampling.max_tokens >= 0:
+            budget = min(budget, sampling.max_tokens)
+        self.stop_reason = "length" if sampling.max_tokens >= 0 and budget == sampling.max_tokens else "context"
+        return budget
+
+    def record(self, token: int, stops: Container[int]) -> bool:
+        """Note a sampled token (the first one's time too): False for a stop id (stop reason "stop"), which
+        is not kept; else True, the token kept."""
+        if not self.first_token_at:
+            self.first_token_at = time.perf_counter()
+        if token in stops:
+            self.stop_reason = "stop"
+            return False
+        self.tokens.append(token)
+        return True
+
+    @property
+    def ttft_s(self) -> float:
+        return max(self.first_token_at - self.started, 0.0) if self.first_token_at else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        span = self.finished - self.first_token_at
+        return (len(self.tokens) - 1) / span if len(self.tokens) > 1 and span > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Shifted:
+    """What ``Engine.shift`` did: ``kept`` cached tokens moved into place after the common prefix (0:
+    nothing worth keeping; -1: this engine can't shift, ``why`` says so)."""
+
+    kept: int
+    why: str = ""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Evaluates token ids and samples the reply's, keeping a cache of the prompt so far."""
+
+    n_ctx: int               # the context size, in tokens
+    threads: str             # the threads it uses, for /info ("2 (prompt evaluation: 2)", "the server's")
+    name: str                # what runs it, for notes ("llama.cpp", "http://host:8080 (model)")
+
+    def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int], gen: Generation,
+                 progress: Progress | None = None, grammar: str | None = None) -> Iterator[int]:
+        """Yield sampled ids for prompt ``ids`` until a stop id (not yielded), ``max_tokens`` or a full
+        context; ``grammar`` (GBNF) constrains them. ``gen`` records counts, times, the stop reason; a
+        KeyboardInterrupt marks it "interrupted" and leaves the cache holding what it says."""
+        ...
+
+    def cached_ids(self) -> list[int]:
+        """The ids whose keys and values the cache holds, in order (as far as this engine knows)."""
+        ...
+
+    def reset(self) -> None:
+        """Forget the cached prompt: the next call evaluates everything."""
+        ...
+
+    def shift(self, ids: Sequence[int]) -> Shifted:
+        """Make the cache hold the longest prefix of ``ids`` it can without evaluating: the common prefix,
+        then cached tokens that continue ``ids`` moved into place (after old exchanges were dropped)."""
+        ...
+
+    def save_state(self, path: Path, weights: Path | None) -> tuple[int, str]:
+        """Write the cache's state to ``path``, stamped with the weights it belongs to: (bytes written, "")
+        or (0, why not). OSError when the file can't be written."""
+        ...
+
+    def load_state(self, path: Path, weights: Path | None) -> tuple[int, str]:
+        """Restore a state ``save_state`` wrote: (ids restored, "") or (0, why it was not used)."""
+        ...
+
+    def grammar_problem(self, gbnf: str) -> str:
+        """"" when the engine's grammar parser takes ``gbnf``, else its complaint."""
+        ...
+
+    def reference_tokenize(self, text: str, special: bool) -> list[int]:
+        """The engine's own tokenization of ``text`` (no BOS): only for comparing ours against it."""
+        ...
+
+    def check_vocabulary(self, tokenizer: object, source: object) -> None:
+        """Raise an AppError when ``tokenizer`` does not fit the weights (size, BOS, EOS)."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+CTX_STEP = 256  # llama.cpp allocates the context in steps of 256 tokens
+
+
+def context_size(requested: int) -> int:
+    """What llama.cpp will allocate for ``-c requested``: rounded up to a step of 256 (0: the model's own)."""
+    return 0 if requested == 0 else max(CTX_STEP, -(-requested // CTX_STEP) * CTX_STEP)
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading ids two sequences share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -1,0 +1,84 @@
+"""The reply path: ids through the tokenizer's stream decoder (whole characters, control tokens hidden, the
+first token's space kept) and stop strings held until ruled out."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_spec import byte_vocab, spm_tokenizer
+
+from rml_chat.core.reply import Reply, StopScanner
+from tokenizer import Tokenizer
+
+pytestmark = pytest.mark.offline
+
+BYTES = Tokenizer(byte_vocab(["ab", "abc", "<|end|>"], [("a", "b"), ("ab", "c")]))  # id = byte below 256
+
+
+def scan(chunks: list[str], stops: tuple[str, ...] = ()) -> tuple[list[str], StopScanner]:
+    scanner = StopScanner(stops)
+    out = [scanner.feed(c) for c in chunks]
+    out.append(scanner.finish())
+    return out, scanner
+
+
+def replay(ids: list[int], stops: tuple[str, ...] = (), tok: Tokenizer = BYTES) -> tuple[list[str], Reply]:
+    reply = Reply(tok, stops)
+    out = [reply.feed(i) for i in ids]
+    out.append(reply.finish())
+    return out, reply
+
+
+def test_a_stop_string_split_across_tokens_is_never_printed() -> None:
+    out, scanner = scan(["Sure.\n", "Us", "er:", " more"], stops=("\nUser:",))
+    assert "".join(out) == "Sure." and scanner.stopped_by == "\nUser:" and scanner.text == "Sure."
+    assert out[:2] == ["Sure.", ""]  # "\n" and "Us" held while they could start the stop
+
+
+def test_held_text_is_released_when_the_stop_is_ruled_out() -> None:
+    out, _ = scan(["a\n", "Usual"], stops=("\nUser:",))
+    assert out == ["a", "\nUsual", ""]
+
+
+def test_held_text_comes_out_at_the_end() -> None:
+    out, scanner = scan(["a\nUs"], stops=("\nUser:",))
+    assert out == ["a", "\nUs"] and scanner.text == "a\nUs" and scanner.stopped_by is None
+
+
+@given(st.text(max_size=40), st.lists(st.integers(0, 40), max_size=6))
+def test_a_stop_string_anywhere_cuts_the_text_exactly_there(text: str, cuts: list[int]) -> None:
+    whole = text + "<STOP>tail"
+    points = sorted({min(c, len(whole)) for c in cuts})
+    out, scanner = scan([whole[a:b] for a, b in zip([0, *points], [*points, len(whole)])], stops=("<STOP>",))
+    assert "".join(out) == text.split("<STOP>")[0] == scanner.text
+
+
+def test_an_emoji_split_over_four_byte_tokens_prints_once_whole() -> None:
+    wave = list("👋".encode())
+    out, reply = replay([ord("H"), ord("i"), ord(" "), *wave, ord("!")])
+    assert out == ["H", "i", " ", "", "", "", "👋", "!", ""]
+    assert reply.text == "Hi 👋!"
+
+
+def test_control_tokens_are_hidden_and_an_unfinished_character_is_replaced_at_the_end() -> None:
+    out, reply = replay([257, 258, ord("x"), *list("é".encode())[:1]])
+    assert out == ["abc", "", "x", "", "\ufffd"] and reply.text == "abcx\ufffd"
+
+
+def test_a_stop_string_spanning_tokens_ends_the_reply() -> None:
+    _, reply = replay([*b"ok\nUs", *b"er: hi"], stops=("\nUser:",))
+    assert reply.text == "ok" and reply.stopped_by == "\nUser:"
+
+
+def test_the_first_token_keeps_its_space_the_reply_continues_its_prompt() -> None:
+    tok = spm_tokenizer()  # "▁hi": decode() drops the first space, as llama.cpp does for a whole text
+    assert tok.decode([7]) == "hi"
+    _, reply = replay([7, 7], tok=tok)
+    assert reply.text == " hi hi"
+
+
+@given(st.lists(st.integers(0, 258), max_size=40))
+def test_a_reply_is_the_decode_of_its_ids_with_control_tokens_left_out(ids: list[int]) -> None:
+    out, reply = replay(ids)
+    assert "".join(out) == reply.text == BYTES.decode(ids, skip_special=True)

@@ -1,0 +1,75 @@
+"""The accelerator's answers to the reference path's hooks (``tokenizer/speedups.py``): each hook asks
+the piece that does that step faster, and passes on its None ("not handled").
+
+=================  ===================================================
+hook               piece
+=================  ===================================================
+``strings``        ``bulk.parse_strings`` (a big raw array, numpy), else ``native.read_strings`` (C)
+``gguf_merges``    ``bulk.BulkMerges`` (the table built from the file's bytes)
+``json_merges``    ``json_merges.split_off``
+``merge_table``    ``bulk.merge_table``
+``ranked_merger``  ``native.ranked_table``
+``scored_merger``  ``native.scored_vocab``
+``cached, keep``   ``table_cache``
+=================  ===================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..spec import MergePairs, Merges, TokenizerSpec
+from ..speedups import Speedups
+from . import bulk as arrays
+from . import json_merges, native, table_cache
+
+
+class Accelerator(Speedups):
+    def strings(self, buf: Any, pos: int, end: int, count: int, *, decode: bool,
+                bulk: bool) -> tuple[Sequence, int] | None:
+        in_bulk = bulk and arrays.wanted(count)
+        if in_bulk and not decode:  # left in the file's bytes, for gguf_merges
+            found = arrays.parse_strings(buf, pos, end, count)
+            if found is not None:
+                return found
+        read = native.read_strings(buf, pos, end, count, decode)
+        if read is None:
+            return None
+        strings, after = read
+        if in_bulk and decode:  # decoded, and the records kept for gguf_merges
+            return arrays.RecordList(strings, buf[pos:after]), after
+        return strings, after
+
+    def gguf_merges(self, raw_merges: Sequence[bytes], raw_tokens: Sequence[str] | None,
+                    split: Callable[[list[bytes]], MergePairs]) -> Merges | None:
+        records = getattr(raw_tokens, "records", None)
+        if isinstance(raw_merges, arrays.StringArray) and records is not None:
+            return arrays.BulkMerges(raw_merges, records, split)
+        return None
+
+    def json_merges(self, raw: bytes) -> tuple[str, Merges, object] | None:
+        found = json_merges.split_off(raw)
+        return None if found is None else (*found, json_merges.SENTINEL)
+
+    def merge_table(self, merges: Merges, vocab: dict[str, int], width: int,
+                    tokens: Sequence[str]) -> dict[int, int] | None:
+        return arrays.merge_table(merges, vocab, width, tokens)
+
+    def ranked_merger(self, table: dict[int, int], width: int, vocab: dict[str, int]) -> Any:
+        return native.ranked_table(table, width, vocab)
+
+    def scored_merger(self, tokens: list[str], scores: list[float] | None) -> Any:
+        return native.scored_vocab(tokens, scores)
+
+    def cached(self, source: Path, files: Sequence[Path]) -> tuple[TokenizerSpec, list[str]] | None:
+        entry = table_cache.read(source, files)
+        return None if entry is None else (entry.spec, entry.warnings)
+
+    def keep(self, source: Path, files: Sequence[Path], spec: TokenizerSpec, merge_table: dict[int, int],
+             warnings: list[str]) -> None:
+        table_cache.write(source, files, spec, merge_table, warnings)
+
+
+ACCELERATOR = Accelerator()
