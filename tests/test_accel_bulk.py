@@ -91,13 +91,13 @@ def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> N
     path = write_bpe_gguf(tmp_path / "m.gguf", TOKENS, MERGES)
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
     assert isinstance(fast.spec.model.merges, bulk.BulkMerges) and isinstance(plain.spec.model.merges, bpe.MergePairs)
-    assert fast._merges == plain._merges and len(fast._merges) == len(MERGES)
+    assert fast.model.table == plain.model.table and len(fast.model.table) == len(MERGES)
     assert list(fast.spec.model.merges) == list(plain.spec.model.merges) and len(fast.spec.model.merges) == len(MERGES)
     assert fast.spec.vocab.tokens == TOKENS
     text = f"the thé {LONG}x  {' ' * 13}éüé"
     assert fast.encode(text) == plain.encode(text)
     width = len(TOKENS) + 1  # the long pair is in the table, with its rank and result
-    assert fast._merges[TOKENS.index(LONG) * width + TOKENS.index("x")] == 7 * width + TOKENS.index(LONG + "x")
+    assert fast.model.table[TOKENS.index(LONG) * width + TOKENS.index("x")] == 7 * width + TOKENS.index(LONG + "x")
 
 
 @pytest.mark.parametrize("tokens, merges", [
@@ -108,7 +108,7 @@ def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> N
 def test_unusual_files_take_the_plain_path_to_the_same_table(tmp_path: Path, monkeypatch, tokens, merges) -> None:
     path = write_bpe_gguf(tmp_path / "m.gguf", tokens, merges)
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
-    assert fast._merges == plain._merges and fast.spec.vocab.tokens == plain.spec.vocab.tokens
+    assert fast.model.table == plain.model.table and fast.spec.vocab.tokens == plain.spec.vocab.tokens
 
 
 @pytest.mark.parametrize("merge, message", [
@@ -134,17 +134,17 @@ def test_a_truncated_big_array_is_reported_by_the_plain_reader(tmp_path: Path, m
 def test_real_vocabularies_get_the_same_merge_table_either_way(monkeypatch, name: str) -> None:
     fast, plain = _load(model_path(name), monkeypatch, 1), _load(model_path(name), monkeypatch, 10**9)
     if plain.spec.model.merges is None:  # score-based SentencePiece: no merge list
-        assert fast.spec.model.merges is None and not fast._merges
+        assert fast.spec.model.merges is None and not fast.model.table
         return
     assert isinstance(fast.spec.model.merges, bulk.BulkMerges) and not isinstance(plain.spec.model.merges, bulk.BulkMerges)
-    assert fast._merges == plain._merges and fast.spec.vocab.tokens == plain.spec.vocab.tokens
+    assert fast.model.table == plain.model.table and fast.spec.vocab.tokens == plain.spec.vocab.tokens
 
 
 @pytest.mark.parametrize("name", hf_files.NAMES)
 def test_tokenizer_json_merge_tables_are_the_same_either_way(monkeypatch, name: str) -> None:
     path = hf_files.out_dir() / name / "tokenizer.json"
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
-    assert fast._merges == plain._merges and fast.spec.vocab.tokens == plain.spec.vocab.tokens
+    assert fast.model.table == plain.model.table and fast.spec.vocab.tokens == plain.spec.vocab.tokens
 
 
 @pytest.mark.parametrize("merges", [
@@ -161,4 +161,4 @@ def test_string_merges_in_bulk_equal_the_plain_table(tmp_path: Path, monkeypatch
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     fast, plain = _load(path, monkeypatch, 1), _load(path, monkeypatch, 10**9)
-    assert fast._merges == plain._merges and len(fast._merges) == len(merges)
+    assert fast.model.table == plain.model.table and len(fast.model.table) == len(merges)

@@ -46,9 +46,9 @@ def _outcome(path: Path, monkeypatch, bulk_min: int):
     except Exception as err:  # noqa: BLE001 - both readers must fail alike, whatever the failure
         return "error", type(err).__name__, str(err)
     apart = isinstance(tok.spec.model.merges, json_merges.JsonMerges)
-    own = tok.spec.model.merges.table(tok._vocab, tok._width, tok.spec.vocab.tokens) if apart else None
-    assert own in (tok._merges, None)  # never a table other than the plain path's
-    return "ok", tok._merges, [tuple(m) for m in tok.spec.model.merges or []], apart, own
+    own = tok.spec.model.merges.table(tok.model.index, tok.model.width, tok.spec.vocab.tokens) if apart else None
+    assert own in (tok.model.table, None)  # never a table other than the plain path's
+    return "ok", tok.model.table, [tuple(m) for m in tok.spec.model.merges or []], apart, own
 
 
 def _both(path: Path, monkeypatch) -> tuple:

@@ -38,7 +38,7 @@ def _assert_alike(tok: Tokenizer) -> None:
     twin = _python_twin(tok)
     for text in [*corpus(), *EXTRA]:
         assert tok.encode(text) == twin.encode(text), text
-    native = tok.__dict__.get("_scored_vocab") or tok.__dict__.get("_ranked_table")
+    native = tok.model.__dict__.get("scored") or tok.model.__dict__.get("ranked")
     assert native is not None, "the C loop did not run"
 
 
@@ -192,4 +192,4 @@ def test_fallback_ids_are_kept_for_a_bounded_number_of_characters() -> None:
     tok = tokenizer.load(model_path("llama-spm"))
     text = " ".join(chr(c) for c in range(0xAC00, 0xAC00 + 6000))
     assert tok.encode(text) == _python_twin(tok).encode(text)
-    assert 0 < len(tok._fallbacks) <= 4096
+    assert 0 < len(tok.model.fallback.known) <= 4096

@@ -17,7 +17,7 @@ def _merged_with(short_word: int, ids: list[int], tok) -> list[int]:
     saved = bpe.SHORT_WORD
     try:
         bpe.SHORT_WORD = short_word
-        return bpe.merge_ranked(list(ids), tok._merges, tok._width)
+        return bpe.merge_ranked(list(ids), tok.model.table, tok.model.width)
     finally:
         bpe.SHORT_WORD = saved
 
@@ -26,7 +26,7 @@ def _merged_with(short_word: int, ids: list[int], tok) -> list[int]:
 @given(st.lists(st.sampled_from(list(" etaoinshrdlu\n0123456789.,'")), min_size=1, max_size=400))
 def test_heap_and_scan_loops_merge_alike(chars: list[str]) -> None:
     tok = ours("llama-bpe")
-    ids = [tok._byte_tokens[ord(c)] for c in chars]
+    ids = [tok.model.byte_tokens[ord(c)] for c in chars]
     assert _merged_with(0, ids, tok) == _merged_with(10**9, ids, tok)
 
 
@@ -35,8 +35,8 @@ def test_merge_table_paths_agree() -> None:
     not. Either way the table equals the one built by looking every result up."""
     for name in ("gpt-2", "qwen2", "llama-bpe"):
         tok = ours(name)
-        looked_up = bpe.build_merge_table(tok.spec.model.merges, tok._vocab, tok._width, "x")
-        assert tok._merges == looked_up
+        looked_up = bpe.build_merge_table(tok.spec.model.merges, tok.model.index, tok.model.width, "x")
+        assert tok.model.table == looked_up
         assert len(looked_up) == len(set(map(tuple, tok.spec.model.merges)))
 
 
@@ -48,9 +48,9 @@ def test_heap_and_scan_loops_merge_alike_by_score(chars: list[str]) -> None:
     saved = bpe.SHORT_WORD
     try:
         bpe.SHORT_WORD = 0
-        by_heap = bpe.merge_scored(list(chars), tok._scores)
+        by_heap = bpe.merge_scored(list(chars), tok.model.scores)
         bpe.SHORT_WORD = 10**9
-        by_scan = bpe.merge_scored(list(chars), tok._scores)
+        by_scan = bpe.merge_scored(list(chars), tok.model.scores)
     finally:
         bpe.SHORT_WORD = saved
     assert by_heap == by_scan

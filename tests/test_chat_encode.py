@@ -204,6 +204,7 @@ def _template_formats() -> list:
 
 
 @pytest.mark.parametrize("model", ["smollm2", "gemma3", "llama-bpe", "phi-3"])
+@pytest.mark.whitebox
 def test_no_message_content_yields_a_control_token_with_any_real_templates_format(model: str) -> None:
     """The injection suite over fitted, fingerprint and template-rendered formats of the 70 real templates."""
     tok = ours(model)

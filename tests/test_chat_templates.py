@@ -272,6 +272,7 @@ def test_no_template_uses_the_vocabulary_with_a_raw_hint_or_raw() -> None:
     assert d.format.name == "raw" and "raw" in d.warning
 
 
+@pytest.mark.whitebox
 def test_a_cached_template_renders_nothing_and_a_damaged_entry_is_a_miss(tmp_path, monkeypatch) -> None:
     from tokenizer.chat import format_cache
 

@@ -47,6 +47,26 @@ def one_line_error(done: subprocess.CompletedProcess[bytes], code: int) -> str:
     return lines[0]
 
 
+def run_stdin_closed(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """rml-chat with its standard input closed (``<&-``), not merely empty."""
+    return subprocess.run(["bash", "-c", 'exec "$0" -m rml_chat "$@" <&-', sys.executable, *args],
+                          capture_output=True, timeout=300)
+
+
+@pytest.mark.offline
+@pytest.mark.parametrize("args", [[], ["--batch", "-"], ["--json"]])
+def test_a_closed_stdin_is_a_one_line_input_error(args: list[str]) -> None:
+    done = run_stdin_closed(*args)
+    assert "stdin is closed" in one_line_error(done, 1)
+    if args == ["--json"]:
+        assert json.loads(done.stdout)["error"]["kind"] == "input"
+
+
+def test_with_stdin_closed_a_prompt_from_the_flag_still_runs() -> None:
+    done = run_stdin_closed("-p", "Say hi.", "-n", "4", "--temp", "0")
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr
+
+
 # ----- flags ------------------------------------------------------------------------------------------
 
 BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_p": ["5", "-0.1"],
@@ -245,6 +265,7 @@ def test_the_repl_autosaves_every_turn_and_survives_a_full_disk(session, tmp_pat
     assert len(json.loads((tmp_path / "autosave.json").read_text())["messages"]) == 8  # … nor on disk, once saved
 
 
+@pytest.mark.whitebox
 def test_tab_completes_commands_and_system_alone_shows_it(session, tmp_path, capsys) -> None:
     from prompt_toolkit.document import Document
 

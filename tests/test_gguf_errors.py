@@ -14,6 +14,7 @@ import pytest
 
 import tokenizer
 from tokenizer import TokenizerError
+from tokenizer.loaders import gguf_reader
 from tokenizer.stages.byte_alphabet import BYTE_TO_CHAR
 
 pytestmark = pytest.mark.offline
@@ -158,3 +159,17 @@ def test_unknown_pre_tokenizer_warns_once_and_falls_back(tmp_path: Path, caplog:
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and "'no-such-family' is unknown" in warnings[0] and "'default'" in warnings[0]
     assert tok.decode(tok.encode("Hello, 1234!")) == "Hello, 1234!"
+
+
+@pytest.mark.whitebox
+def test_the_readers_value_type_codes_are_the_gguf_packages() -> None:
+    """gguf_reader keeps its own copy of GGUF's value-type codes (importing gguf costs the launch ~150 ms:
+    docs/performance.md); here the copy is held to the gguf package's own table."""
+    import numpy as np
+    from gguf.constants import GGUFValueType
+    from gguf.gguf_reader import GGUFReader
+
+    assert {t.value: t.name.lower() for t in GGUFValueType} == gguf_reader.TYPE_NAMES
+    assert (gguf_reader.STRING, gguf_reader.ARRAY) == (GGUFValueType.STRING.value, GGUFValueType.ARRAY.value)
+    sizes = {t.value: np.dtype(dtype).itemsize for t, dtype in GGUFReader.gguf_scalar_to_np.items()}
+    assert {code: fmt.size for code, fmt in gguf_reader._SCALARS.items()} == sizes

@@ -174,6 +174,7 @@ def test_a_cut_evaluation_keeps_the_message_records_no_reply_and_the_next_messag
         session.engine.close()
 
 
+@pytest.mark.whitebox
 def test_threads_and_threads_batch_reach_llama_cpp(model) -> None:
     engine = LocalEngine(model.weights, n_ctx=256, n_threads=1, n_threads_batch=2)
     try:

@@ -56,6 +56,7 @@ def _twinned_patterns() -> list[str]:
     return sorted(p for p in patterns if pt.with_possessive_twins(p) != p)
 
 
+@pytest.mark.whitebox
 def test_possessive_twins_reach_the_busy_families() -> None:
     twinned = _twinned_patterns()
     if not pt._POSSESSIVE_TWINS:  # Python 3.10: no possessive quantifiers, nothing is rewritten

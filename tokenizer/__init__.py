@@ -61,5 +61,5 @@ def load(path: str | Path) -> Tokenizer:
         return Tokenizer(spec, speedups)  # its merges answer with the cached merge table
     with captured_warnings() as warnings:
         tok = Tokenizer(load_spec(source, speedups), speedups)
-    speedups.keep(source, files, tok.spec, tok._merges, warnings)
+    speedups.keep(source, files, tok.spec, tok.model.table, warnings)
     return tok

@@ -170,8 +170,8 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
 
 def run() -> None:
     """The ``rml-chat`` program: ``main``, then an exit that leaves the memory to the OS. Freeing llama.cpp's
-    model and our tokenizer's tables one by one, as the interpreter's own exit would, costs Gemma 3 ~0.1 s
-    after the last word; everything we wrote is flushed first (files are closed as they are written)."""
+    model and our tokenizer's tables one by one, as the interpreter's own exit would, costs time after the
+    last word (docs/performance.md); everything we wrote is flushed first (files are closed as they are written)."""
     code = main(free=False)
     try:
         sys.stdout.flush()
@@ -200,7 +200,9 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
     if args.version:
         print(versions())
         return 0
-    scripted = args.prompt is not None or not sys.stdin.isatty() or args.batch is not None
+    if sys.stdin is None and args.prompt is None and not args.check and args.batch in (None, "-"):
+        raise AppError("stdin is closed: give -p TEXT or --batch FILE, or run rml-chat on a terminal", "input")
+    scripted = args.prompt is not None or sys.stdin is None or not sys.stdin.isatty() or args.batch is not None
     shapes = [flag for flag, value in (("--json-schema", args.json_schema), ("--grammar", args.grammar),
                                        ("--grammar-file", args.grammar_file)) if value is not None]
     if len(shapes) > 1:

@@ -272,6 +272,10 @@ class Repl:
             self.guarded(lambda: self.session.engine.save_state(state_path(self.autosave_path),
                                                                 self.session.model.weights))
 
+    def say(self, line: str) -> None:
+        """A line for the user (``repl_commands.Host``): held while the prompt is up, as every note is."""
+        self._say(line)
+
     def _say(self, line: str) -> None:
         if self._prompting:
             self._pending.append(line)

@@ -9,17 +9,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..core.conversation import Conversation
+from ..core.session import ChatSession
 from ..core.settings import SETTINGS, SettingError, settable
 from ..core.structured import check, from_grammar, from_schema
 from ..engines.kv_cache import state_path
 from ..words import counted
 from .prompt_view import marked_prompt
-
-if TYPE_CHECKING:
-    from .repl import Repl
 
 KEYS = (("Enter", "send the message"), ("Alt-Enter", "a new line in the message"),
         ('"""', 'a message from """ to a line ending with """'), ("paste", "a pasted text is one message"),
@@ -27,8 +25,30 @@ KEYS = (("Enter", "send the message"), ("Alt-Enter", "a new line in the message"
         "shown stays); at the prompt, keep the line in the history"), ("Ctrl-D", "leave"))
 
 
+class Host(Protocol):
+    """What the commands need of the REPL that runs them (``repl.Repl`` is one): this narrow interface, so
+    that the commands never import the REPL."""
+
+    session: ChatSession
+
+    def say(self, line: str) -> None:
+        """Show a line (held while the user is typing)."""
+
+    def autosave(self) -> None:
+        """Save the conversation after it changed."""
+
+    def reply(self, text: str | None) -> None:
+        """Run a turn (None: regenerate the last reply)."""
+
+    def sessions_note(self) -> str:
+        """Where the conversation is autosaved, for /info."""
+
+    def stats_line(self) -> str:
+        """The last turn's figures, for /stats."""
+
+
 class Commands:
-    def __init__(self, repl: Repl):
+    def __init__(self, repl: Host):
         self.repl = repl
         self.table: dict[str, tuple[Callable[[str], bool | None], str]] = {
             "/help": (self._help, "this list, and the keys"),
@@ -59,11 +79,11 @@ class Commands:
         return bool(entry[0](rest.strip()))
 
     @property
-    def session(self):  # type: ignore[no-untyped-def]
+    def session(self) -> ChatSession:
         return self.repl.session
 
     def say(self, line: str) -> None:
-        self.repl._say(line)
+        self.repl.say(line)
 
     def _changed(self) -> None:
         self.repl.autosave()

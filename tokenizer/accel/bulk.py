@@ -1,7 +1,7 @@
 """Big merge tables with numpy: strings keyed by their bytes, looked up all at once.
 
 In plain Python, Llama 3's merge table (280k merges over 128k tokens) costs ~840k dictionary lookups
-of freshly split strings (each merge's halves and result), memory-bound at 100-200 ns each. Here:
+of freshly split strings (each merge's halves and result), each memory-bound (docs/performance.md). Here:
 
 1. ``parse_strings`` finds the records (8-byte length, then the bytes) of a GGUF string array at once.
    A record whose length is below 256 starts where an unaligned 64-bit read gives a value below 256

@@ -11,6 +11,7 @@ template's own message.
 
 Worked example, format "gemma" (system folded into the first user turn, contents trimmed)::
 
+    >>> from tokenizer.chat.formats import FORMATS
     >>> format_text(FORMATS["gemma"], [{"role": "system", "content": "Be brief."},
     ...                                {"role": "user", "content": " Hi "}], bos_token="<bos>")
     '<bos><start_of_turn>user\\nBe brief.\\n\\nHi<end_of_turn>\\n<start_of_turn>model\\n'

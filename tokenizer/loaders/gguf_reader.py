@@ -8,7 +8,7 @@ We read only what the tokenizer needs, from a memory map, with every length
 and count checked against the bytes that remain: a truncated or corrupt file
 raises ``TokenizerError`` naming the path and the offset, never a hang or a
 huge allocation. Why not ``gguf.GGUFReader``: it builds numpy views for every
-field, seconds on Gemma 3's 262k-token vocabulary; this loop is far faster.
+field, which is slow on Gemma 3's 262k-token vocabulary (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def _ranges_to_class(ranges: tuple[tuple[int, int], ...]) -> str:
 
 # Performance: Python's re compiles a class of BMP-only ranges into a 64k bitmap
 # (one lookup per character) but falls back to a linear scan of every range as
-# soon as one range lies above U+FFFF — 7x slower on our corpus. So the classes
+# soon as one range lies above U+FFFF (docs/performance.md has the cost). So the classes
 # hold only their BMP part, and before matching, each astral code point of the
 # text is replaced by a BMP stand-in of the same class (offsets do not move: one
 # code point for one); pieces are then cut from the original text. llama.cpp's

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..spec import ModelKind, TokenizerError, TokenizerSpec
 from .llama_regex import CUSTOM, Splitter, may_match_empty, spans, split_one, text_rewrite, tiled, translate
 
 _C = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
@@ -313,3 +314,21 @@ def sentencepiece_splitter(tokens: list[str], pre: Splitter | None) -> Splitter:
         return [chunk for piece in pre(text) for chunk in chunker(piece)]
 
     return split
+
+
+def pre_splitter(spec: TokenizerSpec) -> tuple[PreSplit, Splitter]:
+    """The pre-split stage of a spec: its table row, and the function that splits a fragment into the
+    words (byte-level) or chunks (SentencePiece, "▁" for spaces) the merge model takes one by one."""
+    default = "default" if spec.model.kind is ModelKind.BYTE_LEVEL else "none"
+    row = lookup(spec.pre_split.name or default)[0]
+    if spec.pre_split.patterns:
+        try:
+            split = compile_split(spec.pre_split.patterns, spec.pre_split.behaviors)
+        except (re.error, ValueError, TypeError) as err:
+            raise TokenizerError(f"{spec.source}: a pre-split pattern is not a valid regex ({err})") from None
+    else:
+        split = splitter_for(row)
+    if spec.model.kind is ModelKind.BYTE_LEVEL:
+        return row, split
+    no_pre_split = not spec.pre_split.patterns and not row.patterns and not row.fused
+    return row, sentencepiece_splitter(spec.vocab.tokens, None if no_pre_split else split)

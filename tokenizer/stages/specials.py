@@ -18,8 +18,12 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from functools import cached_property
+from itertools import compress
 
+from ..spec import TokenizerSpec, TokenType
 from ._unicode_tables import WHITESPACE
+from .normalize import normalize
+from .token_bytes import SPECIAL_TYPES
 
 #: C isspace() — what llama.cpp strips next to lstrip/rstrip tokens.
 ASCII_SPACE = " \t\n\v\f\r"
@@ -129,3 +133,51 @@ class SpecialCutter:
     @staticmethod
     def _alone(text: str, start: int, end: int) -> bool:
         return (start == 0 or not is_word_char(text[start - 1])) and (end == len(text) or not is_word_char(text[end]))
+
+
+class SpecialTokens:
+    """The special-token stage of one vocabulary: which tokens are cut out of text, and by which cutter.
+
+    * ``all``: control, user-defined and unknown tokens (and the byte tokens an added-token list names):
+      what ``encode(parse_special=True)`` cuts;
+    * ``user``: the user-defined ones alone, cut whatever ``parse_special`` says;
+    * ``normalized``: added tokens matched on normalized text, cut after the normalizer (None: none).
+
+    Worked example (ChatML): ``all.split("<|im_start|>user")`` -> ("<|im_start|>", 1), ("user", None);
+    ``user`` holds no turn marker, so the same text encoded literally stays text.
+    """
+
+    def __init__(self, spec: TokenizerSpec, types: list[int]):
+        tokens, added = spec.vocab.tokens, spec.added
+        self._added = added
+        specials = [(tokens[i], i) for i in compress(range(len(tokens)), map(SPECIAL_TYPES.__contains__, types))]
+        specials += [(tokens[i], i) for i in sorted(added.byte_ids)]
+        self.texts = {text: i for text, i in specials if text}  # every token parse_special cuts, by text
+        raw = [(text, i) for text, i in specials if i not in added.normalized_ids]
+        self.all = self.cutter(raw)
+        self.user = self.cutter([(text, i) for text, i in raw if types[i] == TokenType.USER_DEFINED])
+        self.normalized = self.cutter([(normalize(text, spec.normalizer.forms), i) for text, i in specials
+                                       if i in added.normalized_ids]) if added.normalized_ids else None
+        self._few: dict[frozenset[str], SpecialCutter] = {}
+
+    def cutter(self, specials: Iterable[tuple[str, int]]) -> SpecialCutter:
+        """A cutter of these (text, id) pairs with this vocabulary's strip and single-word rules."""
+        added = self._added
+        return SpecialCutter(specials, added.lstrip_ids, added.rstrip_ids, added.single_word_ids,
+                             UNICODE_SPACE if added.unicode_strip else ASCII_SPACE)
+
+    def among(self, texts: Iterable[str]) -> SpecialCutter:
+        """A cutter of only these special texts (kept: Gemma's 6,000-token cutter is slow to build)."""
+        key = frozenset(texts)
+        cutter = self._few.get(key)
+        if cutter is None:
+            cutter = self._few[key] = self.cutter((t, self.texts[t]) for t in key
+                                                  if t in self.texts and t in self.all.ids)
+        return cutter
+
+    def literal(self, protected: frozenset[int]) -> tuple[SpecialCutter, SpecialCutter | None]:
+        """The cutters for literal text in which the ``protected`` ids stay text: ``user`` and
+        ``normalized`` without them."""
+        normalized = None if self.normalized is None else self.cutter(
+            (t, i) for t, i in self.normalized.ids.items() if i not in protected)
+        return self.cutter((t, i) for t, i in self.user.ids.items() if i not in protected), normalized
