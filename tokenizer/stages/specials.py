@@ -143,7 +143,7 @@ class SpecialTokens:
     * ``user``: the user-defined ones alone, cut whatever ``parse_special`` says;
     * ``normalized``: added tokens matched on normalized text, cut after the normalizer (None: none).
 
-    Worked example (ChatML): ``all.split("<|im_start|>user")`` -> ("<|im_start|>", 1), ("user", None);
+    Worked example (SmolLM2, ChatML): ``all.split("<|im_start|>user")`` -> ("<|im_start|>", 1), ("user", None);
     ``user`` holds no turn marker, so the same text encoded literally stays text.
     """
 
