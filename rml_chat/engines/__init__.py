@@ -1,4 +1,3 @@
-"""The engines: the ``Engine`` protocol (base.py), llama.cpp in process (local.py over runtime.py's C calls,
-kv_cache.py's plans and state files) and a llama-server (server.py).
-May import the standard library, ``rml_chat.errors`` and llama.cpp's bindings (runtime.py alone); nothing else of rml_chat.
+"""The engines: the ``Engine`` protocol (base), llama.cpp in process (local, over runtime's C calls), a llama-server (server).
+May import the standard library, ``rml_chat.errors`` and llama.cpp's bindings (in runtime.py alone); nothing else of rml_chat.
 """

@@ -1,3 +1,3 @@
-"""The front ends: the command line (cli, launch), the REPL (repl, repl_commands), one-shot and scripted
-runs (scripted), --batch (batch) and --check (check). May import everything else; nothing imports them.
+"""The front ends: the command line (cli, launch), the REPL (repl, repl_commands), -p/stdin (scripted), --batch, --check.
+May import everything else of rml_chat; nothing imports them (launch is the one place that makes an engine).
 """
