@@ -100,6 +100,19 @@ def test_bulk_merge_table_equals_the_plain_one(tmp_path: Path, monkeypatch) -> N
     assert fast.model.table[TOKENS.index(LONG) * width + TOKENS.index("x")] == 7 * width + TOKENS.index(LONG + "x")
 
 
+@pytest.mark.parametrize("native", ["on", "off"])
+def test_the_bulk_merge_table_is_built_with_or_without_the_c_reader(tmp_path: Path, monkeypatch, native: str) -> None:
+    """Without the C loops (no C compiler, or RML_CHAT_NATIVE=off) the token records still come in bulk, so
+    a big merge list is still built from the file's bytes."""
+    path = write_bpe_gguf(tmp_path / "m.gguf", TOKENS, MERGES)
+    plain = _load(path, monkeypatch, 10**9)
+    monkeypatch.setenv("RML_CHAT_NATIVE", native)
+    fast = _load(path, monkeypatch, 1)
+    assert isinstance(fast.spec.model.merges, bulk.BulkMerges)
+    assert fast.model.table == plain.model.table and fast.spec.vocab.tokens == plain.spec.vocab.tokens
+    assert type(fast.spec.vocab.tokens) is list  # plain, whichever reader read it
+
+
 @pytest.mark.parametrize("tokens, merges", [
     (TOKENS + ["b c", "ab c"], [*MERGES[:3], "a b c", *MERGES[3:]]),  # two spaces: cut at the first (llama.cpp)
     (TOKENS + ["Ġt"], MERGES),                        # a token listed twice: the later id wins

@@ -35,12 +35,24 @@ class Accelerator(Speedups):
             if found is not None:
                 return found
         read = native.read_strings(buf, pos, end, count, decode)
+        if read is None and in_bulk and decode:  # no C loop: the records found in bulk, decoded here
+            read = self._decoded_in_bulk(buf, pos, end, count)
         if read is None:
             return None
         strings, after = read
         if in_bulk and decode:  # decoded, and the records kept for gguf_merges
             return arrays.RecordList(strings, buf[pos:after]), after
         return strings, after
+
+    @staticmethod
+    def _decoded_in_bulk(buf: Any, pos: int, end: int, count: int) -> tuple[list[str], int] | None:
+        """A big array's strings decoded from the records ``bulk.parse_strings`` finds (so that its bytes
+        stay at hand for ``gguf_merges`` without the C reader)."""
+        found = arrays.parse_strings(buf, pos, end, count)
+        if found is None:
+            return None
+        records, after = found
+        return [raw.decode("utf-8", "surrogateescape") for raw in records.items], after
 
     def gguf_merges(self, raw_merges: Sequence[bytes], raw_tokens: Sequence[str] | None,
                     split: Callable[[list[bytes]], MergePairs]) -> Merges | None:
