@@ -65,9 +65,11 @@ def test_overflow_drop_oldest_drops_whole_exchanges_keeps_system_and_says_so(ses
                                         ({"role": "user", "content": long}, {"role": "assistant", "content": long})]
     notes: list[str] = []
     result = session.turn("Hi", lambda _: None, notes.append)
-    assert notes and "dropped the" in notes[0] and "oldest exchange" in notes[0]
+    assert notes and "left the model's window" in notes[0] and "oldest exchange" in notes[0]
     assert session.conversation.system == "Be brief."
-    assert session.conversation.messages[0]["role"] == "user"
+    assert len(session.conversation.messages) == 12  # nothing left the transcript: 5 exchanges and this one
+    start = session.conversation.window_start
+    assert start > 0 and session.conversation.messages[start]["role"] == "user"
     assert result.context_used <= session.engine.n_ctx
     session.conversation.system = None
 

@@ -47,7 +47,7 @@ def test_an_overflowing_chat_evaluates_only_what_is_new_and_the_cache_holds_the_
     finally:
         session.engine.close()
     assert shifts >= 2 and all("the cache kept" in note for note in notes if "context full" in note)
-    assert any("dropped the" in note for note in notes)
+    assert any("left the model's window" in note for note in notes)
 
 
 def test_a_shift_keeps_exactly_the_tokens_after_the_dropped_ones(model) -> None:
@@ -201,3 +201,43 @@ def test_json_report_counts_stay_honest_after_a_resume(tmp_path) -> None:
     report = json.loads(done.stdout)
     assert report["prompt_tokens_evaluated"] == report["prompt_tokens"]  # no state beside it: all evaluated
     assert b"no saved state beside it" in done.stderr
+
+
+def test_two_hundred_exchanges_through_512_tokens_keep_every_message_and_resume_with_the_same_window(
+        model, tmp_path) -> None:
+    session = ChatSession(model, LocalEngine(model.weights, n_ctx=512, n_threads=2), Sampling(temp=0.0, max_tokens=4))
+    saved = tmp_path / "chat.json"
+    notes: list[str] = []
+    try:
+        for turn in range(200):
+            session.turn(f"Item {turn}: say a colour.", lambda _: None, notes.append)
+        conversation = session.conversation
+        conversation.save(saved)
+        assert len(conversation.messages) == 400 and conversation.messages[0]["content"] == "Item 0: say a colour."
+        assert 0 < conversation.window_start < 400 and conversation.messages[conversation.window_start]["role"] == "user"
+        assert sum("left the model's window" in note for note in notes) >= 2
+        window = session.prompt_ids()
+    finally:
+        session.engine.close()
+    resumed = Conversation.load(saved)
+    assert len(resumed.messages) == 400 and resumed.window_start == conversation.window_start
+    again = ChatSession(model, LocalEngine(model.weights, n_ctx=512, n_threads=2), Sampling(temp=0.0, max_tokens=4))
+    try:
+        again.conversation = resumed
+        assert again.prompt_ids() == window  # the same window: the model sees what it saw before
+        result = again.turn("Item 200: say a colour.", lambda _: None, lambda _: None)
+        assert len(again.conversation.messages) == 402 and result.context_used <= 512
+    finally:
+        again.engine.close()
+
+
+@pytest.mark.offline
+def test_a_window_start_out_of_range_is_one_line() -> None:
+    from rml_chat.core.conversation import ChatError
+
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    assert Conversation.from_json({"messages": messages}, "f.json").window_start == 0  # older files: the whole
+    with pytest.raises(ChatError, match="'window_start' must be a message index from 0 to 2"):
+        Conversation.from_json({"messages": messages, "window_start": 5}, "f.json")
+    conversation = Conversation(None, list(messages), window_start=2)
+    assert conversation.for_prompt() == [] and conversation.undo() and conversation.window_start == 0

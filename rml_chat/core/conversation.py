@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .. import text_input
 from ..errors import AppError
+from ..words import counted
 
 ROLES = ("user", "assistant")
 
@@ -36,15 +37,27 @@ class ChatError(AppError):
 
 @dataclass
 class Conversation:
-    """The messages so far (without the system message, which is kept apart)."""
+    """The transcript: every message so far (the system message kept apart), and the window over it that
+    the model sees. An overflow moves the window (``window_start``: the index of its first message, a user
+    message, or 0); it never deletes a message, and both are saved.
+
+    With 3 exchanges and ``window_start`` 2, the prompt holds the system message and exchanges 2 and 3;
+    the file holds all 6 messages."""
 
     system: str | None = None
     messages: list[dict] = field(default_factory=list)
     model: str | None = None  # the model it was held with (a path), for --resume
+    window_start: int = 0
 
     def for_prompt(self) -> list[dict[str, str]]:
+        """The window: the system message, then the messages from ``window_start`` on."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [{"role": m["role"], "content": m["content"]} for m in self.messages]
+        return head + [{"role": m["role"], "content": m["content"]} for m in self.messages[self.window_start:]]
+
+    def next_window_start(self) -> int | None:
+        """Where the window starts once its oldest exchange leaves it (None: one exchange or less is left)."""
+        return next((i for i in range(self.window_start + 1, len(self.messages)) if self.messages[i]["role"] == "user"),
+                    None)
 
     def unanswered(self) -> str | None:
         """The last message's text when it is a user message with no reply (its turn was cut before the
@@ -56,12 +69,18 @@ class Conversation:
         for i in range(len(self.messages) - 1, -1, -1):
             if self.messages[i]["role"] == "user":
                 del self.messages[i:]
+                self.window_start = min(self.window_start, len(self.messages))
                 return True
         return False
 
+    def clear(self) -> None:
+        """Start over: no message, the window at the start (the system message stays)."""
+        self.messages.clear()
+        self.window_start = 0
+
     def to_json(self) -> dict:
         return {"format": "rml-chat conversation", "version": 1, "system": self.system, "messages": self.messages,
-                "model": self.model}
+                "model": self.model, "window_start": self.window_start}
 
     @classmethod
     def from_json(cls, data: object, source: str) -> Conversation:
@@ -76,7 +95,10 @@ class Conversation:
         if system is not None and not isinstance(system, str):
             raise ChatError(f"{source}: 'system' must be a string or null")
         model = data.get("model")
-        return cls(system, messages, model if isinstance(model, str) else None)
+        start = data.get("window_start", 0)
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= len(messages):
+            raise ChatError(f"{source}: 'window_start' must be a message index from 0 to {len(messages)}")
+        return cls(system, messages, model if isinstance(model, str) else None, start)
 
     def save(self, path: Path) -> None:
         """Write atomically: a temporary file beside the target, then rename (the old file stays intact
@@ -110,6 +132,15 @@ class Conversation:
         except (json.JSONDecodeError, RecursionError) as err:
             raise ChatError(f"{path}: not valid JSON ({err})") from None
         return cls.from_json(parsed, str(path))
+
+
+def window_note(conversation: Conversation) -> str:
+    """"" when the model sees the whole transcript, else where its window starts (for /prompt, --resume)."""
+    start = conversation.window_start
+    if not start:
+        return ""
+    return (f"; the model's window starts at message {start + 1} of {len(conversation.messages)}: the "
+            f"{counted(start, 'message')} before it stay in the transcript")
 
 
 def sessions_dir() -> Path:

@@ -4,9 +4,9 @@ Each turn formats the whole conversation and encodes it with our tokenizer; the 
 of every text run, so only the new message is tokenized, and llama.cpp evaluates only the ids after the
 prefix its KV cache already holds.
 
-Overflow: when the prompt plus room for a reply does not fit the context, ``drop-oldest`` drops whole
-exchanges from the start (the system message stays) and says so; ``error`` refuses the turn. The user's
-message is kept either way.
+Overflow: when the prompt plus room for a reply does not fit the context, ``drop-oldest`` moves the
+model's window past whole exchanges from the start (the system message stays; the transcript keeps every
+message) and says so; ``error`` refuses the turn. The user's message is kept either way.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ class ChatSession:
         return min(wanted, self.engine.n_ctx // 4)
 
     def _fit(self, notify: Callable[[str], None]) -> tuple[list[int], int]:
-        """The prompt, fitted to the context. On overflow whole exchanges are dropped from the start (the
-        system message stays) until a quarter of the context is free, so that it happens rarely, as
+        """The prompt, fitted to the context. On overflow whole exchanges leave the window from its start (the
+        system message stays, the transcript keeps them) until a quarter of the context is free, so that it happens rarely, as
         llama.cpp's context shift does; the cache keeps the tokens of what is kept (``Engine.shift``)."""
         ids = self.prompt_ids()
         limit = self.engine.n_ctx - self.reply_room()
@@ -81,20 +81,20 @@ class ChatSession:
         target = limit - self.engine.n_ctx // 4
         dropped = 0
         while len(ids) > target:
-            first_reply = next((i for i, m in enumerate(self.conversation.messages[1:], 1) if m["role"] == "user"), None)
-            if first_reply is None:
+            start = self.conversation.next_window_start()
+            if start is None:
                 if len(ids) <= limit:
                     break
                 raise ChatError(f"the message alone needs {len(ids)} tokens; the context holds {self.engine.n_ctx}")
-            del self.conversation.messages[:first_reply]
+            self.conversation.window_start = start  # out of the window; still in the transcript
             dropped += 1
             ids = self.prompt_ids()
         shifted = self.engine.shift(ids)
         how = (f"the cache kept {shifted.kept} tokens, shifted" if shifted.kept > 0 else
                f"the cache can't shift ({shifted.why}): the rest is evaluated again" if shifted.kept < 0 else
                "the rest is evaluated again")
-        notify(f"context full: dropped the {counted(dropped, 'oldest exchange')} to fit "
-               f"({len(ids)}/{self.engine.n_ctx} tokens; {how})")
+        notify(f"context full: the {counted(dropped, 'oldest exchange')} left the model's window, kept in the "
+               f"transcript ({len(ids)}/{self.engine.n_ctx} tokens; {how})")
         return ids, dropped
 
     def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
@@ -110,9 +110,11 @@ class ChatSession:
                 text = pending + "\n\n" + text
                 self.conversation.messages.pop()
             self.conversation.messages.append({"role": "user", "content": text})
+        window_start = self.conversation.window_start
         try:
             ids, dropped = self._fit(notify)
         except ChatError:
+            self.conversation.window_start = window_start  # the window stays where it was
             if text is not None:
                 self.conversation.messages.pop()  # not lost: the caller still holds it and shows it back
             raise

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.conversation import Conversation, last_autosave, sessions_dir
+from ..core.conversation import Conversation, last_autosave, sessions_dir, window_note
 from ..core.paths import resolve
 from ..core.structured import Constraint, check, from_grammar, from_schema
 from ..engines.base import Engine, Sampling, context_size
@@ -149,7 +149,8 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
         restored, why = engine.load_state(state_path(path), model.weights)
         state = (f"llama.cpp's state restored: {counted(restored, 'token')} need no evaluation" if restored else
                  f"{why}: the first turn evaluates it")
-        say(f"note: resumed {path} ({counted(len(session.conversation.messages), 'message')}; {state})")
+        say(f"note: resumed {path} ({counted(len(session.conversation.messages), 'message')}"
+            f"{window_note(session.conversation)}; {state})")
     if args.system is not None:
         session.conversation.system = args.system
     return session

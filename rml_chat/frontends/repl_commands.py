@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ..core.conversation import Conversation
+from ..core.conversation import Conversation, window_note
 from ..core.session import ChatSession
 from ..core.settings import SETTINGS, SettingError, settable
 from ..core.structured import check, from_grammar, from_schema
@@ -108,7 +108,7 @@ class Commands:
         self._changed()
 
     def _clear(self, _: str) -> None:
-        self.session.conversation.messages.clear()
+        self.session.conversation.clear()
         self.say("conversation cleared")
         self._changed()
 
@@ -183,7 +183,7 @@ class Commands:
     def _prompt(self, _: str) -> None:
         ids = self.session.prompt_ids()
         self.say(marked_prompt(self.session.model.tokenizer, ids, sys.stdout.isatty()))
-        self.say(f"({counted(len(ids), 'token')})")
+        self.say(f"({counted(len(ids), 'token')}{window_note(self.session.conversation)})")
 
     def _info(self, _: str) -> None:
         for line in self.session.model.describe():
