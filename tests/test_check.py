@@ -31,6 +31,15 @@ def test_check_passes_on_the_real_models(name: str) -> None:
         assert report["chat_format"] == "gemma" and report["format_source"] == "vocabulary"
 
 
+def test_check_passes_on_gemma_with_the_raw_format_the_readme_recommends() -> None:
+    """Raw adds the BOS the vocabulary asks for (as llama.cpp's chat does): the oracle's ids get it too."""
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--check", "--json", "--chat-format", "raw",
+                           str(model_path("gemma3"))], capture_output=True, text=True, timeout=300)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["ok"] and report["prompt_matches"], report
+    assert report["chat_format"] == "raw" and any("not a failure" in note for note in report["notes"])
+
+
 def test_check_fails_and_names_the_first_mismatch_when_a_merge_is_missing() -> None:
     model = load_model(str(model_path("smollm2")))
     spec = model.tokenizer.spec

@@ -123,6 +123,8 @@ def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckRepo
             report.problems.append("chat prompt: ours differs from the model's template ("
                                    + first_difference(segments_text(segments), text) + ")")
     theirs = engine.reference_tokenize(text, special=True)
+    if model.encoder.adds_bos:  # the BOS the vocabulary asks for, which llama.cpp's chat adds too (add_special)
+        theirs = [tok.bos_id, *theirs]
     report.prompt_tokens = len(ids)
     report.prompt_matches = ids == theirs
     if not report.prompt_matches:
@@ -138,7 +140,9 @@ def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckRepo
     report.reply, report.reply_stop_reason, report.reply_tokens = turn.reply, gen.stop_reason, len(gen.tokens)
     if gen.stop_reason not in ("stop", "stop_string"):  # a stop string the format names ends a turn too
         message = f"reply: did not end on a stop id within {counted(max_tokens, 'token')} ({gen.stop_reason})"
-        if model.tokenizer.chat_template is None and not model.detection.exact:
+        base_model = model.tokenizer.chat_template is None and (
+            not model.detection.exact or model.detection.format.name == "raw")  # raw: no turn to end
+        if base_model:
             report.notes.append(message + "; the model has no chat template (a base model), so this is not a failure")
         else:
             report.problems.append(message)

@@ -61,6 +61,12 @@ class ChatEncoder:
         """A fitted piece with its BOS/EOS holes filled (the other formats' texts have none)."""
         return text.replace(BOS_HOLE, self.bos_text).replace(EOS_HOLE, self.eos_text)
 
+    @property
+    def adds_bos(self) -> bool:
+        """Whether ``encode`` puts the tokenizer's BOS before the prompt itself (the format writes none, and
+        the vocabulary asks for one): as llama.cpp's ``tokenize(prompt, add_special=True)`` does."""
+        return not self.writes_bos and self.tokenizer.add_bos and self.tokenizer.bos_id is not None
+
     def format(self, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True,
                **options: object) -> list[Segment]:
         """``format_chat`` with this model's BOS and EOS texts."""
@@ -70,7 +76,7 @@ class ChatEncoder:
     def encode(self, segments: Iterable[Segment]) -> list[int]:
         """Token ids for prompt segments (BOS once: the format's, else the tokenizer's if it adds one)."""
         out: list[int] = []
-        if not self.writes_bos and self.tokenizer.add_bos and self.tokenizer.bos_id is not None:
+        if self.adds_bos:
             out.append(self.tokenizer.bos_id)
         run: list[str] = []
         after: int | None = None  # the special token before the pending run
