@@ -148,9 +148,14 @@ def test_invalid_utf8_in_an_argument_is_replaced_with_one_warning(flag: str) -> 
     assert b"a command-line argument is not valid UTF-8 (byte 0xff at offset 1)" in done.stderr
 
 
-def test_a_context_too_big_for_memory_is_llama_cpps_reason_in_one_line() -> None:
-    line = one_line_error(run(str(model_path("smollm2")), "-c", "2000000", "-p", "hi"), 1)
-    assert "not enough memory for the weights and a 2000000-token context" in line
+def test_a_context_too_big_for_memory_is_refused_before_it_is_taken_in_one_line() -> None:
+    line = one_line_error(run(str(model_path("smollm2")), "-c", "20000000", "-p", "hi"), 1)  # a 460 GB cache
+    assert "-c 20000000: not enough memory for a 20,000,000-token context: its KV cache needs about 460.8 GB" in line
+    assert "GB is available; the largest -c that fits is about" in line
+    line = one_line_error(run(str(model_path("smollm2")), "-c", "99999999999", "-p", "hi"), 1)  # once: OOM-killed
+    assert "a context holds at most 2,147,483,647 tokens" in line
+    done = run(str(model_path("smollm2")), "-c", "16384", "-p", "hi", "-n", "1")
+    assert done.returncode == 0 and b"past the model's training context (8192)" in done.stderr
 
 
 def test_an_invalid_byte_in_the_model_path_is_a_clear_error() -> None:

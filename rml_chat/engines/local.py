@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import ModelError
 from . import kv_cache
 from .base import Generation, Progress, Sampling, Shifted, common_prefix, context_size
-from .runtime import LlamaModel, LoadError, llama_log
+from .runtime import ContextTooLarge, LlamaModel, LoadError, llama_log
 
 
 class LocalEngine:
@@ -38,13 +38,15 @@ class LocalEngine:
         try:
             self._llama = LlamaModel(weights, n_ctx=context_size(n_ctx), n_batch=512, n_threads=self.n_threads,
                                      n_threads_batch=self.n_threads_batch)
+        except ContextTooLarge as err:
+            raise ModelError(f"-c {n_ctx}: {err}") from None
         except (LoadError, OSError) as err:
             reason = log.failure_reason() or str(err)
             if "failed to allocate" in reason:
                 reason = f"not enough memory for the weights and a {n_ctx or 'training'}-token context ({reason})"
             raise ModelError(f"{weights}: llama.cpp could not load the weights: {reason}"
                              + ("" if verbose else " (--verbose shows llama.cpp's log)")) from None
-        self.n_ctx = self._llama.n_ctx
+        self.n_ctx, self.n_ctx_train = self._llama.n_ctx, self._llama.n_ctx_train
         self.threads = f"{self.n_threads} (prompt evaluation: {self.n_threads_batch})"
 
     def check_vocabulary(self, tokenizer, source: object) -> None:

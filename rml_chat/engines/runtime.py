@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
+from . import memory
+
 _COMPLETING = threading.Lock()
 
 
@@ -117,6 +119,10 @@ class LoadError(Exception):
     """llama.cpp could not load the weights or make a context over them (its reason: ``llama_log()``)."""
 
 
+class ContextTooLarge(LoadError):
+    """The context asked for does not fit the memory available (``memory.context_shortfall`` says why)."""
+
+
 class LlamaModel:
     """One model and one context over it, with llama-cpp-python's ``Llama`` settings; ``cached`` is the
     ids whose keys and values the context holds, in order."""
@@ -134,7 +140,12 @@ class LlamaModel:
         if not self.model:
             raise LoadError(f"failed to load model from file: {weights}")
         self.vocab = lib.llama_model_get_vocab(self.model)
-        n_ctx = n_ctx or lib.llama_model_n_ctx_train(self.model)
+        self.n_ctx_train = lib.llama_model_n_ctx_train(self.model)
+        n_ctx = n_ctx or self.n_ctx_train
+        shortfall = memory.context_shortfall(n_ctx, self.kv_bytes_per_token(), memory.available_bytes())
+        if shortfall:  # before llama.cpp allocates it (and before ctypes truncates n_ctx to 32 bits)
+            self.close()
+            raise ContextTooLarge(shortfall)
         self.n_batch = min(n_ctx, n_batch)
         params = lib.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, self.n_batch, min(self.n_batch, 512)
@@ -154,6 +165,27 @@ class LlamaModel:
             self._batch.seq_id[i][0] = 0
             self._batch.n_seq_id[i] = 1
         self.cached: list[int] = []
+
+    def _meta_int(self, key: str) -> int | None:
+        buffer = ctypes.create_string_buffer(64)
+        if self._lib.llama_model_meta_val_str(self.model, key.encode(), buffer, len(buffer)) < 0:
+            return None
+        try:
+            return int(buffer.value)
+        except ValueError:
+            return None
+
+    def kv_bytes_per_token(self) -> int:
+        """The KV cache's bytes for one token (``memory.kv_bytes_per_token``), from the model's own
+        hyperparameters: the head sizes its GGUF names, else the embedding split over the heads."""
+        lib, model = self._lib, self.model
+        n_head = max(lib.llama_model_n_head(model), 1)
+        buffer = ctypes.create_string_buffer(64)
+        lib.llama_model_meta_val_str(model, b"general.architecture", buffer, len(buffer))
+        arch = buffer.value.decode("utf-8", "replace")
+        key = self._meta_int(f"{arch}.attention.key_length") or lib.llama_model_n_embd(model) // n_head
+        value = self._meta_int(f"{arch}.attention.value_length") or key
+        return memory.kv_bytes_per_token(lib.llama_model_n_layer(model), lib.llama_model_n_head_kv(model), key, value)
 
     def token_bos(self) -> int:
         return self._lib.llama_vocab_bos(self.vocab)

@@ -96,6 +96,9 @@ def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_c
     except BaseException:
         engine.close()
         raise
+    if engine.n_ctx_train and engine.n_ctx > engine.n_ctx_train:  # as llama.cpp warns: once, here
+        say(f"note: context {engine.n_ctx} tokens is past the model's training context ({engine.n_ctx_train}): "
+            "replies may degrade beyond it")
     if requested == 0:
         say(f"note: context {engine.n_ctx} tokens (-c 0: the model's training context)")
     elif engine.n_ctx != requested and context_size(requested) == engine.n_ctx:
