@@ -58,7 +58,9 @@ def _child(path: str, stage: str, corpus: str, docs: int) -> None:
 
 
 def _instructions(tree: Path, path: Path, stage: str, corpus: Path, docs: int) -> int:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    # one hash seed for every run: string hashes place the word cache's entries, and so move a steady
+    # pass by up to ~8% from seed to seed (docs/performance.md); set PYTHONHASHSEED to try another
+    env = {"PYTHONHASHSEED": "0", **os.environ, "PYTHONPATH": str(tree)}
     run = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
                           __file__, "--child", str(path), stage, str(corpus), str(docs)],
                          env=env, capture_output=True, text=True, check=True)

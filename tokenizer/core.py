@@ -66,7 +66,7 @@ class Tokenizer:
         self.pre_split_row, self.pre_split = pre_splitter(spec)
         self.model = merge_model(spec, index, installed() if speedups is None else speedups,
                                  self.pre_split_row.newline_runs_whole)
-        self.fallback = getattr(self.model, "fallback", None)  # SentencePiece's byte fallback (None: byte-level)
+        self.fallback = self.model.fallback  # SentencePiece's byte fallback (None: byte-level)
         self.decoder = Decoder(spec, types)
         # read for every fragment: bound here, one attribute away
         self._plain_fragments = not spec.normalizer.forms and self.specials.normalized is None

@@ -78,7 +78,6 @@ class Reply:
     def __init__(self, tokenizer: Tokenizer, stop_strings: Sequence[str] = ()):
         self._decoder = tokenizer.stream(skip_special=True, continuation=True)
         self._scanner = StopScanner(stop_strings)
-        self._finished = False
 
     @property
     def text(self) -> str:
@@ -92,8 +91,6 @@ class Reply:
         return self._scanner.feed(self._decoder.feed(token_id))
 
     def finish(self) -> str:
-        """The rest (a held stop-string start, an unfinished character replaced); "" when called again."""
-        if self._finished:
-            return ""
-        self._finished = True
+        """The rest (a held stop-string start, an unfinished character replaced); "" when called again (both
+        stages are empty then)."""
         return self._scanner.finish(self._decoder.finish())

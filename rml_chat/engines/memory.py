@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import os
 
+from .base import CTX_STEP
+
 #: llama.cpp's positions are int32: a context can't hold more tokens than this
 MAX_CTX = 2**31 - 1
-CTX_STEP = 256
 
 
 def kv_bytes_per_token(n_layer: int, n_head_kv: int, key_length: int, value_length: int, value_bytes: int = 2) -> int:

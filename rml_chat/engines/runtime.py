@@ -166,23 +166,23 @@ class LlamaModel:
             self._batch.n_seq_id[i] = 1
         self.cached: list[int] = []
 
-    def _meta_int(self, key: str) -> int | None:
+    def _meta(self, key: str) -> str | None:
+        """A GGUF metadata value as llama.cpp gives it (a string), None where the file has no such key."""
         buffer = ctypes.create_string_buffer(64)
         if self._lib.llama_model_meta_val_str(self.model, key.encode(), buffer, len(buffer)) < 0:
             return None
-        try:
-            return int(buffer.value)
-        except ValueError:
-            return None
+        return buffer.value.decode("utf-8", "replace")
+
+    def _meta_int(self, key: str) -> int | None:
+        value = self._meta(key)
+        return int(value) if value is not None and value.isdigit() else None
 
     def kv_bytes_per_token(self) -> int:
         """The KV cache's bytes for one token (``memory.kv_bytes_per_token``), from the model's own
         hyperparameters: the head sizes its GGUF names, else the embedding split over the heads."""
         lib, model = self._lib, self.model
         n_head = max(lib.llama_model_n_head(model), 1)
-        buffer = ctypes.create_string_buffer(64)
-        lib.llama_model_meta_val_str(model, b"general.architecture", buffer, len(buffer))
-        arch = buffer.value.decode("utf-8", "replace")
+        arch = self._meta("general.architecture") or ""
         key = self._meta_int(f"{arch}.attention.key_length") or lib.llama_model_n_embd(model) // n_head
         value = self._meta_int(f"{arch}.attention.value_length") or key
         return memory.kv_bytes_per_token(lib.llama_model_n_layer(model), lib.llama_model_n_head_kv(model), key, value)

@@ -141,7 +141,7 @@ def check_model(model: Model, engine: Engine, max_tokens: int = 96) -> CheckRepo
     if gen.stop_reason not in ("stop", "stop_string"):  # a stop string the format names ends a turn too
         message = f"reply: did not end on a stop id within {counted(max_tokens, 'token')} ({gen.stop_reason})"
         base_model = model.tokenizer.chat_template is None and (
-            not model.detection.exact or model.detection.format.name == "raw")  # raw: no turn to end
+            not model.detection.exact or not model.detection.format.ends_turns)
         if base_model:
             report.notes.append(message + "; the model has no chat template (a base model), so this is not a failure")
         else:

@@ -65,6 +65,12 @@ class ChatFormat:
         return self.bos or any("{bos}" in text for text in self.roles.values())
 
     @property
+    def ends_turns(self) -> bool:
+        """Whether the format marks where an answer ends (a stop, or text after an assistant's content):
+        "raw" marks none, so no reply can be expected to stop."""
+        return bool(self.stops) or bool(self.roles["assistant"].split("{content}", 1)[-1].strip())
+
+    @property
     def thinking_switch(self) -> bool:
         """Thinking on and off write different prompts."""
         return self.think[1] != self.think[2]

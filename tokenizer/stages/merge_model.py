@@ -13,6 +13,7 @@ encode is a regex ``findall`` and C-level dict hits, no Python frame per word. W
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import cached_property
 from itertools import compress, repeat
@@ -45,26 +46,33 @@ class WordCache(dict):
         return ids
 
 
-class MergeModel:
+class MergeModel(ABC):
     """What both kinds share: the vocabulary's index, the merge table (rank merges), the byte tokens, the
     word cache. ``width`` = vocabulary size + 1 keys the table (``left * width + right``); ``missing`` (=
-    the vocabulary size) stands for a unit with no token, which never merges."""
+    the vocabulary size) stands for a unit with no token, which never merges. ``options`` is the spec's
+    model part (merges, ignore_merges, the unknown-token rules)."""
+
+    fallback: ByteFallback | None = None  # SentencePiece's byte fallback stage; byte-level BPE has none
 
     def __init__(self, spec: TokenizerSpec, index: dict[str, int], speedups: Speedups):
         self.spec, self.index, self.speedups = spec, index, speedups
-        self.model = spec.model
+        self.options = spec.model
         n = len(spec.vocab.tokens)
         self.width, self.missing = n + 1, n
         self.table = self._merge_table()
         self.byte_tokens = byte_token_ids(spec, index, self.missing)
-        self.words = WordCache(self.encode_word)
+        self.words = WordCache(self._word_encoder())
 
+    @abstractmethod
     def encode_word(self, word: str) -> tuple[int, ...]:
         """The ids of one word (byte-level) or chunk (SentencePiece): what ``words`` caches."""
-        raise NotImplementedError
+
+    def _word_encoder(self) -> Callable[[str], tuple[int, ...]]:
+        """What the word cache runs on a miss (a subclass may pick its loop once, here, not per word)."""
+        return self.encode_word
 
     def _merge_table(self) -> dict[int, int]:
-        merges = self.spec.model.merges
+        merges = self.options.merges
         if not merges:
             return {}
         table = self.speedups.merge_table(merges, self.index, self.width, self.spec.vocab.tokens)  # None: not handled
@@ -88,7 +96,7 @@ class MergeModel:
 class ByteLevelModel(MergeModel):
     def encode_word(self, word: str) -> tuple[int, ...]:
         raw = word.encode("utf-8")
-        if self.model.ignore_merges:
+        if self.options.ignore_merges:
             whole = self.index.get(spell(raw))
             if whole is not None:
                 return (whole,)
@@ -96,9 +104,9 @@ class ByteLevelModel(MergeModel):
         ids = self.merge_ranked([byte_tokens[b] for b in raw])
         if self.missing in ids:  # a byte the vocabulary lacks: dropped (llama.cpp) or unk (HF)
             missing = self.missing
-            unk = self.spec.vocab.unk_id if self.model.unk_for_missing_bytes else None
+            unk = self.spec.vocab.unk_id if self.options.unk_for_missing_bytes else None
             ids = [unk if i == missing else i for i in ids if i != missing or unk is not None]
-            if self.model.fuse_unk and unk is not None:  # HF fuse_unk: a run of unks is one
+            if self.options.fuse_unk and unk is not None:  # HF fuse_unk: a run of unks is one
                 ids = [i for n, i in enumerate(ids) if i != unk or not n or ids[n - 1] != unk]
         return tuple(ids)
 
@@ -111,14 +119,16 @@ class SentencePieceModel(MergeModel):
         self.newline_runs_whole = newline_runs_whole
         super().__init__(spec, index, speedups)
         self.fallback = ByteFallback(spec, self.byte_tokens, self.missing)
-        self.words = WordCache(self.encode_ranked if spec.model.merges else self.encode_scored)  # no dispatch per miss
 
     def encode_word(self, chunk: str) -> tuple[int, ...]:
-        return self.encode_ranked(chunk) if self.spec.model.merges else self.encode_scored(chunk)
+        return self._word_encoder()(chunk)
+
+    def _word_encoder(self) -> Callable[[str], tuple[int, ...]]:
+        return self.encode_ranked if self.options.merges else self.encode_scored
 
     def encode_ranked(self, chunk: str) -> tuple[int, ...]:
         get = self.index.get
-        if self.model.ignore_merges or (self.newline_runs_whole and not chunk.strip("\n")):
+        if self.options.ignore_merges or (self.newline_runs_whole and not chunk.strip("\n")):
             whole = get(chunk)
             if whole is not None:
                 return (whole,)
