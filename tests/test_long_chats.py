@@ -37,7 +37,10 @@ def test_an_overflowing_chat_evaluates_only_what_is_new_and_the_cache_holds_the_
         for turn in range(26):
             text = f"Question {turn}: name one animal that lives in the sea, and say where it lives."
             new_tokens = len(model.encoder.encode(model.encoder.format([{"role": "user", "content": text}])))
+            before = len(notes)
             result = session.turn(text, lambda _: None, notes.append)
+            for note in notes[before:]:  # the notice says what was really evaluated
+                assert f"; {result.generation.evaluated} to evaluate" in note, (note, result.generation.evaluated)
             cached = session.engine.cached_ids()
             assert cached[:len(result.prompt_ids)] == result.prompt_ids  # exactly the rendered kept conversation
             assert cached[len(result.prompt_ids):] == result.generation.tokens[:len(cached) - len(result.prompt_ids)]

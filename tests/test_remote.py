@@ -22,6 +22,8 @@ from rml_chat.engines.server import ServerEngine, ServerError
 sys.path.insert(0, str(ROOT / "scripts"))
 import cluster  # noqa: E402
 
+pytestmark = pytest.mark.server
+
 GREEDY = Sampling(temp=0.0, seed=0, max_tokens=24)
 QUESTIONS = ["Name three colors.", "Which of them is warm?", "Say it in French."]
 

@@ -6,7 +6,9 @@ import errno
 import json
 import os
 import pty
+import re
 import select
+import subprocess
 import sys
 import time
 
@@ -105,19 +107,49 @@ def test_regen_replaces_the_last_reply_and_help_and_stats_answer(session, tmp_pa
 
 
 def test_unknown_command_and_bad_set_are_explained(session, tmp_path, capsys) -> None:
-    out = drive(session, "/frobnicate" + ENTER + "/set temp hot" + ENTER + "/set nope 1" + ENTER, tmp_path, capsys)
-    assert "unknown command /frobnicate" in out and "usage: /set" in out
+    out = drive(session, "/frobnicate" + ENTER + "/set temp hot" + ENTER + "/set nope 1" + ENTER + "/set top-k" + ENTER
+                + "/set ctx-size 8192" + ENTER, tmp_path, capsys)
+    assert "unknown command /frobnicate" in out and "unknown setting 'nope'; /set changes temp, top-k" in out
     assert "error: temp must be a number 0 or more (0: greedy), not 'hot'" in out
+    assert "usage: /set top-k VALUE, a whole number 0 or more (0: off)" in out
+    assert "--ctx-size is set when rml-chat starts: leave, then rml-chat --resume --ctx-size 8192" in out
+
+
+def test_a_fenced_block_is_one_history_entry_and_the_history_file_is_the_owners(session, tmp_path, capsys) -> None:
+    drive(session, '"""' + ENTER + "line one" + ENTER + 'line two"""' + ENTER + "plain" + ENTER
+          + '"""closed at once"""' + ENTER, tmp_path, capsys)
+    history = (tmp_path / "history").read_text()
+    entries = [block.split("\n", 1)[1] for block in history.split("\n# ")[1:]]
+    assert entries == ['+"""\n+line one\n+line two"""\n', "+plain\n", '+"""closed at once"""\n']
+    assert (tmp_path / "history").stat().st_mode & 0o777 == 0o600
+
+
+def test_history_and_system_show_the_transcript_and_the_templates_default(session, tmp_path, capsys) -> None:
+    session.conversation.window_start = 0
+    out = drive(session, "one" + ENTER + "two" + ENTER + "/system" + ENTER, tmp_path, capsys)
+    session.conversation.window_start = 2  # as an overflow leaves it
+    with create_pipe_input() as pipe:
+        pipe.send_text("/history" + ENTER)
+        pipe.close()
+        Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history").run()
+    out += capsys.readouterr().out
+    assert "the template writes its default one, 'You are a helpful AI assistant named SmolLM" in out
+    assert "    1 user      one" in out and "    3 user      two" in out
+    assert out.index("    2 assistant") < out.index("the model's window starts here (2 messages above") < out.index(
+        "    3 user")
+    session.conversation.window_start = 0
 
 
 class Terminal:
     """rml-chat in a real pty: write keys, read until a condition holds."""
 
-    def __init__(self, tmp_path, *args: str):
-        env = {**os.environ, "RML_CHAT_HISTORY": str(tmp_path / "history"), "TERM": "dumb"}
+    def __init__(self, tmp_path, *args: str, model: bool = True):
+        env = {**os.environ, "RML_CHAT_HISTORY": str(tmp_path / "history"), "TERM": "dumb",
+               "RML_CHAT_SESSIONS": str(tmp_path / "sessions")}
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
-            os.execve(sys.executable, [sys.executable, "-m", "rml_chat", str(model_path("smollm2")), *args], env)
+            os.execve(sys.executable, [sys.executable, "-m", "rml_chat",
+                                       *([str(model_path("smollm2"))] if model else []), *args], env)
         self.output = b""
 
     def read_until(self, done, timeout: float = 60) -> None:
@@ -145,15 +177,27 @@ class Terminal:
                 keys = keys[os.write(self.fd, keys[:512]):]
 
     def finish(self) -> int:
+        """Ctrl-D, then everything the program writes until it exits; its exit code."""
         self.send(b"\x04")
-        self.read_until(lambda out: out.endswith(b"\r\n"), 30)
+        end = time.time() + 60
+        while time.time() < end:
+            if select.select([self.fd], [], [], 0.1)[0]:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # the program has exited: its side of the pty is closed
+                    break
+                if not chunk:
+                    break
+                self.output += chunk
         _, status = os.waitpid(self.pid, 0)
         os.close(self.fd)
         return os.waitstatus_to_exitcode(status)
 
-    def interrupt_save_and_leave(self, saved, cut: bytes = b"reply cut by Ctrl-C", count: int = 2) -> list[dict]:
-        """Ctrl-C, then /save the conversation and Ctrl-D; the saved messages."""
-        self.send(b"\x03")
+    def interrupt_save_and_leave(self, saved, cut: bytes = b"reply cut by Ctrl-C", count: int = 2,
+                                 interrupt: bool = True) -> list[dict]:
+        """Ctrl-C (unless done already), then /save the conversation and Ctrl-D; the saved messages."""
+        if interrupt:
+            self.send(b"\x03")
         self.read_until(lambda out: cut in out)
         self.prompt_ready()
         self.send(f"/save {saved}\r".encode())
@@ -187,7 +231,15 @@ def test_ctrl_c_during_prompt_evaluation_keeps_the_message_and_records_no_reply(
     term.send(b"\x1b[200~" + message.encode() + b"\x1b[201~\r")  # pasted
     term.read_until(lambda out: len(out) > before and out.endswith(b"\r\n"))  # accepted: the prompt is done
     time.sleep(0.8)  # the terminal is back in cooked mode (Ctrl-C is a signal again); evaluation takes seconds
-    messages = term.interrupt_save_and_leave(saved, b"cut during the prompt's evaluation", 1)
+    term.read_until(lambda out: re.search(rb"evaluating the prompt: [1-9]\d*/", out[before:]) is not None)
+    term.send(b"\x03")
+    term.read_until(lambda out: b"cut during the prompt's evaluation" in out)
+    term.prompt_ready()
+    term.send(b"/stats\r")  # what was done, not what was planned
+    term.read_until(lambda out: b"tokens evaluated (the cache keeps them" in out)
+    done, planned = re.search(rb"evaluation: (\d+) of (\d+) tokens evaluated", term.output).groups()
+    assert 0 < int(done) < int(planned) and int(planned) > 4000, (done, planned)
+    messages = term.interrupt_save_and_leave(saved, b"cut during the prompt's evaluation", 1, interrupt=False)
     assert messages == [{"role": "user", "content": message}]
 
 
@@ -200,3 +252,74 @@ def test_ctrl_c_while_loading_is_one_line_and_exit_130(tmp_path) -> None:
     os.close(term.fd)
     assert os.waitstatus_to_exitcode(status) == 130 and b"Traceback" not in term.output
     assert b"rml-chat: interrupted while loading the model\r\n" in term.output, term.output
+
+
+def _streaming(term: Terminal, message: bytes, chars: int = 200) -> None:
+    """Send a message and wait until its reply has streamed ``chars`` bytes."""
+    term.send(message + b"\r")
+    start = len(term.output)
+    term.read_until(lambda out: b"\r\n" in out[start:])
+    accepted = term.output.index(b"\r\n", start)
+    term.read_until(lambda out: len(out) - accepted > chars)
+
+
+def test_keys_typed_during_a_reply_wait_for_the_next_prompt_and_never_enter_the_reply(tmp_path) -> None:
+    term = Terminal(tmp_path, "--temp", "0", "-n", "120")
+    term.prompt_ready()
+    _streaming(term, b"Write a long story about a dragon.")
+    typed_at = len(term.output)
+    term.send(b"typed ahead")
+    term.read_until(lambda out: b"stop: length" in out)
+    term.read_until(lambda out: out.endswith(b"typed ahead"))  # the next prompt starts with them ...
+    shown = term.output[typed_at:]
+    assert shown.count(b"typed ahead") == 1 and shown.rindex(b"typed ahead") > shown.index(b"stop: length")
+    term.send(b" and sent\r")  # ... and they are the start of the next message
+    term.read_until(lambda out: out.count(b"stop: length") == 2)
+    term.prompt_ready()
+    assert term.finish() == 0
+    saved = json.loads(next((tmp_path / "sessions").glob("*.json")).read_text())
+    assert saved["messages"][2]["content"] == "typed ahead and sent"
+
+
+def test_ctrl_d_during_a_reply_leaves_once_it_is_done_and_says_so(tmp_path) -> None:
+    term = Terminal(tmp_path, "--temp", "0", "-n", "120", "--sessions-max", "0")
+    term.prompt_ready()
+    _streaming(term, b"Write a long story about a dragon.")
+    term.send(b"half a line\x04")
+    term.read_until(lambda out: b"reopens it" in out)
+    _, status = os.waitpid(term.pid, 0)
+    os.close(term.fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    out = term.output.decode("utf-8", "replace")
+    assert "stop: length" in out and "(Ctrl-D while busy: leaving now; what you typed is in the history)" in out
+    assert "saved 2 messages: rml-chat --resume reopens it" in out  # --sessions-max 0: no state kept
+    assert "+half a line" in (tmp_path / "history").read_text()
+    (chat,) = (tmp_path / "sessions").glob("*.json")
+    assert [m["role"] for m in json.loads(chat.read_text())["messages"]] == ["user", "assistant"]
+    assert not list((tmp_path / "sessions").glob("*.kv"))
+
+
+def test_resume_by_name_shows_the_last_exchange_and_brings_back_the_settings(tmp_path) -> None:
+    term = Terminal(tmp_path, "--temp", "0", "-n", "8")
+    term.prompt_ready()
+    for line, answer in ((b"/set top-k 7", b"top-k = 7"), (b"/name dragons", b"is named 'dragons'"),
+                         (b"Say hello.", b"stop: "), (b"word " * 300, b"stop: ")):
+        start = len(term.output)
+        term.send(line + b"\r")
+        term.read_until(lambda out: answer in out[start:] and out.endswith(b"> "))  # noqa: B023
+        term.prompt_ready()
+    assert term.finish() == 0
+    assert b"saved 4 messages and llama.cpp's state (" in term.output  # 300 words: worth a state
+    listed = subprocess.run([sys.executable, "-m", "rml_chat", "--sessions"], capture_output=True, text=True,
+                            env={**os.environ, "RML_CHAT_SESSIONS": str(tmp_path / "sessions")})
+    assert "[dragons] Say hello." in listed.stdout
+    again = Terminal(tmp_path, "--resume", "dragons", model=False)
+    again.prompt_ready()
+    again.send(b"/info\r")
+    again.read_until(lambda out: b"settings: " in out and out.endswith(b"> "))
+    again.prompt_ready()
+    assert again.finish() == 0
+    out = again.output.decode("utf-8", "replace")
+    assert "settings of the chat restored: top-k=7" in out and "top-k=7" in out.split("settings: ")[1]
+    assert "llama.cpp's state restored" in out and "resumed: 4 messages; the last exchange:" in out
+    assert "> word word" in out

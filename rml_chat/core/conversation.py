@@ -5,9 +5,9 @@ written to a temporary file beside the target and renamed into place, so a faile
 leaves the old file whole. A file read back follows the text policy (``text_input``: invalid UTF-8 becomes
 U+FFFD, with a warning) and is checked message by message; what is wrong is one line naming the file.
 
-Autosaves: ``$RML_CHAT_SESSIONS``, else ``$XDG_DATA_HOME/rml-chat/sessions``, else
-``~/.local/share/rml-chat/sessions``; one file per chat, named by its start time and model, rewritten
-after every turn. ``rml-chat --resume`` reopens the newest.
+A file holds the transcript, the model's window over it, the model, a name (``/name``) and the settings
+changed with ``/set`` (brought back by ``--resume``). The REPL's autosaves live in the sessions folder
+(``sessions.py``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +46,8 @@ class Conversation:
     messages: list[dict] = field(default_factory=list)
     model: str | None = None  # the model it was held with (a path), for --resume
     window_start: int = 0
+    name: str | None = None  # given with /name: --resume NAME opens it
+    settings: dict[str, object] = field(default_factory=dict)  # /set changes, as NAME: value text
 
     def for_prompt(self) -> list[dict[str, str]]:
         """The window: the system message, then the messages from ``window_start`` on."""
@@ -80,7 +80,7 @@ class Conversation:
 
     def to_json(self) -> dict:
         return {"format": "rml-chat conversation", "version": 1, "system": self.system, "messages": self.messages,
-                "model": self.model, "window_start": self.window_start}
+                "model": self.model, "window_start": self.window_start, "name": self.name, "settings": self.settings}
 
     @classmethod
     def from_json(cls, data: object, source: str) -> Conversation:
@@ -98,7 +98,13 @@ class Conversation:
         start = data.get("window_start", 0)
         if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= len(messages):
             raise ChatError(f"{source}: 'window_start' must be a message index from 0 to {len(messages)}")
-        return cls(system, messages, model if isinstance(model, str) else None, start)
+        name, settings = data.get("name"), data.get("settings")
+        if name is not None and not isinstance(name, str):
+            raise ChatError(f"{source}: 'name' must be a string or null")
+        if settings is not None and not (isinstance(settings, dict) and all(isinstance(v, (str, int, float))
+                                                                            for v in settings.values())):
+            raise ChatError(f"{source}: 'settings' must be an object of setting names and values")
+        return cls(system, messages, model if isinstance(model, str) else None, start, name, dict(settings or {}))
 
     def save(self, path: Path) -> None:
         """Write atomically: a temporary file beside the target, then rename (the old file stays intact
@@ -128,7 +134,7 @@ class Conversation:
         except OSError as err:
             raise ChatError(f"{path}: can't read ({err.strerror})") from None
         try:
-            parsed = json.loads(text_input.from_bytes(data, str(path)))
+            parsed = json.loads(text_input.without_bom(text_input.from_bytes(data, str(path))))
         except (json.JSONDecodeError, RecursionError) as err:
             raise ChatError(f"{path}: not valid JSON ({err})") from None
         return cls.from_json(parsed, str(path))
@@ -141,25 +147,3 @@ def window_note(conversation: Conversation) -> str:
         return ""
     return (f"; the model's window starts at message {start + 1} of {len(conversation.messages)}: the "
             f"{counted(start, 'message')} before it stay in the transcript")
-
-
-def sessions_dir() -> Path:
-    if os.environ.get("RML_CHAT_SESSIONS"):
-        return Path(os.environ["RML_CHAT_SESSIONS"]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "rml-chat" / "sessions"
-
-
-def new_autosave_path(model_name: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model_name)[:60] or "chat"
-    return sessions_dir() / f"{stamp}-{safe}.json"
-
-
-def last_autosave() -> Path:
-    """The newest autosaved conversation, or ChatError saying there is none."""
-    folder = sessions_dir()
-    found = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
-    if not found:
-        raise ChatError(f"no autosaved conversation in {folder} to resume")
-    return found[-1]

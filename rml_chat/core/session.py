@@ -35,6 +35,25 @@ class TurnResult:
     prompt_ids: list[int]
     dropped: int = 0  # exchanges dropped to fit
     outcome: Outcome | None = None  # complete / valid, under a schema or grammar
+    stopped_by: str | None = None  # the user's stop string that ended the reply
+    max_tokens: int = -1  # the -n it ran under
+
+    def cut_note(self, n_ctx: int, repl: bool = False) -> str:
+        """"" for a reply that ended as the model ended it, else what cut it: -n, a full context, a stop
+        string, or nothing at all (an empty reply), with what to do about it (``repl``: in the REPL's words)."""
+        g = self.generation
+        if g.stop_reason == "length":
+            return (f"reply cut at -n {self.max_tokens} tokens" +
+                    ("; /set n -1 lets replies run to their end" if repl else ""))
+        if g.stop_reason == "context":
+            return (f"reply cut: the context is full ({n_ctx} tokens); " +
+                    ("/clear, or start with a larger -c" if repl else "-c/--ctx-size gives a larger one"))
+        if self.stopped_by is not None:
+            return f"reply stopped at the stop string {self.stopped_by!r}"
+        if g.stop_reason == "stop" and not self.reply:
+            return "the reply is empty: the model ended its turn at once" + (
+                " (its grammar or schema allows an empty reply)" if self.outcome is not None else "")
+        return ""
 
     @property
     def context_used(self) -> int:
@@ -50,7 +69,8 @@ class ChatSession:
         self.engine = engine
         self.sampling = sampling
         self.overflow = overflow
-        self.stop_strings = tuple(stop_strings) + model.encoder.stop_strings
+        self.user_stops = tuple(stop_strings)  # --stop: a reply they end was cut (the format's own end it)
+        self.stop_strings = self.user_stops + model.encoder.stop_strings
         self.thinking = thinking
         self.conversation = Conversation()
         self.last: TurnResult | None = None
@@ -90,9 +110,10 @@ class ChatSession:
             dropped += 1
             ids = self.prompt_ids()
         shifted = self.engine.shift(ids)
-        how = (f"the cache kept {shifted.kept} tokens, shifted" if shifted.kept > 0 else
-               f"the cache can't shift ({shifted.why}): the rest is evaluated again" if shifted.kept < 0 else
-               "the rest is evaluated again")
+        again = max(len(ids) - common_prefix(self.engine.cached_ids(), ids), 1)
+        how = (f"the cache kept {shifted.kept} of them, shifted; {again} to evaluate" if shifted.kept > 0 else
+               f"the cache can't shift ({shifted.why}): {again} to evaluate again" if shifted.kept < 0 else
+               f"{again} to evaluate again")
         notify(f"context full: the {counted(dropped, 'oldest exchange')} left the model's window, kept in the "
                f"transcript ({len(ids)}/{self.engine.n_ctx} tokens; {how})")
         return ids, dropped
@@ -142,6 +163,9 @@ class ChatSession:
             raise
         result = self._record(reply.text, ids, gen, dropped, cut=False)
         result.outcome = judge(constraint, result.reply, gen.stop_reason)
+        result.max_tokens = self.sampling.max_tokens
+        if reply.stopped_by in self.user_stops:
+            result.stopped_by = reply.stopped_by
         return result
 
     def _record(self, reply: str, ids: list[int], gen: Generation, dropped: int, cut: bool) -> TurnResult:
@@ -151,6 +175,22 @@ class ChatSession:
         self.conversation.messages.append(message)
         self.last = TurnResult(reply, gen, ids, dropped)
         return self.last
+
+    def apply(self, name: str, value: object) -> str:
+        """Set a ``/set``-able setting (``settings.py``'s row name) to a parsed value: "" when it took, else why
+        it does not apply."""
+        if name == "think":
+            if not self.model.detection.format.thinking_switch:
+                return "think does not apply: this chat format has no thinking switch"
+            self.thinking = value == "on"
+        else:
+            setattr(self.sampling, name, value)
+        return ""
+
+    def eval_rate(self) -> float | None:
+        """Prompt tokens per second as the last turn evaluated them (None: too few to tell)."""
+        g = self.last.generation if self.last is not None else None
+        return g.evaluated / g.ttft_s if g is not None and g.evaluated >= 16 and g.ttft_s > 0 else None
 
     def reevaluation(self) -> int:
         """How many tokens the next turn will evaluate again because the prompt changed before its end

@@ -39,7 +39,8 @@ class Generation:
     """What one generate call did; filled in as it runs."""
 
     prompt_tokens: int = 0
-    evaluated: int = 0           # prompt tokens the engine actually evaluated (the rest was cached)
+    evaluated: int = 0           # prompt tokens the engine has evaluated so far (the rest was cached)
+    to_evaluate: int = 0         # prompt tokens it had to evaluate (``evaluated`` short of it: cut meanwhile)
     tokens: list[int] = field(default_factory=list)
     stop_reason: str = ""        # "stop" | "stop_string" | "length" | "context" | "interrupted"
     started: float = 0.0

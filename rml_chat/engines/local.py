@@ -121,11 +121,12 @@ class LocalEngine:
         llama = self._llama
         llama.keep(min(common_prefix(llama.cached, ids), len(ids) - 1))
         common = len(llama.cached)
-        gen.evaluated = len(ids) - common
+        gen.to_evaluate, gen.evaluated = len(ids) - common, 0
         todo = ids[common:len(ids) - 1]
         step = llama.n_batch
         for done in range(0, len(todo), step):
             llama.eval(todo[done:done + step])
+            gen.evaluated += len(todo[done:done + step])
             if progress is not None:
                 progress(min(done + step, len(todo)), len(todo), time.perf_counter() - gen.started)
 
@@ -147,6 +148,7 @@ class LocalEngine:
                                     min_p=sampling.min_p, repeat_penalty=sampling.repeat_penalty, seed=seed,
                                     grammar=grammar)
             llama.eval(ids[-1:])
+            gen.evaluated += 1
             while True:
                 token = llama.sample(sampler)
                 if not gen.record(token, stops):

@@ -142,7 +142,9 @@ class LlamaModel:
         self.vocab = lib.llama_model_get_vocab(self.model)
         self.n_ctx_train = lib.llama_model_n_ctx_train(self.model)
         n_ctx = n_ctx or self.n_ctx_train
-        shortfall = memory.context_shortfall(n_ctx, self.kv_bytes_per_token(), memory.available_bytes())
+        need = memory.MemoryNeed.of(self.kv_bytes_per_token(), lib.llama_model_n_head(self.model),
+                                    lib.llama_vocab_n_tokens(self.vocab), min(n_ctx, n_batch, 512))
+        shortfall = memory.context_shortfall(n_ctx, need, memory.available_bytes())
         if shortfall:  # before llama.cpp allocates it (and before ctypes truncates n_ctx to 32 bits)
             self.close()
             raise ContextTooLarge(shortfall)

@@ -174,11 +174,13 @@ class ServerEngine:
             for event in _events(response, self.url):
                 status = event.get("prompt_progress")
                 if status:  # its "tokens" is a placeholder, not a token
-                    gen.evaluated = int(status.get("total", 0)) - int(status.get("cache", 0))
+                    gen.to_evaluate = int(status.get("total", 0)) - int(status.get("cache", 0))
+                    gen.evaluated = int(status.get("processed", 0)) - int(status.get("cache", 0))
                     if progress is not None and status.get("processed") is not None:
-                        progress(int(status["processed"]) - int(status.get("cache", 0)), gen.evaluated,
-                                 time.perf_counter() - gen.started)
+                        progress(gen.evaluated, gen.to_evaluate, time.perf_counter() - gen.started)
                     continue
+                if event.get("tokens"):  # the prompt is done
+                    gen.evaluated = max(gen.evaluated, gen.to_evaluate)
                 for token in event.get("tokens") or ():
                     if not gen.record(token, stops):
                         return
@@ -189,7 +191,7 @@ class ServerEngine:
                         gen.stop_reason = "stop"
                     self.timings = event.get("timings") or {}
                     if "prompt_n" in self.timings:
-                        gen.evaluated = int(self.timings["prompt_n"])
+                        gen.evaluated = gen.to_evaluate = int(self.timings["prompt_n"])
                     return
             raise ServerError(f"{self.url}: the server closed the connection mid-reply")
         except KeyboardInterrupt:

@@ -31,13 +31,14 @@ from typing import TextIO
 from .. import text_input
 from ..core.conversation import Conversation
 from ..core.session import ChatSession
-from ..core.settings import SettingError, settable
+from ..core.settings import SETTINGS, SettingError, settable
 from ..core.structured import Constraint, check, from_schema
 from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
 from ..words import counted
 from .scripted import result_json
 
 _TEXT_KEYS = ("id", "prompt", "system", "schema", "grammar")
+SAMPLING_KEYS = tuple(row.name for row in SETTINGS if row.settable and row.name != "think")
 
 
 @dataclass
@@ -55,7 +56,8 @@ def _lines(path: str) -> Iterator[tuple[int, str]]:
     source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (closed below)
     try:
         for number, raw in enumerate(source, 1):
-            yield number, text_input.from_bytes(raw, "the batch input" if path == "-" else path)
+            text = text_input.from_bytes(raw, "the batch input" if path == "-" else path)
+            yield number, text_input.without_bom(text) if number == 1 else text
     finally:
         if path != "-":
             source.close()
@@ -82,9 +84,9 @@ def parse_job(number: int, text: str, session: ChatSession, constraints: dict[st
             continue
         row = settable(key)
         if row is None or row.name == "think":
-            raise AppError(f"unknown key {key!r}", "input")
+            raise AppError(f"unknown key {key!r}; a line takes {', '.join(_TEXT_KEYS + SAMPLING_KEYS)}", "input")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise AppError(f"{key} must be a number", "input")
+            raise AppError(f"{key} must be {row.parse.allowed}, not {json.dumps(value)}", "input")  # type: ignore[attr-defined]
         try:
             overrides[row.name] = row.check(str(value), flag=key)
         except SettingError as err:

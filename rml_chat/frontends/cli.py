@@ -25,6 +25,7 @@ ENVIRONMENT = {
     "RML_CHAT_FORMAT_CACHE": "the chat-format cache: a folder, or off",
     "RML_CHAT_HISTORY": "the REPL's input history file (default ~/.local/share/rml-chat/history)",
     "RML_CHAT_SESSIONS": "where the REPL autosaves conversations (default ~/.local/share/rml-chat/sessions)",
+    "RML_CHAT_SESSIONS_MAX": "the default of --sessions-max (1G)",
     "RML_CHAT_ACCEL": "off: the tokenizer's reference path alone (no C loops, numpy readers or table cache)",
     "RML_CHAT_NATIVE": "off: the tokenizer's Python merge loops instead of the C ones",
 }
@@ -40,7 +41,8 @@ EXAMPLES = """examples:
   rml-chat -p "A user record" -j @user.json  a reply that is JSON following the schema in user.json
   rml-chat --batch prompts.jsonl > out.jsonl  many prompts, one model load
   rml-chat --server http://127.0.0.1:8080 m.gguf   the same chat on a llama-server (docs/beyond-one-machine.md)
-  rml-chat --resume                          reopen the last autosaved conversation"""
+  rml-chat --resume                          reopen the last autosaved conversation
+  rml-chat --sessions                        list the autosaved chats (then --resume N or NAME)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,6 +68,15 @@ def _format_name(text: str) -> str:
     if text not in FORMATS:
         raise argparse.ArgumentTypeError(f"unknown chat format {text!r}; known: {', '.join(FORMATS)}")
     return text
+
+
+def _size(text: str) -> int:
+    from ..core.sessions import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"must be {err}") from None
 
 
 def _format_names() -> str:
@@ -118,8 +129,14 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     groups[OUTPUT].add_argument("--verbose", action="store_true",
                                 help="show the format and how it was established, stop ids, llama.cpp's log")
     chat = p.add_argument_group("interactive")
-    chat.add_argument("--resume", nargs="?", const="last", metavar="FILE",
-                      help="reopen a saved conversation (no FILE: the last autosaved one)")
+    chat.add_argument("--resume", nargs="?", const="last", metavar="N|NAME|FILE",
+                      help="reopen a chat: the newest autosaved one, N as --sessions numbers them, a name given "
+                           "with /name, or a file saved with /save")
+    chat.add_argument("--sessions", action="store_true", help="list the autosaved chats, newest first, and exit")
+    chat.add_argument("--delete-session", metavar="N|NAME", help="delete an autosaved chat and its state, and exit")
+    chat.add_argument("--sessions-max", metavar="SIZE", type=_size, default=None,
+                      help="the most llama.cpp's saved states may take together; the oldest go first "
+                           "(default: $RML_CHAT_SESSIONS_MAX or 1G; 0: keep none)")
     info = p.add_argument_group("information")
     info.add_argument("-h", "--help", action="help", help="show this help and exit")
     info.add_argument("--version", action="store_true", help="show the versions of rml-chat, llama-cpp-python and "
@@ -168,6 +185,13 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
                       + ("" if verbose else " (--verbose shows the traceback)"), "internal", 1, as_json)
 
 
+def _cap_from_environment(parse, text: str) -> int:
+    try:
+        return parse(text)
+    except ValueError as err:
+        raise UsageError(f"$RML_CHAT_SESSIONS_MAX must be {err}") from None
+
+
 def run() -> None:
     """The ``rml-chat`` program: ``main``, then an exit that leaves the memory to the OS. Freeing llama.cpp's
     model and our tokenizer's tables one by one, as the interpreter's own exit would, costs time after the
@@ -200,6 +224,10 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
     if args.version:
         print(versions())
         return 0
+    if args.sessions or args.delete_session is not None:
+        from .sessions_list import run_sessions
+
+        return run_sessions(args)
     if sys.stdin is None and args.prompt is None and not args.check and args.batch in (None, "-"):
         raise AppError("stdin is closed: give -p TEXT or --batch FILE, or run rml-chat on a terminal", "input")
     scripted = args.prompt is not None or sys.stdin is None or not sys.stdin.isatty() or args.batch is not None
@@ -219,6 +247,11 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         if not (args.json or scripted) or args.verbose or line.startswith("note:"):
             print(line, file=sys.stderr, flush=True)
 
+    cap = None
+    if not scripted and not args.check:  # the REPL's: a bad $RML_CHAT_SESSIONS_MAX is said before the load
+        from ..core.sessions import default_cap, parse_size
+
+        cap = args.sessions_max if args.sessions_max is not None else _cap_from_environment(parse_size, default_cap())
     phase[0] = "loading"
     if args.check:
         from .check import run_check
@@ -239,7 +272,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
             return run_scripted(session, args)
         from .repl import Repl
 
-        return Repl(session).run()
+        return Repl(session, sessions_cap=cap).run()
     finally:
         if free:
             session.engine.close()

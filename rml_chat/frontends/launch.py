@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.conversation import Conversation, last_autosave, sessions_dir, window_note
+from ..core.conversation import Conversation, window_note
 from ..core.paths import resolve
+from ..core.sessions import find_session, sessions_dir
 from ..core.structured import Constraint, check, from_grammar, from_schema
 from ..engines.base import Engine, Sampling, context_size
 from ..engines.kv_cache import state_path
@@ -107,11 +108,31 @@ def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_c
 
 
 def resumed(args: argparse.Namespace) -> tuple[Conversation, Path] | None:
-    """``--resume [FILE]``: the conversation to reopen (the newest autosave without FILE) and its file."""
+    """``--resume [N|NAME|FILE]``: the conversation to reopen (the newest autosave without one) and its file."""
     if args.resume is None:
         return None
-    path = last_autosave() if args.resume == "last" else Path(args.resume).expanduser()
+    path = find_session(args.resume)
     return Conversation.load(path), path
+
+
+def restore_settings(session: ChatSession, args: argparse.Namespace) -> str:
+    """The ``/set`` changes saved with a resumed chat, applied where no flag of this run set them (a flag
+    left at its default); what was restored, as ``temp=0.2 seed=7``. A saved value no longer allowed is
+    passed over."""
+    from ..core.settings import BY_NAME, SettingError
+
+    done = []
+    for name, text in session.conversation.settings.items():
+        row = BY_NAME.get(name)
+        if row is None or not row.settable or getattr(args, name, row.default) != row.default:
+            continue
+        try:
+            value = row.parse(str(text))
+        except SettingError:
+            continue
+        if not session.apply(name, value):
+            done.append(f"{name.replace('_', '-')}={text}")
+    return " ".join(done)
 
 
 def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSession:
@@ -134,8 +155,10 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
             say(line)
     thinking = {"on": True, "off": False, None: None}[args.think]
     if thinking is not None and not model.detection.format.thinking_switch:
-        say(f"note: --think {args.think} does not apply: the chat format {model.detection.format.name!r} has no "
-            "thinking switch (its template writes the same prompt either way)")
+        why = ("the model has no chat template (prompts are plain text)" if model.tokenizer.chat_template is None
+               and args.chat_format is None else f"the chat format {model.detection.format.name!r} has no thinking "
+               "switch (its template writes the same prompt either way)")
+        say(f"note: --think {args.think} does not apply: {why}")
         thinking = None
     engine = open_engine(model, args, say, loading=loading)
     session = ChatSession(model, engine, sampling_from(args), overflow=args.overflow,
@@ -154,6 +177,9 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
                  f"{why}: the first turn evaluates it")
         say(f"note: resumed {path} ({counted(len(session.conversation.messages), 'message')}"
             f"{window_note(session.conversation)}; {state})")
+        restored_settings = restore_settings(session, args)
+        if restored_settings:
+            say(f"note: settings of the chat restored: {restored_settings} (a flag given now wins)")
     if args.system is not None:
         session.conversation.system = args.system
     return session

@@ -12,68 +12,33 @@ so nothing typed or replied is lost, even to a kill.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
-from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 
 from tokenizer import TokenizerError
 from tokenizer.chat import ChatFormatError
 
 from .. import text_input
-from ..core.conversation import ChatError, new_autosave_path, sessions_dir
+from ..core.conversation import ChatError
 from ..core.session import ChatSession
-from ..engines.kv_cache import state_path
+from ..core.sessions import new_autosave_path, prune_states, sessions_dir, size_text, state_of, state_worth_it
 from ..errors import AppError, one_line
 from ..words import counted
+from .history import FENCE, BlockHistory, SafeFileHistory, block_closed, history_path
 from .progress import EvalProgress
 from .repl_commands import Commands
+from .typeahead import Typeahead
 
-FENCE = '"""'
-
-
-def history_path() -> Path:
-    """``$RML_CHAT_HISTORY``, else ``$XDG_DATA_HOME/rml-chat/history``, else ``~/.local/share/rml-chat/history``."""
-    if os.environ.get("RML_CHAT_HISTORY"):
-        return Path(os.environ["RML_CHAT_HISTORY"])
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "rml-chat" / "history"
-
-
-class SafeFileHistory(FileHistory):
-    """A history file that, when it can't be written, warns once and keeps the history in memory."""
-
-    def __init__(self, path: Path, warn: Callable[[str], None]):
-        super().__init__(str(path))
-        self._warn = warn
-        self._broken = False
-
-    def load_history_strings(self):
-        try:
-            yield from super().load_history_strings()
-        except (OSError, UnicodeDecodeError) as err:
-            self._fail(err)
-
-    def store_string(self, string: str) -> None:
-        if self._broken:
-            return
-        string = text_input.from_str(string, "history", warn=lambda _: None)  # the text policy, quietly
-        try:
-            Path(self.filename).parent.mkdir(parents=True, exist_ok=True)
-            super().store_string(string)
-        except (OSError, UnicodeEncodeError) as err:
-            self._fail(err)
-
-    def _fail(self, err: Exception) -> None:
-        if not self._broken:
-            self._broken = True
-            self._warn(f"note: history file {self.filename} can't be used ({err}); history is kept in memory only")
+SAVING_NOTE_AFTER_S = 0.3  # a state taking longer than this to write is announced ("saving …")
 
 
 class _SlashCompleter(Completer):
@@ -99,7 +64,7 @@ def _key_bindings() -> KeyBindings:
     def _interrupt(event) -> None:
         buffer = event.current_buffer
         if buffer.text.strip():
-            buffer.history.append_string(buffer.text)  # nothing typed is lost: Up brings it back
+            buffer.history.keep(buffer.text)  # nothing typed is lost: Up brings it back
         event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
     return kb
@@ -127,17 +92,21 @@ class Repl:
     """Reads messages and commands, runs turns, prints replies and a stats line after each."""
 
     def __init__(self, session: ChatSession, *, input=None, output=None, history: Path | None = None,
-                 autosave: Path | None = None):
+                 autosave: Path | None = None, sessions_cap: int | None = None):
         self.session = session
         self._pending: list[str] = []  # notes raised while the prompt owns the terminal: printed after it
         self._prompting = False
-        store = SafeFileHistory(history or history_path(), self._say) if history is not False else InMemoryHistory()
+        store = BlockHistory(SafeFileHistory(history or history_path(), self._say) if history is not False
+                             else InMemoryHistory())
+        self.history = store
         self.commands = Commands(self)
         self.prompt = PromptSession(history=store, key_bindings=_key_bindings(), input=input, output=output,
                                     enable_history_search=False, completer=_SlashCompleter(self.commands.names()),
                                     complete_while_typing=False)
         self.autosave_path = autosave or session.autosave_path or new_autosave_path(session.model.name)
         self._autosave_failed = False
+        self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
+        self.typeahead = Typeahead.for_stdin(input is None)
 
     # ----- the loop ----------------------------------------------------------------------
 
@@ -146,7 +115,7 @@ class Repl:
         self._say(fit_width([f"rml-chat · {self.session.model.name}", f"{d.format.name} format"]))
         self._say(dim(fit_width(["/help for commands", "Alt-Enter for a new line", "Ctrl-D to leave"])))
         if self.session.conversation.messages:
-            self._say(dim(f"resumed: {counted(len(self.session.conversation.messages), 'message')}"))
+            self.show_last_exchange()
         while True:
             try:
                 text = self.read_message()
@@ -160,12 +129,34 @@ class Repl:
                 return 0
             if not text.strip():
                 continue
-            if text.startswith("/"):
-                if self.guarded(lambda: self.commands.run(text)):  # noqa: B023
-                    self.leave()
-                    return 0
-                continue
-            self.reply(text)
+            with self.typeahead:  # keys typed meanwhile wait for the next prompt, unseen
+                if text.startswith("/"):
+                    leaving = self.guarded(lambda: self.commands.run(text))  # noqa: B023
+                else:
+                    leaving = self.reply(text)
+            if leaving or self.typeahead.eof:
+                if self.typeahead.eof:
+                    if self.typeahead.text:
+                        self.history.keep(self.typeahead.text)
+                    self._say(dim("(Ctrl-D while busy: leaving now" + ("; what you typed is in the history)"
+                                                                       if self.typeahead.text else ")")))
+                self.leave()
+                return 0
+            self.typeahead.hand_to(self.prompt.input)
+
+    def show_last_exchange(self, lines: int = 6, chars: int = 600) -> None:
+        """On --resume: where the chat stopped (its last exchange, each message to a few lines)."""
+        messages = self.session.conversation.messages
+        self._say(dim(f"resumed: {counted(len(messages), 'message')}; the last exchange:"))
+        start = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=0)
+        for m in messages[start:]:
+            content = m["content"].strip()
+            shown = content[:chars].split("\n")[:lines]
+            rest = len(content) - sum(len(line) + 1 for line in shown) + 1
+            if rest > 0:
+                shown.append(f"… ({rest} more characters)")
+            mark = "> " if m["role"] == "user" else ""
+            self._say(dim("\n".join(mark + line for line in shown) + (" [cut]" if m.get("cut") else "")))
 
     def guarded(self, action: Callable[[], object]) -> object:
         """Run a command or a turn; an error is one line and the session goes on."""
@@ -183,16 +174,21 @@ class Repl:
         text = self._prompt("> ")
         if not text.lstrip().startswith(FENCE):
             return text
-        body = text.lstrip()[len(FENCE):]
-        lines = [body]
-        while not (lines[-1].rstrip().endswith(FENCE) and (len(lines) > 1 or body.strip() != "")):
-            try:
-                lines.append(self._prompt("… "))
-            except EOFError:  # Ctrl-D inside a block ends the block
-                lines.append(FENCE)
-            except KeyboardInterrupt:  # the block so far goes to the history: Up brings it back
-                self.prompt.history.append_string(FENCE + "\n".join(lines))
-                raise
+        lines = [text.lstrip()[len(FENCE):]]
+        self.history.holding = True  # the block's lines: one history entry once it is closed
+        try:
+            while not block_closed(lines):
+                try:
+                    lines.append(self._prompt("… "))
+                except EOFError:  # Ctrl-D inside a block ends the block
+                    lines.append(FENCE)
+        except KeyboardInterrupt:  # the block so far goes to the history: Up brings it back
+            self.history.keep(FENCE + "\n".join(lines))
+            raise
+        finally:
+            self.history.holding = False
+        if len(lines) > 1:  # (a block closed on its first line went to the history as it was)
+            self.history.keep(FENCE + "\n".join(lines))
         joined = "\n".join(lines).rstrip()
         return joined[:-len(FENCE)].strip("\n")
 
@@ -242,6 +238,8 @@ class Repl:
             sys.stdout.write("\n")
         if result.outcome is not None and result.outcome.problem:
             self._say(f"note: {result.outcome.problem}")
+        elif cut := result.cut_note(self.session.engine.n_ctx, repl=True):
+            self._say(dim(f"[{cut}]"))
         self._say(dim(self.stats_line()))
         self.autosave()
 
@@ -263,14 +261,40 @@ class Repl:
         self._autosave_failed = False
 
     def leave(self) -> None:
-        """On the way out: the conversation, and llama.cpp's state beside it, so that --resume starts
-        where this chat stopped without evaluating it again."""
-        if not self.session.conversation.messages:
+        """On the way out: the conversation, and llama.cpp's state beside it when it is worth a file
+        (``sessions.state_worth_it``), so that --resume starts where this chat stopped without evaluating it
+        again; then the sessions folder is brought under its cap (the oldest states go first)."""
+        conversation = self.session.conversation
+        if not conversation.messages:
             return
         self.autosave()
-        if not self._autosave_failed:
-            self.guarded(lambda: self.session.engine.save_state(state_path(self.autosave_path),
-                                                                self.session.model.weights))
+        if self._autosave_failed:
+            return
+        kept = self.guarded(self._save_state)
+        self._say(dim(f"saved {counted(len(conversation.messages), 'message')}{kept or ''}: rml-chat --resume "
+                      f"{conversation.name or ''}".rstrip() + " reopens it"))
+
+    def _save_state(self) -> str:
+        """Write the state (announced when it takes more than a moment); what was kept, for the last line."""
+        engine, target = self.session.engine, state_of(self.autosave_path)
+        cached = len(engine.cached_ids())
+        if self.sessions_cap == 0 or not state_worth_it(cached, self.session.eval_rate()):
+            target.unlink(missing_ok=True)  # an older state of this chat no longer matches it
+            return ""
+        started = time.perf_counter()
+        announce = threading.Timer(SAVING_NOTE_AFTER_S, lambda: self._say(dim(
+            f"saving llama.cpp's state ({counted(cached, 'token')}) …")))
+        announce.start()
+        try:
+            size, why = engine.save_state(target, self.session.model.weights)
+        finally:
+            announce.cancel()
+        if not size:
+            return f" (state not saved: {why})"
+        if self.sessions_cap is not None and target in prune_states(self.sessions_cap, target):
+            return (f" (its state, {size_text(size)}, is over --sessions-max {size_text(self.sessions_cap)}: not "
+                    "kept)")
+        return f" and llama.cpp's state ({size_text(size)}, {time.perf_counter() - started:.1f} s)"
 
     def say(self, line: str) -> None:
         """A line for the user (``repl_commands.Host``): held while the prompt is up, as every note is."""
@@ -288,11 +312,11 @@ class Repl:
             return "no reply yet"
         g = last.generation
         if g.stop_reason == "interrupted" and not g.first_token_at:
-            return (f"cut during the prompt's evaluation ({g.evaluated} of {g.prompt_tokens} tokens to evaluate; "
-                    "the cache keeps what was done)")
+            return (f"cut during the prompt's evaluation: {g.evaluated} of {counted(g.to_evaluate, 'token')} "
+                    "evaluated (the cache keeps them; the next turn evaluates the rest)")
         fields = [f"{counted(g.evaluated, 'prompt token')} evaluated",
                   f"TTFT {g.ttft_s * 1000:.0f} ms" if g.first_token_at else "no token yet",
-                  f"{counted(len(g.tokens), 'token')} at {g.tokens_per_s:.1f} tok/s",
+                  f"{counted(len(g.tokens), 'token')}" + (f" at {g.tokens_per_s:.1f} tok/s" if g.tokens_per_s else ""),
                   f"context {last.context_used}/{self.session.engine.n_ctx}",
                   f"stop: {g.stop_reason}" + (" (cut)" if g.stop_reason == "interrupted" else "")]
         return fit_width(fields)

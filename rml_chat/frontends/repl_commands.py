@@ -13,7 +13,7 @@ from typing import Protocol
 
 from ..core.conversation import Conversation, window_note
 from ..core.session import ChatSession
-from ..core.settings import SETTINGS, SettingError, settable
+from ..core.settings import BY_NAME, SETTINGS, SettingError, settable
 from ..core.structured import check, from_grammar, from_schema
 from ..engines.kv_cache import state_path
 from ..words import counted
@@ -59,6 +59,9 @@ class Commands:
             "/save": (self._save, "FILE  save the conversation as JSON"),
             "/load": (self._load, "FILE  load a conversation saved with /save (or an autosave)"),
             "/prompt": (self._prompt, "the prompt the model sees next, special tokens marked"),
+            "/history": (self._history, "every message of the chat, one line each, and where the model's window "
+                                        "starts"),
+            "/name": (self._name, "TEXT  name this chat: rml-chat --resume TEXT reopens it"),
             "/info": (self._info, "model, chat format, stop ids, settings, the autosave file"),
             "/stats": (self._stats, "figures of the last reply"),
             "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
@@ -100,12 +103,21 @@ class Commands:
     def _system(self, text: str) -> None:
         conversation = self.session.conversation
         if not text:
-            self.say(f"system message: {conversation.system!r}" if conversation.system else
-                     "no system message (/system TEXT sets one)")
+            self.say(f"system message: {conversation.system!r}" if conversation.system else self._no_system())
             return
         conversation.system = None if text == "--clear" else text
         self.say(("system message removed" if text == "--clear" else "system message set") + self._cost())
         self._changed()
+
+    def _no_system(self) -> str:
+        fmt = self.session.model.detection.format
+        default = getattr(fmt, "default_system", None)
+        if default:
+            return f"no system message of yours: the template writes its default one, {default!r} (/system TEXT " \
+                   "replaces it)"
+        if default is None and not hasattr(fmt, "default_system"):
+            return "no system message of yours (/system TEXT sets one; /prompt shows whether the template writes one)"
+        return "no system message (/system TEXT sets one)"
 
     def _clear(self, _: str) -> None:
         self.session.conversation.clear()
@@ -185,6 +197,29 @@ class Commands:
         self.say(marked_prompt(self.session.model.tokenizer, ids, sys.stdout.isatty()))
         self.say(f"({counted(len(ids), 'token')}{window_note(self.session.conversation)})")
 
+    def _history(self, _: str) -> None:
+        conversation = self.session.conversation
+        if not conversation.messages:
+            self.say("no message yet")
+            return
+        for i, message in enumerate(conversation.messages):
+            if i == conversation.window_start and i:
+                self.say(f"      ── the model's window starts here ({counted(i, 'message')} above are out of it) ──")
+            lines = message["content"].strip().split("\n")
+            first = lines[0] if len(lines[0]) <= 72 else lines[0][:71] + "…"
+            more = f" (+{counted(len(lines) - 1, 'line')})" if len(lines) > 1 else ""
+            self.say(f"{i + 1:>5} {message['role']:9} {first}{more}{' [cut]' if message.get('cut') else ''}")
+
+    def _name(self, text: str) -> None:
+        conversation = self.session.conversation
+        if not text:
+            self.say(f"this chat is named {conversation.name!r}" if conversation.name else
+                     "this chat has no name (/name TEXT gives it one)")
+            return
+        conversation.name = text
+        self._changed()
+        self.say(f"this chat is named {text!r}: rml-chat --resume {text!r} reopens it")
+
     def _info(self, _: str) -> None:
         for line in self.session.model.describe():
             self.say(line)
@@ -211,20 +246,26 @@ class Commands:
             self.say("settings: " + " ".join(f"{n}={v}" for n, v in self._settings()) + " (/set NAME VALUE)")
             return
         row = settable(name)
-        if row is None or not value.strip():
+        if row is None:
+            fixed = BY_NAME.get(name.lstrip("-").replace("-", "_"))
             names = ", ".join(n for n, _ in self._settings())
-            self.say(f"usage: /set NAME VALUE, NAME one of {names}")
+            resume = " ".join(filter(None, ["rml-chat --resume", self.session.conversation.name, fixed.flag,
+                                            value.strip() or "VALUE"])) if fixed else ""
+            self.say(f"{fixed.flag} is set when rml-chat starts: leave, then {resume}; /set changes {names}" if fixed else
+                     f"unknown setting {name!r}; /set changes {names}")
+            return
+        if not value.strip():
+            self.say(f"usage: /set {name} VALUE, {row.parse.allowed}")  # type: ignore[attr-defined]
             return
         try:
             parsed = row.check(value.strip(), flag=row.name.replace("_", "-"))
         except SettingError as err:
             self.say(f"error: {err}")
             return
-        if row.name == "think":
-            if not self.session.model.detection.format.thinking_switch:
-                self.say("think does not apply: this chat format has no thinking switch")
-                return
-            self.session.thinking = parsed == "on"
-        else:
-            setattr(self.session.sampling, row.name, parsed)
+        problem = self.session.apply(row.name, parsed)
+        if problem:
+            self.say(problem)
+            return
+        self.session.conversation.settings[row.name] = value.strip()  # --resume brings it back
+        self._changed()
         self.say(f"{row.name.replace('_', '-')} = {parsed}")

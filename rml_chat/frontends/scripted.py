@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from tokenizer import TokenType
+
 from .. import text_input
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint, Outcome
@@ -39,18 +41,33 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
     }
 
 
+def show_prompt(session: ChatSession, text: str, as_json: bool) -> int:
+    """--show-prompt: the prompt the model would see for ``text``, special tokens marked (or, with --json,
+    its text, ids and control tokens as one object)."""
+    session.conversation.messages.append({"role": "user", "content": text})
+    ids = session.prompt_ids()
+    tok, detection = session.model.tokenizer, session.model.detection
+    if as_json:
+        controls = [{"at": n, "id": i, "text": tok.id_to_token(i)} for n, i in enumerate(ids)
+                    if tok.token_type(i) == TokenType.CONTROL]
+        print(json.dumps({"ok": True, "prompt": tok.decode(ids), "ids": ids, "tokens": len(ids),
+                          "control_tokens": controls, "model": session.model.name,
+                          "chat_format": detection.format.name, "established_by": detection.source},
+                         ensure_ascii=False))
+        return 0
+    print(marked_prompt(tok, ids, sys.stdout.isatty()))
+    print(f"({len(ids)} tokens; chat format {detection.format.name}, established by {detection.source})",
+          file=sys.stderr)
+    return 0
+
+
 def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     """One turn: the reply streamed to stdout (or one JSON object); the exit code."""
     text = args.prompt if args.prompt is not None else text_input.read_stdin()
     if not text.strip():
         raise AppError("empty prompt (give -p TEXT or text on stdin)", "input")
     if getattr(args, "show_prompt", False):
-        session.conversation.messages.append({"role": "user", "content": text})
-        ids = session.prompt_ids()
-        print(marked_prompt(session.model.tokenizer, ids, sys.stdout.isatty()))
-        print(f"({len(ids)} tokens; chat format {session.model.detection.format.name}, established by "
-              f"{session.model.detection.source})", file=sys.stderr)
-        return 0
+        return show_prompt(session, text, args.json)
 
     progress = EvalProgress()
 
@@ -75,8 +92,13 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     progress.clear()
     if args.json:
         print(json.dumps(result_json(session, result, session.constraint), ensure_ascii=False))
-    elif not result.reply.endswith("\n"):
+        return verdict(result.outcome, args.json)
+    if not result.reply.endswith("\n"):
         print()
+    cut = result.cut_note(session.engine.n_ctx)
+    if cut and (result.outcome is None or not result.outcome.problem):  # (a problem is said by the verdict)
+        sys.stdout.flush()
+        notify(cut)
     return verdict(result.outcome, args.json)
 
 

@@ -1,0 +1,191 @@
+"""The sessions folder: every REPL chat autosaved as a conversation (small; kept), with llama.cpp's state
+beside it (large; kept only while the folder stays under its cap).
+
+Where: ``$RML_CHAT_SESSIONS``, else ``$XDG_DATA_HOME/rml-chat/sessions``, else
+``~/.local/share/rml-chat/sessions``; one ``<start time>-<model>.json`` per chat, and its ``.json.kv``.
+
+**Bounded.** The states together stay under ``--sessions-max`` (``$RML_CHAT_SESSIONS_MAX``, default 1G):
+after a state is written, the oldest other states go first until the folder fits. A state is written at
+all only when it is worth it (``state_worth_it``): the tokens it saves evaluating again are many, or slow.
+Conversations are never pruned; ``--delete-session`` removes one with its state.
+
+**Findable.** ``rml-chat --sessions`` lists them newest first, numbered; ``--resume N``, ``--resume NAME``
+(given with ``/name``) or ``--resume FILE`` opens one. With 3 chats, ``--resume 1`` is the newest and
+``--resume 3`` the oldest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .conversation import ChatError
+
+DEFAULT_CAP = "1G"
+STATE_MIN_TOKENS = 256     # fewer cached tokens than this: evaluating them again is quicker than a file
+STATE_MIN_SECONDS = 1.0    # ... unless evaluating them again would take this long on this model
+_UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def parse_size(text: str) -> int:
+    """Bytes for a size such as ``500M``, ``1.5G`` or ``0``; ValueError for anything else.
+
+        >>> parse_size("1.5G"), parse_size("200k"), parse_size("0")
+        (1500000000, 200000, 0)
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)B?\s*", text)
+    if not match:
+        raise ValueError(f"a size such as 500M or 2G (0: keep no state), not {text!r}")
+    return int(float(match[1]) * _UNITS[match[2].upper()])
+
+
+def size_text(n: int) -> str:
+    """A size as the listing shows it: ``12 KB``, ``73.4 MB``, ``1.2 GB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{max(round(n / 1e3), 1 if n else 0)} KB"
+
+
+def sessions_dir() -> Path:
+    if os.environ.get("RML_CHAT_SESSIONS"):
+        return Path(os.environ["RML_CHAT_SESSIONS"]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "rml-chat" / "sessions"
+
+
+def default_cap() -> str:
+    return os.environ.get("RML_CHAT_SESSIONS_MAX") or DEFAULT_CAP
+
+
+def new_autosave_path(model_name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model_name)[:60] or "chat"
+    path = sessions_dir() / f"{stamp}-{safe}.json"
+    n = 1
+    while path.exists():  # two chats started in the same second
+        n += 1
+        path = sessions_dir() / f"{stamp}-{safe}-{n}.json"
+    return path
+
+
+def state_of(conversation_file: Path) -> Path:
+    """The state beside a conversation file (``kv_cache.state_path``'s naming: ``chat.json.kv``)."""
+    return conversation_file.with_name(conversation_file.name + ".kv")
+
+
+def state_worth_it(tokens: int, eval_tokens_per_s: float | None) -> bool:
+    """Is a state of ``tokens`` cached tokens worth a file? Yes from STATE_MIN_TOKENS on, or when this model
+    would take STATE_MIN_SECONDS to evaluate them again (``eval_tokens_per_s``: as measured this chat).
+
+        >>> state_worth_it(100, 2000.0), state_worth_it(300, 2000.0), state_worth_it(100, 50.0)
+        (False, True, True)
+    """
+    if tokens >= STATE_MIN_TOKENS:
+        return True
+    return bool(eval_tokens_per_s) and tokens / eval_tokens_per_s >= STATE_MIN_SECONDS
+
+
+@dataclass
+class SessionInfo:
+    """One autosaved chat, as the listing shows it."""
+
+    path: Path
+    when: float            # last written (the file's mtime)
+    name: str | None       # given with /name
+    model: str | None
+    messages: int
+    first_line: str        # the first user message's first line
+    size: int              # the conversation and its state, in bytes
+
+    def line(self, number: int) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.when))
+        model = Path(self.model).name if self.model else "?"
+        title = f"[{self.name}] " if self.name else ""
+        first = self.first_line if len(self.first_line) <= 48 else self.first_line[:47] + "…"
+        return f"{number:>3}  {when}  {model[:32]:32}  {self.messages:>8}  {size_text(self.size):>8}  {title}{first}"
+
+
+def _read(path: Path) -> SessionInfo | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        stat = path.stat()
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        return None
+    messages = [m for m in data["messages"] if isinstance(m, dict)]
+    first = next((m.get("content") for m in messages if m.get("role") == "user"), "")
+    first = first.strip().splitlines()[0] if isinstance(first, str) and first.strip() else ""
+    state = state_of(path)
+    size = stat.st_size + (state.stat().st_size if state.is_file() else 0)
+    name, model = data.get("name"), data.get("model")
+    return SessionInfo(path, stat.st_mtime, name if isinstance(name, str) else None,
+                       model if isinstance(model, str) else None, len(messages), first, size)
+
+
+def list_sessions(folder: Path | None = None) -> list[SessionInfo]:
+    """Every readable conversation in the folder, newest first (a file that is not one is left out)."""
+    folder = folder or sessions_dir()
+    found = [_read(p) for p in folder.glob("*.json")] if folder.is_dir() else []
+    return sorted((s for s in found if s is not None), key=lambda s: s.when, reverse=True)
+
+
+def find_session(key: str) -> Path:
+    """``--resume KEY``: "last" (the newest), N (the listing's number), a name given with /name, a file's
+    stem in the folder, or a path; ChatError naming what was looked for."""
+    if key != "last" and (os.sep in key or key.endswith(".json")):
+        return Path(key).expanduser()
+    sessions = list_sessions()
+    if not sessions:
+        raise ChatError(f"no saved chat in {sessions_dir()} to resume")
+    if key == "last":
+        return sessions[0].path
+    if key.isdigit():
+        if not 1 <= int(key) <= len(sessions):
+            raise ChatError(f"no chat number {key}: rml-chat --sessions lists {len(sessions)}")
+        return sessions[int(key) - 1].path
+    for s in sessions:
+        if key in (s.name, s.path.stem):
+            return s.path
+    if Path(key).expanduser().exists():
+        return Path(key).expanduser()
+    raise ChatError(f"no chat named {key!r} in {sessions_dir()} (rml-chat --sessions lists them)")
+
+
+def delete_session(key: str) -> SessionInfo:
+    """Remove a chat of the folder (``find_session``'s keys) and its state; what was removed."""
+    path = find_session(key)
+    info = _read(path)
+    if info is None or path.parent.resolve() != sessions_dir().resolve():
+        raise ChatError(f"{path}: not a chat in {sessions_dir()}")
+    for p in (state_of(path), path):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+    return info
+
+
+def prune_states(cap: int, newest: Path | None = None) -> list[Path]:
+    """Delete the oldest states (never a conversation) until the folder's files together are within
+    ``cap`` bytes; ``newest`` (the state just written) goes last, only when it alone is over the cap. The
+    states removed; a file that can't be removed is passed over."""
+    folder = sessions_dir()
+    if not folder.is_dir():
+        return []
+    files = [(p, p.stat()) for p in folder.iterdir() if p.is_file()]
+    total = sum(st.st_size for _, st in files)
+    removed = []
+    states = sorted((f for f in files if f[0].suffix == ".kv"), key=lambda f: (f[0] == newest, f[1].st_mtime))
+    for path, st in states:
+        if total <= cap:
+            break
+        with contextlib.suppress(OSError):
+            path.unlink()
+            total -= st.st_size
+            removed.append(path)
+    return removed

@@ -1,0 +1,97 @@
+"""Keys typed while the REPL is busy (a reply streaming, a save): held for the next prompt, never echoed
+into the reply, and a Ctrl-D among them honoured once the work is done.
+
+A terminal in its usual (canonical) mode echoes what is typed wherever the cursor is, in the middle of
+the reply, and swallows a Ctrl-D as an end-of-file marker the next reader never sees. So while busy the
+terminal is switched to non-canonical mode without echo (signals stay on: Ctrl-C still stops a reply),
+and what was typed stays in the terminal's queue as plain bytes. When the work is done:
+
+- a Ctrl-D (byte 4) among them means "leave": ``eof`` is True, and the text typed before it is given
+  back (``text``) so that it can go to the history;
+- otherwise the keys are handed to prompt_toolkit as type-ahead: the next prompt starts with them, as a
+  shell's does (``typed ahead: "hel"`` -> the prompt shows ``> hel``).
+
+With stdin not a terminal (a pipe, a test's input) it does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import sys
+import termios
+
+EOF_BYTE = b"\x04"
+
+
+class Typeahead:
+    """``with Typeahead(fd): work()``, then ``held``/``eof``/``text``/``hand_to(prompt_input)``."""
+
+    def __init__(self, fd: int | None):
+        self.fd = fd if fd is not None and os.isatty(fd) else None
+        self.held = b""
+        self._before: list | None = None
+
+    @classmethod
+    def for_stdin(cls, active: bool) -> Typeahead:
+        try:
+            return cls(sys.stdin.fileno() if active and sys.stdin is not None else None)
+        except (OSError, ValueError):  # stdin closed or not a real file
+            return cls(None)
+
+    def __enter__(self) -> Typeahead:
+        self.held = b""
+        if self.fd is None:
+            return self
+        try:
+            self._before = termios.tcgetattr(self.fd)
+            quiet = termios.tcgetattr(self.fd)
+            quiet[3] &= ~(termios.ECHO | termios.ICANON)  # lflag: no echo, bytes as typed; ISIG stays
+            termios.tcsetattr(self.fd, termios.TCSANOW, quiet)  # TCSANOW: nothing typed is flushed
+        except termios.error:
+            self._before = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._before is None:
+            return
+        self.held = self._drain()
+        with contextlib.suppress(termios.error):
+            termios.tcsetattr(self.fd, termios.TCSANOW, self._before)
+        self._before = None
+
+    def _drain(self) -> bytes:
+        data = b""
+        with contextlib.suppress(OSError):
+            while select.select([self.fd], [], [], 0)[0]:
+                chunk = os.read(self.fd, 4096)
+                if not chunk:
+                    break
+                data += chunk
+        return data
+
+    @property
+    def eof(self) -> bool:
+        """Ctrl-D was typed while busy."""
+        return EOF_BYTE in self.held
+
+    @property
+    def text(self) -> str:
+        """What was typed before a Ctrl-D (or all of it), as text, control characters left out."""
+        typed = self.held.split(EOF_BYTE)[0].decode("utf-8", "replace")
+        return "".join(ch for ch in typed if ch.isprintable() or ch == "\t").strip()
+
+    def hand_to(self, prompt_input: object) -> None:
+        """Give the held keys to prompt_toolkit's next prompt on ``prompt_input``, as type-ahead."""
+        if not self.held or self.eof:
+            return
+        from prompt_toolkit.input.typeahead import store_typeahead
+        from prompt_toolkit.input.vt100_parser import Vt100Parser
+
+        keys: list = []
+        parser = Vt100Parser(keys.append)
+        parser.feed(self.held.decode("utf-8", "replace"))
+        parser.flush()
+        store_typeahead(prompt_input, keys)  # type: ignore[arg-type]
+        self.held = b""

@@ -1,0 +1,119 @@
+"""The sessions folder without a model: listing, finding, naming, deleting, the cap on states, and the
+conversation file's name and settings (core/sessions.py, frontends/sessions_list.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rml_chat.core.conversation import ChatError, Conversation
+from rml_chat.core.sessions import delete_session, find_session, list_sessions, parse_size, prune_states, state_of, state_worth_it
+
+pytestmark = pytest.mark.offline
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """Three chats, oldest first: 'alpha' (named), one with a 3 MB state, one without a user message."""
+    monkeypatch.setenv("RML_CHAT_SESSIONS", str(tmp_path))
+    chats = [Conversation(messages=[{"role": "user", "content": "first chat\nsecond line"},
+                                    {"role": "assistant", "content": "ok"}], model="/m/a.gguf", name="alpha"),
+             Conversation(messages=[{"role": "user", "content": "the middle one"}], model="/m/b.gguf"),
+             Conversation(system="only a system message")]
+    for age, chat in zip((300, 200, 100), chats):
+        path = tmp_path / f"2026010{age // 100}-chat.json"
+        chat.save(path)
+        if age == 200:
+            state_of(path).write_bytes(b"x" * 3_000_000)
+        then = time.time() - age
+        for p in (path, state_of(path)):
+            if p.exists():
+                os.utime(p, (then, then))
+    (tmp_path / "notes.json").write_text("[1, 2]")  # not a chat: left out
+    return tmp_path
+
+
+def test_sizes_parse_as_a_user_writes_them_and_a_bad_one_says_what_is_allowed() -> None:
+    assert [parse_size(t) for t in ("0", "500M", "1.5G", "200k", "2GB", "1024")] == [0, 500e6, 1.5e9, 200e3, 2e9, 1024]
+    with pytest.raises(ValueError, match="a size such as 500M or 2G"):
+        parse_size("lots")
+
+
+def test_a_state_is_worth_a_file_when_it_saves_many_tokens_or_slow_ones() -> None:
+    assert not state_worth_it(40, 2000.0) and state_worth_it(256, 2000.0) and state_worth_it(40, 30.0)
+    assert not state_worth_it(40, None)
+
+
+def test_the_listing_is_newest_first_and_leaves_out_what_is_not_a_chat(folder) -> None:
+    sessions = list_sessions()
+    assert [s.first_line for s in sessions] == ["", "the middle one", "first chat"]
+    assert [s.name for s in sessions] == [None, None, "alpha"] and [s.messages for s in sessions] == [0, 1, 2]
+    assert sessions[1].size > 3_000_000  # the state counts
+
+
+def test_a_chat_is_found_by_number_name_stem_or_path_and_a_miss_names_what_was_looked_for(folder) -> None:
+    assert find_session("last") == find_session("1") == folder / "20260101-chat.json"
+    assert find_session("3") == find_session("alpha") == find_session("20260103-chat") == folder / "20260103-chat.json"
+    assert find_session(str(folder / "x.json")) == folder / "x.json"  # a path is taken as it is
+    with pytest.raises(ChatError, match="no chat number 4: rml-chat --sessions lists 3"):
+        find_session("4")
+    with pytest.raises(ChatError, match="no chat named 'beta'"):
+        find_session("beta")
+
+
+def test_deleting_a_chat_removes_it_and_its_state(folder) -> None:
+    gone = delete_session("2")
+    assert gone.first_line == "the middle one" and not gone.path.exists() and not state_of(gone.path).exists()
+    assert len(list_sessions()) == 2
+
+
+def test_the_cap_removes_the_oldest_states_first_and_the_newest_only_when_it_alone_is_over(folder) -> None:
+    newest = state_of(folder / "20260101-chat.json")
+    newest.write_bytes(b"y" * 2_000_000)
+    older = state_of(folder / "20260102-chat.json")
+    assert prune_states(4_500_000, newest) == [older] and newest.exists()
+    assert all(p.exists() for p in folder.glob("*.json"))  # conversations stay
+    assert prune_states(1_000_000, newest) == [newest]
+    assert prune_states(0) == []  # nothing left to remove
+
+
+def test_a_conversation_keeps_its_name_and_settings_and_a_bad_one_is_one_line(tmp_path) -> None:
+    path = tmp_path / "c.json"
+    Conversation(messages=[{"role": "user", "content": "hi"}], name="work", settings={"temp": "0.2"}).save(path)
+    back = Conversation.load(path)
+    assert back.name == "work" and back.settings == {"temp": "0.2"}
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "settings": ["temp"]}))
+    with pytest.raises(ChatError, match="'settings' must be an object"):
+        Conversation.load(path)
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(data).encode())  # a byte-order mark is no part of the JSON
+    assert Conversation.load(path).name == "work"
+
+
+def _cli(*args: str, env: dict) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rml_chat", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env})
+
+
+def test_sessions_and_delete_session_on_the_command_line(folder) -> None:
+    env = {"RML_CHAT_SESSIONS": str(folder)}
+    listed = _cli("--sessions", env=env)
+    lines = listed.stdout.splitlines()
+    assert listed.returncode == 0 and lines[0].split()[:3] == ["N", "last", "written"]
+    assert lines[3].split()[0] == "3" and "a.gguf" in lines[3] and "[alpha] first chat" in lines[3]
+    assert "3 chats, 3.0 MB in" in lines[-1]
+    as_json = json.loads(_cli("--sessions", "--json", env=env).stdout)
+    assert [s["name"] for s in as_json["sessions"]] == [None, None, "alpha"]
+    deleted = _cli("--delete-session", "alpha", env=env)
+    assert deleted.returncode == 0 and deleted.stdout.startswith("deleted 20260103-chat.json (2 messages")
+    missing = _cli("--delete-session", "alpha", env=env)
+    assert missing.returncode == 1 and missing.stderr.strip().endswith("(rml-chat --sessions lists them)")
+    bad = _cli("--sessions-max", "lots", "--sessions", env=env)
+    assert bad.returncode == 2 and "--sessions-max: must be a size such as 500M or 2G" in bad.stderr
+    empty = _cli("--sessions", env={"RML_CHAT_SESSIONS": str(folder / "none")})
+    assert empty.returncode == 0 and empty.stdout.startswith("no saved chats in")
