@@ -244,3 +244,42 @@ def test_a_window_start_out_of_range_is_one_line() -> None:
         Conversation.from_json({"messages": messages, "window_start": 5}, "f.json")
     conversation = Conversation(None, list(messages), window_start=2)
     assert conversation.for_prompt() == [] and conversation.undo() and conversation.window_start == 0
+
+
+def _filled_session(model, context_shift: bool) -> ChatSession:
+    """512 tokens of context, two exchanges of ~130 tokens each: the next long reply fills it."""
+    session = ChatSession(model, LocalEngine(model.weights, n_ctx=512, n_threads=2),
+                          Sampling(temp=0.0, seed=0, max_tokens=-1), context_shift=context_shift)
+    for n in (1, 2):
+        session.conversation.messages += [{"role": "user", "content": f"Exchange {n}: list some numbers."},
+                                          {"role": "assistant", "content": " ".join(str(i) for i in range(60))}]
+    return session
+
+
+def test_a_reply_that_fills_the_context_moves_the_window_and_goes_on_with_context_shift(model) -> None:
+    shifted, notes = _filled_session(model, True), []
+    try:
+        result = shifted.turn("Write a very long story about a dragon and a knight.", lambda _: None, notes.append)
+        assert result.shifts >= 1
+        assert any(note.startswith("context full during the reply: the 1 oldest exchange left") for note in notes)
+        tokens = result.generation.tokens
+        assert len(tokens) > 512 - result.generation.prompt_tokens  # more than fitted at first
+        assert result.context_used <= 512 and shifted.engine.cached_ids()[:len(result.prompt_ids)] == result.prompt_ids
+        assert shifted.conversation.messages[-1]["content"] == result.reply and len(shifted.conversation.messages) == 6
+    finally:
+        shifted.engine.close()
+    went_on = tokens[len(tokens) - (result.context_used - len(result.prompt_ids)):]  # after the last shift
+    fresh = LocalEngine(model.weights, n_ctx=512, n_threads=2)  # the oracle: the same ids, evaluated whole
+    try:
+        again = list(fresh.generate(result.prompt_ids, Sampling(temp=0.0, max_tokens=8), model.stop_ids, Generation()))
+    finally:
+        fresh.close()
+    assert again == went_on[:8]
+    cut = _filled_session(model, False)
+    try:
+        plain = cut.turn("Write a very long story about a dragon and a knight.", lambda _: None, lambda _: None)
+    finally:
+        cut.engine.close()
+    assert plain.generation.stop_reason == "context" and plain.shifts == 0
+    assert cut.conversation.window_start < shifted.conversation.window_start  # only the fit before the reply moved it
+    assert tokens[:len(plain.generation.tokens)] == plain.generation.tokens  # the same reply, cut where it filled

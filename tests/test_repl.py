@@ -11,6 +11,7 @@ import select
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import model_path, smollm_session
@@ -18,6 +19,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rml_chat.core.session import ChatSession
+from rml_chat.engines.kv_cache import state_path
 from rml_chat.frontends.repl import Repl
 
 ENTER, ALT_ENTER = "\r", "\x1b\r"
@@ -323,3 +325,29 @@ def test_resume_by_name_shows_the_last_exchange_and_brings_back_the_settings(tmp
     assert "settings of the chat restored: top-k=7" in out and "top-k=7" in out.split("settings: ")[1]
     assert "llama.cpp's state restored" in out and "resumed: 4 messages; the last exchange:" in out
     assert "> word word" in out
+
+
+def test_leaving_writes_a_state_only_when_worth_it_and_says_saving_when_it_takes_a_while(
+        session, tmp_path, capsys, monkeypatch) -> None:
+    def leave_after(keys: str, name: str) -> tuple[str, Path]:
+        session.conversation.messages.clear()
+        session.engine.reset()
+        with create_pipe_input() as pipe:
+            pipe.send_text(keys)
+            pipe.close()
+            Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history",
+                 autosave=tmp_path / name, sessions_cap=10**9).run()
+        return capsys.readouterr().out, tmp_path / name
+
+    out, chat = leave_after("hi" + ENTER, "short.json")
+    assert "saved 2 messages: rml-chat --resume reopens it" in out and not state_path(chat).exists()
+    save_state = session.engine.save_state
+
+    def slow(*args):  # a big state on a slow disk
+        time.sleep(0.6)
+        return save_state(*args)
+
+    monkeypatch.setattr(session.engine, "save_state", slow)
+    out, chat = leave_after("word " * 300 + ENTER, "long.json")
+    assert "saving llama.cpp's state (" in out and "saved 2 messages and llama.cpp's state (" in out
+    assert state_path(chat).stat().st_size > 1_000_000

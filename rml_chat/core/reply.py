@@ -1,11 +1,14 @@
 """The reply as it streams: token ids in, text that is safe to print now out — the one path every front
 end's reply takes (the REPL, a scripted run, --batch, --check).
 
-``Reply`` joins two stages:
+``Reply`` joins three stages:
 
 * the tokenizer's ``StreamDecoder`` turns ids into text, whole characters only, and hides control tokens
   (a stray ``<|im_start|>`` is never shown); the reply continues its prompt, so the first token keeps its
   leading space (``continuation``);
+* ``ThoughtSplitter`` (``thoughts.py``), for a model whose template writes thoughts, tells the thought
+  from the answer and hides the markers (control tokens among them are matched by id, as the stream
+  carries them: ``TokenStream``);
 * ``StopScanner`` holds back text that may be the start of a stop string, for as long as it may be: with
   stop "User:", a reply ending "…Us" waits for the next token, which either completes the stop (nothing of
   it is printed) or rules it out (the held text is printed).
@@ -15,14 +18,17 @@ Worked example, stop strings ["\\nUser:"]::
     scanner.feed("Hi👋\\n")   -> "Hi👋"   ("\\n" held: it may start the stop string)
     scanner.feed("User: x")  -> ""       (stop found: stopped_by "\\nUser:", text == "Hi👋")
 
-Reasoning and tool calls will be told apart here too, as further stages over the same text.
+Stop strings are looked for in the answer only. Tool calls will be told apart here too, as a further stage.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tokenizer import Tokenizer
+from tokenizer import Tokenizer, TokenType
+from tokenizer.chat.reasoning import Reasoning
+
+from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, ThoughtSplitter, without_hidden
 
 
 class StopScanner:
@@ -71,26 +77,81 @@ class StopScanner:
         return best
 
 
-class Reply:
-    """One reply: ``feed(token_id)`` gives the text to print now; ``finish()`` the rest. ``text`` is the
-    reply as shown, ``stopped_by`` the stop string that ended it (None: none did)."""
+class TokenStream:
+    """Ids -> text whole characters at a time, control tokens kept as ``HIDDEN_OPEN text HIDDEN_CLOSE``
+    (a marker made of control tokens is found in the stream as the same form: ``stream_form``)."""
 
-    def __init__(self, tokenizer: Tokenizer, stop_strings: Sequence[str] = ()):
+    def __init__(self, tokenizer: Tokenizer):
+        self._tokenizer = tokenizer
         self._decoder = tokenizer.stream(skip_special=True, continuation=True)
+
+    def is_hidden(self, token_id: int) -> bool:
+        return self._tokenizer.token_type(token_id) in (TokenType.CONTROL, TokenType.UNKNOWN)
+
+    def feed(self, token_id: int) -> str:
+        if self.is_hidden(token_id):
+            return HIDDEN_OPEN + self._tokenizer.id_to_token(token_id) + HIDDEN_CLOSE
+        return self._decoder.feed(token_id)
+
+    def finish(self) -> str:
+        return self._decoder.finish()
+
+    def stream_form(self, marker: str) -> str:
+        """A marker's text as the stream carries it: its control tokens wrapped, the rest as is."""
+        parts = []
+        for text, token_id in self._tokenizer.split_special(marker):
+            hidden = token_id is not None and self.is_hidden(token_id)
+            parts.append(HIDDEN_OPEN + text + HIDDEN_CLOSE if hidden else text)
+        return "".join(parts)
+
+
+class Reply:
+    """One reply: ``feed(token_id)`` gives the answer text to print now, and ``take_thought()`` the
+    thought text since the last call; ``finish()`` the rest. ``text`` is the answer as shown,
+    ``thought`` the thought, ``stopped_by`` the stop string that ended it (None: none did).
+
+    ``reasoning`` (the template's markers) turns on the split; ``in_thought``: the prompt opened a thought."""
+
+    def __init__(self, tokenizer: Tokenizer, stop_strings: Sequence[str] = (), reasoning: Reasoning | None = None,
+                 in_thought: bool = False):
+        self._stream = TokenStream(tokenizer)
         self._scanner = StopScanner(stop_strings)
+        self._splitter = None if reasoning is None else ThoughtSplitter(
+            self._stream.stream_form(reasoning.open), self._stream.stream_form(reasoning.close),
+            self._stream.stream_form(reasoning.answer_open) if reasoning.answer_open else "", in_thought)
+        self.thought_tokens = 0  # tokens fed while in a thought (its markers too)
 
     @property
     def text(self) -> str:
         return self._scanner.text
 
     @property
+    def thought(self) -> str:
+        return self._splitter.thought if self._splitter is not None else ""
+
+    @property
+    def in_thought(self) -> bool:
+        return self._splitter is not None and self._splitter.in_thought
+
+    @property
     def stopped_by(self) -> str | None:
         return self._scanner.stopped_by
 
+    def take_thought(self) -> str:
+        """The thought's text released since the last call (markers left out)."""
+        return self._splitter.take_thought() if self._splitter is not None else ""
+
     def feed(self, token_id: int) -> str:
-        return self._scanner.feed(self._decoder.feed(token_id))
+        if self._splitter is None:
+            return self._scanner.feed(without_hidden(self._stream.feed(token_id)))
+        if self._splitter.in_thought:
+            self.thought_tokens += 1
+        return self._scanner.feed(self._splitter.feed(self._stream.feed(token_id)))
 
     def finish(self) -> str:
-        """The rest (a held stop-string start, an unfinished character replaced); "" when called again (both
+        """The rest (a held stop-string start, an unfinished character replaced); "" when called again (all
         stages are empty then)."""
-        return self._scanner.finish(self._decoder.finish())
+        rest = self._stream.finish()
+        if self._splitter is not None:
+            rest = self._splitter.finish(rest)
+        return self._scanner.finish(without_hidden(rest))

@@ -6,13 +6,15 @@ prefix its KV cache already holds.
 
 Overflow: when the prompt plus room for a reply does not fit the context, ``drop-oldest`` moves the
 model's window past whole exchanges from the start (the system message stays; the transcript keeps every
-message) and says so; ``error`` refuses the turn. The user's message is kept either way.
+message) and says so; ``error`` refuses the turn. The user's message is kept either way. When a reply
+itself fills the context, ``context_shift`` (``--context-shift on``, with ``drop-oldest``) moves the window
+the same way and the reply goes on from the ids it has so far; off (the default), the reply is cut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..engines.base import Engine, Generation, Progress, Sampling, common_prefix
@@ -37,6 +39,8 @@ class TurnResult:
     outcome: Outcome | None = None  # complete / valid, under a schema or grammar
     stopped_by: str | None = None  # the user's stop string that ended the reply
     max_tokens: int = -1  # the -n it ran under
+    shifts: int = 0  # times the window moved during the reply (--context-shift)
+    context_tokens: int = -1  # the context in use at the end (-1: the prompt and the reply's tokens)
 
     def cut_note(self, n_ctx: int, repl: bool = False) -> str:
         """"" for a reply that ended as the model ended it, else what cut it: -n, a full context, a stop
@@ -57,14 +61,14 @@ class TurnResult:
 
     @property
     def context_used(self) -> int:
-        return len(self.prompt_ids) + len(self.generation.tokens)
+        return self.context_tokens if self.context_tokens >= 0 else len(self.prompt_ids) + len(self.generation.tokens)
 
 
 class ChatSession:
     """A model, an engine and a conversation; ``turn`` runs one exchange."""
 
     def __init__(self, model: Model, engine: Engine, sampling: Sampling, *, overflow: str = "drop-oldest",
-                 stop_strings: tuple[str, ...] = (), thinking: bool | None = None):
+                 stop_strings: tuple[str, ...] = (), thinking: bool | None = None, context_shift: bool = False):
         self.model = model
         self.engine = engine
         self.sampling = sampling
@@ -72,6 +76,9 @@ class ChatSession:
         self.user_stops = tuple(stop_strings)  # --stop: a reply they end was cut (the format's own end it)
         self.stop_strings = self.user_stops + model.encoder.stop_strings
         self.thinking = thinking
+        self.context_shift = context_shift  # a reply that fills the context moves the window and goes on
+        self._ids: list[int] = []  # the prompt ids of the reply's last call (the window's, after a shift)
+        self._since_shift: list[int] = []  # the reply's tokens generated since the window last moved
         self.conversation = Conversation()
         self.last: TurnResult | None = None
         self.autosave_path: Path | None = None  # set when resumed from an autosave: saving goes on there
@@ -141,40 +148,92 @@ class ChatSession:
             raise
         gen = Generation()
         reply = Reply(self.model.tokenizer, self.stop_strings)
+        moves: list[str] = []  # notes of shifts mid-reply, given once the reply is done (not inside it)
         try:
-            for token in self.engine.generate(ids, self.sampling, self.model.stop_ids, gen, progress,
-                                              None if constraint is None else constraint.gbnf):
-                emit(reply.feed(token))
-                if reply.stopped_by is not None:
-                    gen.stop_reason = "stop_string"
-                    break
+            self._generate(ids, gen, reply, emit, progress, constraint, moves)
             emit(reply.finish())
         except AppError:  # the engine failed mid-reply (a server that went away): what came stays, cut
             emit(reply.finish())
             if gen.tokens:
-                self._record(reply.text, ids, gen, dropped, cut=True)
+                self._record(reply.text, ids, gen, dropped, cut=True, moves=moves)
             raise
         except KeyboardInterrupt:
             emit(reply.finish())
             if gen.tokens or gen.first_token_at:
-                self._record(reply.text, ids, gen, dropped, cut=True)
+                self._record(reply.text, ids, gen, dropped, cut=True, moves=moves)
             else:  # cut during the prompt's evaluation: the message stays, unanswered; no reply is made up
                 self.last = TurnResult("", gen, ids, dropped)
             raise
-        result = self._record(reply.text, ids, gen, dropped, cut=False)
+        finally:
+            for note in moves:
+                notify(note)
+        result = self._record(reply.text, ids, gen, dropped, cut=False, moves=moves)
         result.outcome = judge(constraint, result.reply, gen.stop_reason)
         result.max_tokens = self.sampling.max_tokens
         if reply.stopped_by in self.user_stops:
             result.stopped_by = reply.stopped_by
         return result
 
-    def _record(self, reply: str, ids: list[int], gen: Generation, dropped: int, cut: bool) -> TurnResult:
+    def _record(self, reply: str, ids: list[int], gen: Generation, dropped: int, cut: bool,
+                moves: Sequence[str] = ()) -> TurnResult:
         message = {"role": "assistant", "content": reply}
         if cut:
             message["cut"] = True
         self.conversation.messages.append(message)
-        self.last = TurnResult(reply, gen, ids, dropped)
+        self.last = TurnResult(reply, gen, ids, dropped, shifts=len(moves))
+        if moves:  # the context in use is the last call's prompt and what came after it
+            self.last.prompt_ids, self.last.context_tokens = self._ids, len(self._ids) + len(self._since_shift)
         return self.last
+
+    def _generate(self, ids: list[int], gen: Generation, reply: Reply, emit: Callable[[str], None],
+                  progress: Progress | None, constraint: Constraint | None, moves: list[str]) -> None:
+        """Stream the reply to ``ids`` into ``gen``. When it fills the context (and context_shift allows,
+        free text only: a grammar can't be resumed halfway), the window moves and the same reply goes on
+        (``_ids``: the prompt ids of the last call, the window's prompt and the reply so far)."""
+        sampling, self._ids = self.sampling, ids
+        while True:
+            part = Generation()
+            try:
+                for token in self.engine.generate(ids, sampling, self.model.stop_ids, part, progress,
+                                                  None if constraint is None else constraint.gbnf):
+                    emit(reply.feed(token))
+                    if reply.stopped_by is not None:
+                        part.stop_reason = "stop_string"
+                        break
+            finally:
+                gen.absorb(part)
+                self._since_shift = part.tokens
+            if part.stop_reason != "context" or not self.context_shift or constraint is not None \
+                    or self.overflow != "drop-oldest":
+                return
+            moved = self._move_window_mid_reply(gen.tokens)
+            if moved is None:
+                return
+            ids = self._ids = moved[0]
+            moves.append(moved[1])
+            if sampling.max_tokens >= 0:
+                sampling = replace(self.sampling, max_tokens=self.sampling.max_tokens - len(gen.tokens))
+
+    def _move_window_mid_reply(self, reply_ids: Sequence[int]) -> tuple[list[int], str] | None:
+        """The window moved past the oldest exchanges until the prompt and the reply so far take three
+        quarters of the context; (the ids to go on from, a note), or None when no exchange is left to drop."""
+        target, dropped, first = self.engine.n_ctx * 3 // 4, 0, self.conversation.window_start
+        ids = self.prompt_ids() + list(reply_ids)
+        while len(ids) > target:
+            start = self.conversation.next_window_start()
+            if start is None:
+                break
+            self.conversation.window_start = start
+            dropped += 1
+            ids = self.prompt_ids() + list(reply_ids)
+        if not dropped or len(ids) >= self.engine.n_ctx:
+            self.conversation.window_start = first  # the reply is cut; the window stays where it was
+            return None
+        shifted = self.engine.shift(ids)
+        kept = f"the cache kept {shifted.kept} tokens, shifted" if shifted.kept > 0 else "the rest was evaluated again"
+        return ids, (f"context full during the reply: the {counted(dropped, 'oldest exchange')} left the model's "
+                     f"window, kept in the transcript, and the reply went on ({kept}; --context-shift off cuts "
+                     "the reply instead)")
 
     def apply(self, name: str, value: object) -> str:
         """Set a ``/set``-able setting (``settings.py``'s row name) to a parsed value: "" when it took, else why
@@ -183,14 +242,25 @@ class ChatSession:
             if not self.model.detection.format.thinking_switch:
                 return "think does not apply: this chat format has no thinking switch"
             self.thinking = value == "on"
+        elif name == "context_shift":
+            self.context_shift = value == "on"
         else:
             setattr(self.sampling, name, value)
         return ""
 
+    def setting(self, name: str) -> object:
+        """A ``/set``-able setting's value as /set and /info show it."""
+        if name == "think":
+            return {True: "on", False: "off", None: "the template's"}[self.thinking]
+        if name == "context_shift":
+            return "on" if self.context_shift else "off"
+        return getattr(self.sampling, name)
+
     def eval_rate(self) -> float | None:
-        """Prompt tokens per second as the last turn evaluated them (None: too few to tell)."""
+        """Prompt tokens per second as the last turn evaluated them (None: too few to tell; below 64 tokens
+        the time to the first token is mostly the fixed cost of a call, not evaluation)."""
         g = self.last.generation if self.last is not None else None
-        return g.evaluated / g.ttft_s if g is not None and g.evaluated >= 16 and g.ttft_s > 0 else None
+        return g.evaluated / g.ttft_s if g is not None and g.evaluated >= 64 and g.ttft_s > 0 else None
 
     def reevaluation(self) -> int:
         """How many tokens the next turn will evaluate again because the prompt changed before its end

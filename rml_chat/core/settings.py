@@ -121,6 +121,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("overflow", ("--overflow",), choice("drop-oldest", "error"), "drop-oldest", CONTEXT,
             "when the conversation outgrows the context: drop the oldest exchanges, or refuse the turn",
             metavar="POLICY"),
+    Setting("context_shift", ("--context-shift",), choice("on", "off"), "off", CONTEXT,
+            "when a reply fills the context: the oldest exchanges leave the model's window and the reply goes on "
+            "(off: the reply is cut)", True, metavar="on|off"),
     Setting("threads", ("-t", "--threads"), integer(1, 512, special=-1, note="-1: all cores"), -1, CONTEXT,
             "threads for generation", metavar="N"),
     Setting("threads_batch", ("-tb", "--threads-batch"), integer(1, 512, special=-1,

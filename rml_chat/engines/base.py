@@ -69,6 +69,23 @@ class Generation:
         self.tokens.append(token)
         return True
 
+    def absorb(self, part: Generation) -> None:
+        """Fold in a call that continued this reply (after a shift mid-reply; the first call too): its
+        counts add up, its tokens follow, its stop reason and end time are the reply's.
+
+            >>> whole, later = Generation(prompt_tokens=9, started=1.0, tokens=[5]), Generation(tokens=[6, 7])
+            >>> later.stop_reason, later.finished = "stop", 4.0
+            >>> whole.absorb(later); (whole.prompt_tokens, whole.tokens, whole.stop_reason, whole.finished)
+            (9, [5, 6, 7], 'stop', 4.0)
+        """
+        if not self.started:
+            self.prompt_tokens, self.started = part.prompt_tokens, part.started
+        self.evaluated += part.evaluated
+        self.to_evaluate += part.to_evaluate
+        self.tokens.extend(part.tokens)
+        self.stop_reason, self.finished = part.stop_reason, part.finished
+        self.first_token_at = self.first_token_at or part.first_token_at
+
     @property
     def ttft_s(self) -> float:
         return max(self.first_token_at - self.started, 0.0) if self.first_token_at else 0.0

@@ -31,14 +31,14 @@ from typing import TextIO
 from .. import text_input
 from ..core.conversation import Conversation
 from ..core.session import ChatSession
-from ..core.settings import SETTINGS, SettingError, settable
+from ..core.settings import SAMPLING, SETTINGS, SettingError, settable
 from ..core.structured import Constraint, check, from_schema
 from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
 from ..words import counted
 from .scripted import result_json
 
 _TEXT_KEYS = ("id", "prompt", "system", "schema", "grammar")
-SAMPLING_KEYS = tuple(row.name for row in SETTINGS if row.settable and row.name != "think")
+SAMPLING_KEYS = tuple(row.name for row in SETTINGS if row.settable and row.group == SAMPLING)
 
 
 @dataclass
@@ -83,7 +83,7 @@ def parse_job(number: int, text: str, session: ChatSession, constraints: dict[st
         if key in _TEXT_KEYS:
             continue
         row = settable(key)
-        if row is None or row.name == "think":
+        if row is None or row.group != SAMPLING:
             raise AppError(f"unknown key {key!r}; a line takes {', '.join(_TEXT_KEYS + SAMPLING_KEYS)}", "input")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise AppError(f"{key} must be {row.parse.allowed}, not {json.dumps(value)}", "input")  # type: ignore[attr-defined]

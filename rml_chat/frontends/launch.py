@@ -162,7 +162,7 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
         thinking = None
     engine = open_engine(model, args, say, loading=loading)
     session = ChatSession(model, engine, sampling_from(args), overflow=args.overflow,
-                          stop_strings=tuple(args.stop), thinking=thinking)
+                          stop_strings=tuple(args.stop), thinking=thinking, context_shift=args.context_shift == "on")
     try:
         session.constraint = constraint_from(args, engine)
     except BaseException:

@@ -232,13 +232,7 @@ class Commands:
         self.say(self.repl.stats_line())
 
     def _settings(self) -> list[tuple[str, object]]:
-        values = []
-        for row in SETTINGS:
-            if row.settable:
-                value = ({True: "on", False: "off", None: "the template's"}[self.session.thinking]
-                         if row.name == "think" else getattr(self.session.sampling, row.name))
-                values.append((row.name.replace("_", "-"), value))
-        return values
+        return [(row.name.replace("_", "-"), self.session.setting(row.name)) for row in SETTINGS if row.settable]
 
     def _set(self, rest: str) -> None:
         name, _, value = rest.partition(" ")

@@ -1,0 +1,115 @@
+"""The thought told from the answer as a reply streams: the markers a template writes around a thought
+(``tokenizer.chat.reasoning``) found in the text, hidden, and the text on each side released as soon as
+it can't be part of a marker.
+
+Worked example, Qwen3's markers (``<think>``, ``</think>``), a reply streamed in four pieces::
+
+    feed("<thi")             -> ""          (held: it may be the opening marker)
+    feed("nk>\\nhm")          -> ""          thought "hm" (the marker and the newline after it hidden)
+    feed("m\\n</think>\\n\\nH")  -> "H"         thought "hmm" (the close and the blank line hidden)
+    feed("i")                -> "i"
+
+A thought the prompt opened (``in_thought``: DeepSeek R1 distills) starts at once; one that never closes
+is a thought all the same. A reply that does not open with the marker is all answer, and so is a marker
+written later in it. Whitespace at the edges of the thought and the answer is held apart (``thought_raw``
+and ``answer_lead`` keep it): the display shows neither, the history gets the text exactly as written.
+
+Control tokens come in as ``HIDDEN_OPEN text HIDDEN_CLOSE`` (``reply.TokenStream``): markers made of
+them match in that form, and any other is left out of both texts.
+"""
+
+from __future__ import annotations
+
+import re
+
+HIDDEN_OPEN, HIDDEN_CLOSE = "\ue000", "\ue001"  # around a control token's text in the stream
+_HIDDEN = re.compile(f"{HIDDEN_OPEN}[^{HIDDEN_CLOSE}]*{HIDDEN_CLOSE}")
+START, THOUGHT, ANSWER = "start", "thought", "answer"
+
+
+def without_hidden(text: str) -> str:
+    """The text without the control tokens the stream carried (a stray one is never shown)."""
+    return _HIDDEN.sub("", text) if HIDDEN_OPEN in text else text
+
+
+def _prefix_tail(text: str, marker: str) -> int:
+    """The length of the longest end of ``text`` that begins ``marker`` (0 when none)."""
+    for n in range(min(len(marker) - 1, len(text)), 0, -1):
+        if marker.startswith(text[-n:]):
+            return n
+    return 0
+
+
+class ThoughtSplitter:
+    """``feed(text)`` -> the answer text to show now; ``take_thought()`` -> the thought text since."""
+
+    def __init__(self, open_marker: str, close_marker: str, answer_open: str = "", in_thought: bool = False):
+        self._open, self._close, self._answer_open = open_marker, close_marker, answer_open
+        self.state = THOUGHT if in_thought else START
+        self._held = ""          # text that may be part of a marker
+        self.thought_raw = ""    # the thought exactly as written between the markers
+        self.thought = ""        # the thought as shown: no control tokens, no outer whitespace
+        self._released = 0       # how much of it take_thought has given out
+        self.answer_lead = ""    # the whitespace before the answer's first character
+        self._answering = False  # the answer's first character is out
+
+    @property
+    def in_thought(self) -> bool:
+        return self.state == THOUGHT
+
+    def take_thought(self) -> str:
+        """The shown thought's text since the last call (it only ever grows at its end)."""
+        new = self.thought[self._released:]
+        self._released = len(self.thought)
+        return new
+
+    def feed(self, text: str) -> str:
+        pending, self._held = self._held + text, ""
+        if self.state == START:
+            pending, settled = self._start(pending)
+            if not settled:
+                self._held = pending
+                return ""
+        if self.state == THOUGHT:
+            at = pending.find(self._close)
+            if at < 0:
+                keep = _prefix_tail(pending, self._close)
+                self._add_thought(pending[:len(pending) - keep])
+                self._held = pending[len(pending) - keep:]
+                return ""
+            self._add_thought(pending[:at])
+            self.state, pending = ANSWER, pending[at + len(self._close):]
+        return self._answer(pending)
+
+    def finish(self, rest: str = "") -> str:
+        """The end of the reply: what is held is what it seemed (an unclosed thought stays a thought)."""
+        out = self.feed(rest)
+        held, self._held = self._held, ""
+        if self.state == THOUGHT:
+            self._add_thought(held)
+            return out
+        self.state = ANSWER
+        return out + self._answer(held)
+
+    def _start(self, pending: str) -> tuple[str, bool]:
+        """At the reply's start: (what is left, whether the state is settled)."""
+        body = pending.lstrip()
+        for marker, state in ((self._open, THOUGHT), (self._answer_open, ANSWER)):
+            if marker and body.startswith(marker):
+                self.state = state
+                return body[len(marker):], True
+            if marker and marker.startswith(body):
+                return pending, False  # (whitespace, or the start of a marker, so far)
+        self.state = ANSWER
+        return pending, True
+
+    def _add_thought(self, text: str) -> None:
+        self.thought_raw += text
+        self.thought = without_hidden(self.thought_raw).strip()
+
+    def _answer(self, text: str) -> str:
+        if not self._answering:
+            body = text.lstrip()
+            self.answer_lead += text[:len(text) - len(body)]
+            text, self._answering = body, bool(body)
+        return without_hidden(text)

@@ -1,0 +1,133 @@
+"""Reasoning markers, read off a template's own renderings: what opens and closes a thought, what opens
+the answer, whether the generation prompt already opens a thought, and what the template does with an
+earlier turn's thought.
+
+Nothing here is a list of families. The template is asked to render one assistant message with a thought
+(``R``) and an answer (``A``), handed over the ways templates take one — the ``reasoning_content`` field
+(Qwen3, GLM, MiniMax, Kimi), ``thinking`` (gpt-oss), ``reasoning``, or inline in the content with one of
+the tag pairs models write (``<think>…</think>``, ``[THINK]…[/THINK]``, ``<seed:think>…</seed:think>``) —
+and the same message without the thought. Where the two renderings part, the text before ``R`` opens the
+thought, the text between ``R`` and ``A`` closes it, and the text before ``A`` in the plain rendering
+opens the answer. Worked example, gpt-oss (``thinking`` = R, content = A, after ``<|start|>assistant``)::
+
+    with     <|channel|>analysis<|message|>R<|end|><|start|>assistant<|channel|>final<|message|>A<|return|>
+    without  <|channel|>final<|message|>A<|return|>
+    -> open "<|channel|>analysis<|message|>", close "<|end|><|start|>assistant<|channel|>final<|message|>",
+       answer_open "<|channel|>final<|message|>"
+
+For Qwen3 the same gives open ``<think>``, close ``</think>`` (whitespace around them is the template's
+and stays the model's: it is part of the thought's and the answer's text, trimmed only for display).
+The generation prompt *prefills* the thought when its rendering ends with the opening marker (DeepSeek R1
+distills, MiniMax-M2). ``history`` is what a two-exchange rendering keeps of the two thoughts: ``drop``
+(neither), ``keep`` (both) or ``last`` (the later one only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ChatFormatError
+from .template import ChatTemplate
+
+#: the fields templates read an assistant's thought from, and the tag pairs models write it in
+FIELDS = ("reasoning_content", "thinking", "reasoning")
+INLINE_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<seed:think>", "</seed:think>"),
+               ("<|channel>thought", "<channel|>"))
+_R, _A, _U = "\U000f1001R\U000f1002", "\U000f1003A\U000f1004", "\U000f1005U\U000f1006"  # texts no template writes
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """How one template writes a thought. ``field`` "content" means inline: ``open + R + close + A``."""
+
+    open: str
+    close: str
+    answer_open: str = ""
+    field: str = "content"
+    prefilled: bool = False
+    history: str = "drop"
+
+    def message(self, answer: str, thought: str) -> dict[str, str]:
+        """An assistant message with a thought, as this template takes it (the raw texts, as the model wrote them).
+
+            >>> Reasoning("<think>", "</think>").message("\\n\\nHi", "\\nhm\\n")["content"]
+            '<think>\\nhm\\n</think>\\n\\nHi'
+        """
+        if self.field == "content":
+            return {"role": "assistant", "content": self.open + thought + self.close + answer}
+        return {"role": "assistant", "content": answer, self.field: thought}
+
+
+def _render(template: ChatTemplate, messages: list[dict], generation: bool, bos: str, eos: str,
+            thinking: bool | None = None) -> str | None:
+    try:
+        return template.render(messages, generation, bos_token=bos, eos_token=eos, thinking=thinking,
+                               strftime_now=lambda _: "")
+    except ChatFormatError:
+        return None
+
+
+def _common(*texts: str) -> int:
+    """The length of the texts' common prefix, backed off to a marker's start (after ``>``, ``]`` or
+    whitespace), so that ``<|START_TEXT|>`` and ``<|START_THINKING|>`` part before ``<|START_``."""
+    n = 0
+    while all(n < len(t) for t in texts) and len({t[n] for t in texts}) == 1:
+        n += 1
+    while 0 < n and all(n < len(t) for t in texts) and texts[0][n - 1] not in ">]\n \t":
+        n -= 1  # (a text that ended there ended at a boundary: the generation prompt's last marker)
+    return n
+
+
+def _parted(with_thought: str, plain: str, header: str) -> tuple[str, str, str, bool] | None:
+    """(open, close, answer_open, prefilled) from one assistant message rendered with and without a
+    thought, after the user's text; ``header`` is the generation prompt's text there. None: no thought."""
+    if _R not in with_thought or _A not in with_thought or _A not in plain:
+        return None
+    r_at, a_at = with_thought.index(_R), with_thought.index(_A)
+    start = min(_common(with_thought, plain, header), r_at)
+    open_text, prefilled = with_thought[start:r_at].strip(), False
+    if not open_text:  # the generation prompt writes the opening marker itself (Apriel, GLM)
+        open_text, prefilled = header[_common(header, with_thought):].strip(), True
+    close = with_thought[r_at + len(_R):a_at].strip()
+    answer_open = plain[min(start, plain.index(_A)):plain.index(_A)].strip()
+    if not open_text or not close or open_text in answer_open:
+        answer_open = "" if open_text and close else answer_open
+    return (open_text, close, answer_open, prefilled) if open_text and close else None
+
+
+def _header(template: ChatTemplate, bos: str, eos: str) -> str:
+    """The generation prompt's text after the user's, with thinking on where the template reads it."""
+    thinking = True if template.reads_thinking else None
+    text = _render(template, [{"role": "user", "content": _U}], True, bos, eos, thinking) or ""
+    return text.split(_U, 1)[-1]
+
+
+def derive(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> Reasoning | None:
+    """The template's reasoning markers (module docstring), or None for a template that writes no thought."""
+    user = {"role": "user", "content": _U}
+    plain = _render(template, [user, {"role": "assistant", "content": _A}], False, bos, eos)
+    if plain is None:
+        return None
+    header, plain = _header(template, bos, eos), plain.split(_U, 1)[-1]
+    tags = [(o, c) for o, c in INLINE_TAGS if o in template.source]
+    ways = [(name, {"role": "assistant", "content": _A, name: _R}) for name in FIELDS]
+    ways += [("content", {"role": "assistant", "content": o + _R + c + _A}) for o, c in tags]
+    for field, message in ways:
+        rendered = (_render(template, [user, message], False, bos, eos) or "").split(_U, 1)[-1]
+        parted = _parted(rendered, plain, header)
+        if parted is not None:
+            if field == "content":  # the tags are the content's own (what else parted is the template's)
+                parted = (*next((o, c) for o, c in tags if message["content"].startswith(o)), *parted[2:])
+            found = Reasoning(*parted[:3], field, parted[3])
+            return Reasoning(*parted[:3], field, parted[3] or header.rstrip().endswith(found.open),
+                             _history(template, found, bos, eos))
+    for open_text, close in tags:  # the template drops every thought from history: the tags it names
+        if header.rstrip().endswith(open_text) or open_text in template.source:
+            return Reasoning(open_text, close, "", "content", header.rstrip().endswith(open_text), "drop")
+    return None
+def _history(template: ChatTemplate, found: Reasoning, bos: str, eos: str) -> str:
+    r1, r2 = _R.replace("R", "R1"), _R.replace("R", "R2")
+    messages = [{"role": "user", "content": _U}, found.message(_A, r1), {"role": "user", "content": _U},
+                found.message(_A, r2), {"role": "user", "content": _U}]
+    text = _render(template, messages, True, bos, eos) or ""
+    return {(True, True): "keep", (False, True): "last"}.get((r1 in text, r2 in text), "drop")
