@@ -168,6 +168,13 @@ class Terminal:
         self.read_until(lambda out: out.endswith(b"> "))
         time.sleep(0.3)  # prompt_toolkit may still be switching the terminal to raw mode
 
+    def ask(self, keys: bytes, answered: bytes) -> None:
+        """Send a line and wait until its answer (``answered`` in what follows) is out and the prompt is back."""
+        start = len(self.output)
+        self.send(keys + b"\r")
+        self.read_until(lambda out: answered in out[start:] and out.endswith(b"> "))
+        self.prompt_ready()
+
     def send(self, keys: bytes) -> None:
         """Write in small pieces, draining output between them (the child echoes what it reads: with
         both pty buffers full, a blocking write would deadlock)."""
@@ -306,10 +313,7 @@ def test_resume_by_name_shows_the_last_exchange_and_brings_back_the_settings(tmp
     term.prompt_ready()
     for line, answer in ((b"/set top-k 7", b"top-k = 7"), (b"/name dragons", b"is named 'dragons'"),
                          (b"Say hello.", b"stop: "), (b"word " * 300, b"stop: ")):
-        start = len(term.output)
-        term.send(line + b"\r")
-        term.read_until(lambda out: answer in out[start:] and out.endswith(b"> "))  # noqa: B023
-        term.prompt_ready()
+        term.ask(line, answer)
     assert term.finish() == 0
     assert b"saved 4 messages and llama.cpp's state (" in term.output  # 300 words: worth a state
     listed = subprocess.run([sys.executable, "-m", "rml_chat", "--sessions"], capture_output=True, text=True,
@@ -317,9 +321,7 @@ def test_resume_by_name_shows_the_last_exchange_and_brings_back_the_settings(tmp
     assert "[dragons] Say hello." in listed.stdout
     again = Terminal(tmp_path, "--resume", "dragons", model=False)
     again.prompt_ready()
-    again.send(b"/info\r")
-    again.read_until(lambda out: b"settings: " in out and out.endswith(b"> "))
-    again.prompt_ready()
+    again.ask(b"/info", b"settings: ")
     assert again.finish() == 0
     out = again.output.decode("utf-8", "replace")
     assert "settings of the chat restored: top-k=7" in out and "top-k=7" in out.split("settings: ")[1]

@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tokenizer.chat.reasoning import Reasoning
+
 from .. import text_input
 from ..errors import AppError
 from ..words import counted
@@ -49,10 +51,12 @@ class Conversation:
     name: str | None = None  # given with /name: --resume NAME opens it
     settings: dict[str, object] = field(default_factory=dict)  # /set changes, as NAME: value text
 
-    def for_prompt(self) -> list[dict[str, str]]:
-        """The window: the system message, then the messages from ``window_start`` on."""
+    def for_prompt(self, reasoning: Reasoning | None = None) -> list[dict[str, str]]:
+        """The window: the system message, then the messages from ``window_start`` on; a reply's thought
+        handed to the template the way it takes one (``reasoning``), so that it drops or keeps it."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [{"role": m["role"], "content": m["content"]} for m in self.messages[self.window_start:]]
+        return head + [reasoning.message(m["content"], m["reasoning"]) if reasoning and "reasoning" in m else
+                       {"role": m["role"], "content": m["content"]} for m in self.messages[self.window_start:]]
 
     def next_window_start(self) -> int | None:
         """Where the window starts once its oldest exchange leaves it (None: one exchange or less is left)."""
@@ -90,7 +94,9 @@ class Conversation:
         for i, m in enumerate(data["messages"]):
             if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
                 raise ChatError(f"{source}: message {i} needs a role user/assistant and a string content")
-            messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut")})
+            if m.get("reasoning") is not None and not (m["role"] == "assistant" and isinstance(m["reasoning"], str)):
+                raise ChatError(f"{source}: message {i}: 'reasoning' is an assistant's thought, a string")
+            messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut", "reasoning")})
         system = data.get("system")
         if system is not None and not isinstance(system, str):
             raise ChatError(f"{source}: 'system' must be a string or null")

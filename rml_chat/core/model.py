@@ -13,12 +13,13 @@ from pathlib import Path
 import tokenizer
 from tokenizer import Tokenizer, TokenizerError
 from tokenizer.chat import ChatEncoder, ChatFormatError, Detection, detect_chat_format
+from tokenizer.chat.reasoning import Reasoning, derive
+from tokenizer.chat.template import compiled
 
 from ..errors import ModelError
 from .paths import DEFAULT_MODEL_FILE, default_model_path, resolve
 
 __all__ = ["DEFAULT_MODEL_FILE", "Model", "ModelError", "default_model_path", "load_model", "resolve"]
-
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Model:
     tokenizer: Tokenizer
     detection: Detection
     encoder: ChatEncoder
+    reasoning: Reasoning | None = None  # how its template writes a thought (None: it writes none)
 
     @property
     def name(self) -> str:
@@ -54,6 +56,10 @@ class Model:
             lines.append(f"stop strings: {', '.join(map(repr, self.encoder.stop_strings))}")
         if d.history:
             lines.append(f"history: {d.history}; a turn re-evaluates from there")
+        r = self.reasoning
+        if r is not None:
+            lines.append(f"reasoning: {r.open!r} … {r.close!r} ({'in ' + r.field if r.field != 'content' else 'inline'}"
+                         f"{'; the prompt opens it' if r.prefilled else ''}; earlier thoughts: {r.history})")
         return lines
 
 
@@ -72,4 +78,11 @@ def load_model(model: str | None, *, weights: str | None = None, chat_format: st
     except OSError as err:
         raise ModelError(f"{tokenizer_source}: {err.strerror or err}") from None
     encoder = ChatEncoder(tok, detection.format)
-    return Model(source, weights_path, tok, detection, encoder)
+    reasoning = None
+    template = getattr(detection.format, "template", None) or tok.chat_template
+    if template:
+        try:
+            reasoning = derive(compiled(template), bos, eos)
+        except ChatFormatError:  # a template that can't be compiled writes no thought we could read
+            reasoning = None
+    return Model(source, weights_path, tok, detection, encoder, reasoning)

@@ -126,6 +126,15 @@ class Reply:
         return self._scanner.text
 
     @property
+    def raw_answer(self) -> str:
+        """The answer exactly as written (the whitespace after a thought kept), for the history."""
+        return (self._splitter.answer_lead if self._splitter is not None else "") + self._scanner.text
+
+    @property
+    def thought_raw(self) -> str:
+        return self._splitter.thought_raw if self._splitter is not None else ""
+
+    @property
     def thought(self) -> str:
         return self._splitter.thought if self._splitter is not None else ""
 

@@ -40,6 +40,8 @@ class TurnResult:
     stopped_by: str | None = None  # the user's stop string that ended the reply
     max_tokens: int = -1  # the -n it ran under
     shifts: int = 0  # times the window moved during the reply (--context-shift)
+    reasoning: str = ""  # the thought, as shown (a reasoning model's; "" for the rest)
+    reasoning_tokens: int = 0  # the reply's tokens inside the thought
     context_tokens: int = -1  # the context in use at the end (-1: the prompt and the reply's tokens)
 
     def cut_note(self, n_ctx: int, repl: bool = False) -> str:
@@ -79,14 +81,26 @@ class ChatSession:
         self.context_shift = context_shift  # a reply that fills the context moves the window and goes on
         self._ids: list[int] = []  # the prompt ids of the reply's last call (the window's, after a shift)
         self._since_shift: list[int] = []  # the reply's tokens generated since the window last moved
+        self._think: Callable[[str], None] | None = None
         self.conversation = Conversation()
         self.last: TurnResult | None = None
         self.autosave_path: Path | None = None  # set when resumed from an autosave: saving goes on there
         self.constraint: Constraint | None = None  # a JSON schema or a grammar every reply follows
+        self.hide_thinking = False  # front ends leave the thought out of what they show
+        self.ctrl_c_ends_thought = False  # the REPL's: the first Ctrl-C during a thought ends the thought
+        reasoning = model.reasoning
+        if reasoning is not None:  # no stop that opens the close marker (gpt-oss: <|end|> ends the analysis)
+            self.stop_strings = tuple(s for s in self.stop_strings if not reasoning.close.startswith(s))
+            close_ids = model.tokenizer.encode(reasoning.close, parse_special=True)
+            self._thought_stops = set(close_ids[:1]) & set(model.stop_ids)
+            self._close_ids = model.tokenizer.encode(reasoning.close_written or reasoning.close, parse_special=True)
+        else:
+            self._thought_stops, self._close_ids = set(), []
 
     def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
         encoder = self.model.encoder
-        segments = encoder.format(self.conversation.for_prompt(), add_generation_prompt, thinking=self.thinking)
+        segments = encoder.format(self.conversation.for_prompt(self.model.reasoning), add_generation_prompt,
+                                  thinking=self.thinking)
         return encoder.encode(segments)
 
     def reply_room(self) -> int:
@@ -126,11 +140,13 @@ class ChatSession:
         return ids, dropped
 
     def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
-             progress: Progress | None = None, constraint: Constraint | None = None) -> TurnResult:
+             progress: Progress | None = None, constraint: Constraint | None = None,
+             think: Callable[[str], None] | None = None) -> TurnResult:
         """Add the user's message (None: regenerate the last reply), generate, stream through ``emit``;
         ``progress(done, total, seconds)`` follows a long prompt evaluation. Ctrl-C keeps the partial reply,
         marked as cut, and re-raises KeyboardInterrupt; during the evaluation it keeps the message and
-        records no reply. ``constraint`` (default: the session's) is a schema or grammar the reply follows."""
+        records no reply. ``constraint`` (default: the session's) is a schema or grammar the reply follows.
+        A reasoning model's thought streams through ``think`` (the answer through ``emit``)."""
         constraint = constraint or self.constraint
         if text is not None:
             pending = self.conversation.unanswered()
@@ -147,40 +163,46 @@ class ChatSession:
                 self.conversation.messages.pop()  # not lost: the caller still holds it and shows it back
             raise
         gen = Generation()
-        reply = Reply(self.model.tokenizer, self.stop_strings)
+        reply = Reply(self.model.tokenizer, self.stop_strings, self.model.reasoning, self._opens_thought(ids))
+        self._think = think
         moves: list[str] = []  # notes of shifts mid-reply, given once the reply is done (not inside it)
         try:
             self._generate(ids, gen, reply, emit, progress, constraint, moves)
             emit(reply.finish())
+            self._thought_out(reply)
         except AppError:  # the engine failed mid-reply (a server that went away): what came stays, cut
             emit(reply.finish())
             if gen.tokens:
-                self._record(reply.text, ids, gen, dropped, cut=True, moves=moves)
+                self._record(reply, ids, gen, dropped, cut=True, moves=moves)
             raise
         except KeyboardInterrupt:
             emit(reply.finish())
             if gen.tokens or gen.first_token_at:
-                self._record(reply.text, ids, gen, dropped, cut=True, moves=moves)
+                self._record(reply, ids, gen, dropped, cut=True, moves=moves)
             else:  # cut during the prompt's evaluation: the message stays, unanswered; no reply is made up
                 self.last = TurnResult("", gen, ids, dropped)
             raise
         finally:
             for note in moves:
                 notify(note)
-        result = self._record(reply.text, ids, gen, dropped, cut=False, moves=moves)
+        result = self._record(reply, ids, gen, dropped, cut=False, moves=moves)
         result.outcome = judge(constraint, result.reply, gen.stop_reason)
         result.max_tokens = self.sampling.max_tokens
         if reply.stopped_by in self.user_stops:
             result.stopped_by = reply.stopped_by
         return result
 
-    def _record(self, reply: str, ids: list[int], gen: Generation, dropped: int, cut: bool,
+    def _record(self, reply: Reply, ids: list[int], gen: Generation, dropped: int, cut: bool,
                 moves: Sequence[str] = ()) -> TurnResult:
-        message = {"role": "assistant", "content": reply}
+        """The reply into the conversation, as written (the thought apart), and the turn's result."""
+        message = {"role": "assistant", "content": reply.raw_answer}
+        if reply.thought_raw or reply.in_thought:
+            message["reasoning"] = reply.thought_raw
         if cut:
             message["cut"] = True
         self.conversation.messages.append(message)
-        self.last = TurnResult(reply, gen, ids, dropped, shifts=len(moves))
+        self.last = TurnResult(reply.text, gen, ids, dropped, shifts=len(moves), reasoning=reply.thought,
+                               reasoning_tokens=reply.thought_tokens)
         if moves:  # the context in use is the last call's prompt and what came after it
             self.last.prompt_ids, self.last.context_tokens = self._ids, len(self._ids) + len(self._since_shift)
         return self.last
@@ -190,29 +212,67 @@ class ChatSession:
         """Stream the reply to ``ids`` into ``gen``. When it fills the context (and context_shift allows,
         free text only: a grammar can't be resumed halfway), the window moves and the same reply goes on
         (``_ids``: the prompt ids of the last call, the window's prompt and the reply so far)."""
-        sampling, self._ids = self.sampling, ids
+        sampling, self._ids, ended = self.sampling, ids, False
+        stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
+        if reply.in_thought and sampling.reasoning_budget == 0:  # no thought at all: the one the prompt opened ends
+            ids, ended = self._end_thought(ids, gen, reply, emit), True
         while True:
             part = Generation()
             try:
-                for token in self.engine.generate(ids, sampling, self.model.stop_ids, part, progress,
+                for token in self.engine.generate(ids, sampling, stops, part, progress,
                                                   None if constraint is None else constraint.gbnf):
+                    if token in self._thought_stops and not reply.in_thought:  # a stop after all, in the answer
+                        part.tokens.pop()
+                        part.stop_reason = "stop"
+                        break
                     emit(reply.feed(token))
+                    self._thought_out(reply)
                     if reply.stopped_by is not None:
                         part.stop_reason = "stop_string"
                         break
+                    if not ended and reply.in_thought and 0 <= sampling.reasoning_budget <= reply.thought_tokens:
+                        part.stop_reason = "thought ended"
+                        break
+            except KeyboardInterrupt:
+                if not (self.ctrl_c_ends_thought and reply.in_thought and not ended):
+                    raise
+                part.stop_reason = "thought ended"  # the first Ctrl-C during a thought ends the thought
             finally:
                 gen.absorb(part)
                 self._since_shift = part.tokens
-            if part.stop_reason != "context" or not self.context_shift or constraint is not None \
+            if part.stop_reason == "thought ended":
+                ids, ended = self._end_thought(ids + part.tokens, gen, reply, emit), True
+            elif part.stop_reason != "context" or not self.context_shift or constraint is not None \
                     or self.overflow != "drop-oldest":
                 return
-            moved = self._move_window_mid_reply(gen.tokens)
-            if moved is None:
-                return
-            ids = self._ids = moved[0]
-            moves.append(moved[1])
+            else:
+                moved = self._move_window_mid_reply(gen.tokens)
+                if moved is None:
+                    return
+                ids = self._ids = moved[0]
+                moves.append(moved[1])
             if sampling.max_tokens >= 0:
-                sampling = replace(self.sampling, max_tokens=self.sampling.max_tokens - len(gen.tokens))
+                sampling = replace(self.sampling, max_tokens=max(self.sampling.max_tokens - len(gen.tokens), 0))
+
+    def _end_thought(self, ids: list[int], gen: Generation, reply: Reply, emit: Callable[[str], None]) -> list[int]:
+        """The close marker, tokenized as the template writes it, into the reply and the context: the model
+        answers next (llama.cpp's reasoning budget; the REPL's first Ctrl-C in a thought). The ids to go on from."""
+        for token in self._close_ids:
+            emit(reply.feed(token))
+        self._thought_out(reply)
+        gen.tokens.extend(self._close_ids)
+        self._ids = ids + self._close_ids
+        return self._ids
+
+    def _thought_out(self, reply: Reply) -> None:
+        thought = reply.take_thought()
+        if thought and self._think is not None:
+            self._think(thought)
+
+    def _opens_thought(self, ids: Sequence[int]) -> bool:
+        """The prompt ends inside a thought (its generation prompt opens one: DeepSeek R1 distills)."""
+        r = self.model.reasoning
+        return r is not None and self.model.tokenizer.decode(ids[-24:]).rstrip().endswith(r.open)
 
     def _move_window_mid_reply(self, reply_ids: Sequence[int]) -> tuple[list[int], str] | None:
         """The window moved past the oldest exchanges until the prompt and the reply so far take three
@@ -242,8 +302,8 @@ class ChatSession:
             if not self.model.detection.format.thinking_switch:
                 return "think does not apply: this chat format has no thinking switch"
             self.thinking = value == "on"
-        elif name == "context_shift":
-            self.context_shift = value == "on"
+        elif name in ("context_shift", "hide_thinking"):
+            setattr(self, name, value == "on")
         else:
             setattr(self.sampling, name, value)
         return ""
@@ -252,8 +312,8 @@ class ChatSession:
         """A ``/set``-able setting's value as /set and /info show it."""
         if name == "think":
             return {True: "on", False: "off", None: "the template's"}[self.thinking]
-        if name == "context_shift":
-            return "on" if self.context_shift else "off"
+        if name in ("context_shift", "hide_thinking"):
+            return "on" if getattr(self, name) else "off"
         return getattr(self.sampling, name)
 
     def eval_rate(self) -> float | None:

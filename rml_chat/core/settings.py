@@ -88,6 +88,7 @@ class Setting:
     repeat: bool = False           # the flag may be given more than once (a list)
     metavar: str = "X"
     default_text: str = ""         # the default as --help says it, when not the value itself
+    bare: str | None = None        # what the flag alone means (``--hidethinking`` is ``--hidethinking on``)
 
     @property
     def flag(self) -> str:
@@ -116,6 +117,9 @@ SETTINGS: tuple[Setting, ...] = (
             "sampling seed", True, metavar="N"),
     Setting("max_tokens", ("-n", "--max-tokens"), integer(0, special=-1, note="-1: until a stop or a full context"),
             -1, SAMPLING, "the reply's length limit", True, metavar="N"),
+    Setting("reasoning_budget", ("--reasoning-budget",), integer(0, special=-1, note="-1: no limit, 0: no thought"),
+            -1, SAMPLING, "reasoning models: thought tokens before the thought is closed and the model answers",
+            True, metavar="N"),
     Setting("ctx_size", ("-c", "--ctx-size"), integer(0, note="0: the model's training context"), 4096, CONTEXT,
             "context size in tokens (llama.cpp allocates in steps of 256)", metavar="N"),
     Setting("overflow", ("--overflow",), choice("drop-oldest", "error"), "drop-oldest", CONTEXT,
@@ -132,6 +136,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("think", ("--think",), choice("on", "off"), None, OUTPUT,
             "reasoning models whose template has a thinking switch: thinking on or off", True, metavar="on|off",
             default_text="the template's"),
+    Setting("hide_thinking", ("--hidethinking",), choice("on", "off"), "off", OUTPUT,
+            "reasoning models: leave the thought out of what is shown (it stays in --json and the chat)", True,
+            metavar="on|off", bare="on"),
     Setting("stop", ("--stop",), nonempty, [], OUTPUT, "stop when the reply writes this text (repeatable)",
             repeat=True, metavar="TEXT", default_text="the model's stop tokens only"),
 )

@@ -32,6 +32,7 @@ class Sampling:
     repeat_penalty: float = 1.0
     seed: int = -1
     max_tokens: int = -1  # -1: until a stop or the context is full
+    reasoning_budget: int = -1  # thought tokens before the chat closes the thought (-1: no limit); engines ignore it
 
 
 @dataclass

@@ -124,6 +124,7 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     for row in SETTINGS:
         groups[row.group].add_argument(*row.flags, dest=row.name, type=_setting_type(row), default=row.default,
                                        action="append" if row.repeat else "store", metavar=row.metavar,
+                                       **({"nargs": "?", "const": row.bare} if row.bare else {}),
                                        help=f"{row.help}; {row.parse.allowed} (default: "
                                             f"{row.default_text or row.default})")
     groups[OUTPUT].add_argument("--verbose", action="store_true",

@@ -41,7 +41,8 @@ def constraint_from(args: argparse.Namespace, engine: Engine) -> Constraint | No
 
 def sampling_from(args: argparse.Namespace) -> Sampling:
     return Sampling(temp=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                    repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens)
+                    repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens,
+                    reasoning_budget=args.reasoning_budget)
 
 
 def _threads(value: int) -> int | None:
@@ -182,4 +183,7 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
             say(f"note: settings of the chat restored: {restored_settings} (a flag given now wins)")
     if args.system is not None:
         session.conversation.system = args.system
+    session.hide_thinking = args.hide_thinking == "on"
+    if model.reasoning is None and (args.reasoning_budget >= 0 or args.hide_thinking == "on"):
+        say("note: --reasoning-budget and --hidethinking do not apply: the model's template writes no thought")
     return session

@@ -107,6 +107,7 @@ class Repl:
         self._autosave_failed = False
         self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
         self.typeahead = Typeahead.for_stdin(input is None)
+        session.ctrl_c_ends_thought = True  # the first Ctrl-C during a thought ends it; a second stops the reply
 
     # ----- the loop ----------------------------------------------------------------------
 
@@ -205,15 +206,26 @@ class Repl:
 
     def reply(self, text: str | None) -> None:
         progress = EvalProgress()
+        thinking = [False]  # a thought is on screen, its line not ended yet
 
         def emit(chunk: str) -> None:
             if chunk:
                 progress.clear()
+                if thinking[0]:  # the answer starts below the thought
+                    sys.stdout.write("\n\n")
+                    thinking[0] = False
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
 
+        def think(chunk: str) -> None:
+            if chunk and not self.session.hide_thinking:
+                progress.clear()
+                sys.stdout.write(dim(chunk))
+                sys.stdout.flush()
+                thinking[0] = True
+
         try:
-            result = self.session.turn(text, emit, lambda line: self._say(dim(line)), progress)
+            result = self.session.turn(text, emit, lambda line: self._say(dim(line)), progress, think=think)
         except KeyboardInterrupt:
             progress.clear()
             if self.session.conversation.unanswered() is not None:
@@ -316,7 +328,8 @@ class Repl:
                     "evaluated (the cache keeps them; the next turn evaluates the rest)")
         fields = [f"{counted(g.evaluated, 'prompt token')} evaluated",
                   f"TTFT {g.ttft_s * 1000:.0f} ms" if g.first_token_at else "no token yet",
-                  f"{counted(len(g.tokens), 'token')}" + (f" at {g.tokens_per_s:.1f} tok/s" if g.tokens_per_s else ""),
+                  f"{counted(len(g.tokens), 'token')}" + (f" ({last.reasoning_tokens} thinking)" if last.reasoning_tokens
+                                                         else "") + (f" at {g.tokens_per_s:.1f} tok/s" if g.tokens_per_s else ""),
                   f"context {last.context_used}/{self.session.engine.n_ctx}",
                   f"stop: {g.stop_reason}" + (" (cut)" if g.stop_reason == "interrupted" else "")]
         return fit_width(fields)

@@ -22,7 +22,8 @@ from .prompt_view import marked_prompt
 KEYS = (("Enter", "send the message"), ("Alt-Enter", "a new line in the message"),
         ('"""', 'a message from """ to a line ending with """'), ("paste", "a pasted text is one message"),
         ("Up / Down", "earlier messages"), ("Tab", "complete a /command"), ("Ctrl-C", "stop the reply (the part "
-        "shown stays); at the prompt, keep the line in the history"), ("Ctrl-D", "leave"))
+        "shown stays); during a thought, end the thought (the model answers), again to stop; at the prompt, keep "
+        "the line in the history"), ("Ctrl-D", "leave"))
 
 
 class Host(Protocol):

@@ -27,6 +27,8 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "ok": outcome is None or (outcome.complete and outcome.valid is not False),
         **shaped,
         "reply": result.reply,
+        "reasoning": result.reasoning if session.model.reasoning is not None else None,
+        "reasoning_tokens": result.reasoning_tokens,
         "model": session.model.name,
         "chat_format": session.model.detection.format.name,
         "prompt_tokens": g.prompt_tokens,
@@ -61,6 +63,27 @@ def show_prompt(session: ChatSession, text: str, as_json: bool) -> int:
     return 0
 
 
+class ThoughtOnStderr:
+    """A reasoning model's thought for ``-p``: on stderr (dim on a terminal), so that stdout is the answer."""
+
+    def __init__(self, hidden: bool, progress: EvalProgress):
+        self.hidden, self.progress, self.open = hidden, progress, False
+        self.tty = sys.stderr.isatty()
+
+    def write(self, text: str) -> None:
+        if self.hidden or not text:
+            return
+        self.progress.clear()
+        sys.stderr.write(f"\x1b[2m{text}\x1b[0m" if self.tty else text)
+        sys.stderr.flush()
+        self.open = True
+
+    def end(self) -> None:
+        if self.open:
+            sys.stderr.write("\n")
+            self.open = False
+
+
 def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     """One turn: the reply streamed to stdout (or one JSON object); the exit code."""
     text = args.prompt if args.prompt is not None else text_input.read_stdin()
@@ -80,8 +103,10 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     def notify(line: str) -> None:
         print(f"note: {line}", file=sys.stderr)
 
+    thinking = ThoughtOnStderr(session.hide_thinking or args.json, progress)
     try:
-        result = session.turn(text, emit, notify, progress)
+        result = session.turn(text, emit, notify, progress, think=thinking.write)
+        thinking.end()
     except KeyboardInterrupt:
         progress.clear()
         if not args.json:

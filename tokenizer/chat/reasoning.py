@@ -46,16 +46,21 @@ class Reasoning:
     field: str = "content"
     prefilled: bool = False
     history: str = "drop"
+    close_written: str = ""  # the close with the whitespace the template writes around it ("\n</think>\n\n")
 
     def message(self, answer: str, thought: str) -> dict[str, str]:
-        """An assistant message with a thought, as this template takes it (the raw texts, as the model wrote them).
+        """An assistant message with a thought, as this template takes it. Inline, the texts as the model
+        wrote them (the template cuts and trims them itself); in a field, trimmed, as llama-server hands
+        over a parsed reply.
 
             >>> Reasoning("<think>", "</think>").message("\\n\\nHi", "\\nhm\\n")["content"]
             '<think>\\nhm\\n</think>\\n\\nHi'
+            >>> Reasoning("<think>", "</think>", field="reasoning_content").message("\\n\\nHi", "\\nhm\\n")
+            {'role': 'assistant', 'content': 'Hi', 'reasoning_content': 'hm'}
         """
         if self.field == "content":
             return {"role": "assistant", "content": self.open + thought + self.close + answer}
-        return {"role": "assistant", "content": answer, self.field: thought}
+        return {"role": "assistant", "content": answer.lstrip(), self.field: thought.strip()}
 
 
 def _render(template: ChatTemplate, messages: list[dict], generation: bool, bos: str, eos: str,
@@ -78,8 +83,8 @@ def _common(*texts: str) -> int:
     return n
 
 
-def _parted(with_thought: str, plain: str, header: str) -> tuple[str, str, str, bool] | None:
-    """(open, close, answer_open, prefilled) from one assistant message rendered with and without a
+def _parted(with_thought: str, plain: str, header: str) -> tuple[str, str, str, bool, str] | None:
+    """(open, close, answer_open, prefilled, close as written) from one assistant message rendered with and without a
     thought, after the user's text; ``header`` is the generation prompt's text there. None: no thought."""
     if _R not in with_thought or _A not in with_thought or _A not in plain:
         return None
@@ -88,11 +93,12 @@ def _parted(with_thought: str, plain: str, header: str) -> tuple[str, str, str, 
     open_text, prefilled = with_thought[start:r_at].strip(), False
     if not open_text:  # the generation prompt writes the opening marker itself (Apriel, GLM)
         open_text, prefilled = header[_common(header, with_thought):].strip(), True
-    close = with_thought[r_at + len(_R):a_at].strip()
+    close_written = with_thought[r_at + len(_R):a_at]
+    close = close_written.strip()
     answer_open = plain[min(start, plain.index(_A)):plain.index(_A)].strip()
     if not open_text or not close or open_text in answer_open:
         answer_open = "" if open_text and close else answer_open
-    return (open_text, close, answer_open, prefilled) if open_text and close else None
+    return (open_text, close, answer_open, prefilled, close_written) if open_text and close else None
 
 
 def _header(template: ChatTemplate, bos: str, eos: str) -> str:
@@ -120,7 +126,7 @@ def derive(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> Reaso
                 parted = (*next((o, c) for o, c in tags if message["content"].startswith(o)), *parted[2:])
             found = Reasoning(*parted[:3], field, parted[3])
             return Reasoning(*parted[:3], field, parted[3] or header.rstrip().endswith(found.open),
-                             _history(template, found, bos, eos))
+                             _history(template, found, bos, eos), parted[4])
     for open_text, close in tags:  # the template drops every thought from history: the tags it names
         if header.rstrip().endswith(open_text) or open_text in template.source:
             return Reasoning(open_text, close, "", "content", header.rstrip().endswith(open_text), "drop")
