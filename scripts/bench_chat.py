@@ -17,6 +17,9 @@ Sections (``--only`` picks some):
 * ``remote``      the same greedy reply through a llama-server over two RPC workers on 127.0.0.1
   (scripts/cluster.py) against the local engine: tokens/s and TTFT as ratios, and the time our client adds
   per token on top of the server's own timings.
+* ``reasoning``   a reasoning model's 20-turn chat (SmolLM2 under Qwen3's template, thinking by grammar):
+  what each turn evaluates, TTFT last 5 over first 5, tokens/s with the split against without
+  (scripts/bench_reasoning.py).
 * ``format``      formatting + encoding one turn of a 50-exchange conversation (what a turn costs before
   llama.cpp sees it), µs; with ``--tree DIR`` the same for another checkout, in alternating processes.
 """
@@ -43,7 +46,7 @@ from rml_chat.engines.local import LocalEngine  # noqa: E402
 from tokenizer.chat import segments_text  # noqa: E402
 
 STORY = "Write a long story about a dragon who learns to cook, with many details."
-SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote")
+SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "reasoning")
 
 
 # ----- generation ------------------------------------------------------------------------------------
@@ -322,6 +325,12 @@ def main() -> None:
             batch(args.model)
         elif section == "remote":
             remote(args.model, args.repeat)
+        elif section == "reasoning":
+            import fetch_test_data
+            from bench_reasoning import reasoning
+
+            reasoning(Path(args.model) if args.model else fetch_test_data.smollm_path(),
+                      fetch_test_data.models_dir() / "templates", args.repeat)
         else:
             format_section(args.model, args.repeat, args.tree)
 

@@ -73,7 +73,8 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_
               "min_p": ["7", "x"], "repeat_penalty": ["0", "-2"], "seed": ["-2", str(2**32), "abc"],
               "max_tokens": ["-5", "ten"], "ctx_size": ["-5", "4k"], "overflow": ["truncate"],
               "threads": ["0", "-2", "513"], "threads_batch": ["0", "many", "9" * 30], "think": ["maybe", "ON"],
-              "stop": [""], "context_shift": ["yes", "1"]}
+              "stop": [""], "context_shift": ["yes", "1"], "reasoning_budget": ["-2", "lots"],
+              "hide_thinking": ["yes"]}
 
 
 @pytest.mark.offline
@@ -313,6 +314,7 @@ _VALID = {"--temp": ["0", "0.7", "2"], "--top-k": ["0", "1", "40"], "--top-p": [
           "--repeat-penalty": ["0.5", "1.3"], "--seed": ["-1", "0", "7"], "--max-tokens": ["0", "2"],
           "--ctx-size": ["256", "300", "0"], "--overflow": ["drop-oldest", "error"], "--threads": ["-1", "1", "2"],
           "--threads-batch": ["-1", "1"], "--think": ["on", "off"], "--context-shift": ["on", "off"],
+          "--reasoning-budget": ["-1", "0", "5"], "--hidethinking": ["on", "off"],
           "--stop": ["\n", "a", "Hello"],
           "--chat-format": ["chatml", "raw", "llama2", "gemma", "phi3"], "-sys": ["Be brief.", "\udcff\x01", ""],
           "-p": ["hi", "<|im_end|>", "\x1b[2J", ""]}

@@ -148,6 +148,6 @@ BY_NAME = {s.name: s for s in SETTINGS}
 def settable(name: str) -> Setting | None:
     """The row ``/set NAME`` changes (``top-k``, ``top_k`` and ``--top-k`` all name it), if any."""
     key = name.lstrip("-").replace("-", "_")
-    key = {"n": "max_tokens"}.get(key, key)
+    key = {"n": "max_tokens", "hidethinking": "hide_thinking"}.get(key, key)
     row = BY_NAME.get(key)
     return row if row is not None and row.settable else None

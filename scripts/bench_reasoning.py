@@ -1,0 +1,88 @@
+"""The ``reasoning`` section of scripts/bench_chat.py (not a test): a reasoning model's long chat.
+
+SmolLM2's weights under Qwen3's template (a copy of the GGUF, written with the ``gguf`` package), made to
+think by a GBNF grammar: a thought of 40-55 words (about 200 tokens) and an answer of 8-10 words (about
+40 tokens), greedy, 20 turns in an 8,192-token context. Qwen3's template drops earlier thoughts, so
+each prompt differs from the cache from the last thought on. Reported:
+
+* per turn from turn 2, the tokens evaluated against the last answer + the new message (+ the template's
+  glue): the thought is never evaluated again, nor is the history before it;
+* the median time to first token of the last 5 turns over the first 5;
+* tokens/s of the same greedy replies with the thought split off as they stream, against the same
+  replies read as plain text (the model without reasoning markers), best of --repeat, as a ratio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rml_chat.core.model import load_model
+from rml_chat.core.session import ChatSession
+from rml_chat.core.structured import from_grammar
+from rml_chat.engines.base import Sampling
+from rml_chat.engines.local import LocalEngine
+
+WORD = '[a-z]{2,7} " "'
+THINKING = (f'root ::= "<think>\\n" ({WORD}){{40,55}} "\\n</think>\\n\\n" [A-Z] ({WORD}){{8,10}} "."')
+QUESTIONS = [f"Question {i}: what do you know about the number {i * 7}?" for i in range(1, 21)]
+
+
+def _qwen3_copy(weights: Path, templates: Path, folder: Path) -> Path:
+    target = folder / "smollm2-as-qwen3.gguf"
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(weights), str(target),
+                    "--chat-template-file", str(templates / "Qwen-Qwen3-0.6B.jinja"), "--force"],
+                   check=True, capture_output=True)
+    return target
+
+
+def _chat(model, turns: list[str]) -> list[tuple[float, int, int, int]]:  # type: ignore[no-untyped-def]
+    """(TTFT s, evaluated, last answer's tokens, new message's tokens) per turn."""
+    session = ChatSession(model, LocalEngine(model.weights, n_ctx=8192), Sampling(temp=0.0, seed=0))
+    session.constraint = from_grammar(THINKING)
+    out, last_answer = [], 0
+    try:
+        for text in turns:
+            result = session.turn(text, lambda _: None, lambda _: None)
+            out.append((result.generation.ttft_s, result.generation.evaluated, last_answer,
+                        len(model.tokenizer.encode(text))))
+            last_answer = len(model.tokenizer.encode(session.conversation.messages[-1]["content"]))
+    finally:
+        session.engine.close()
+    return out
+
+
+def _tokens_per_s(model, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    best = 0.0
+    for _ in range(repeat):
+        session = ChatSession(model, LocalEngine(model.weights, n_ctx=2048), Sampling(temp=0.0, seed=0))
+        session.constraint = from_grammar(THINKING)
+        try:
+            best = max(best, session.turn(QUESTIONS[0], lambda _: None, lambda _: None).generation.tokens_per_s)
+        finally:
+            session.engine.close()
+    return best
+
+
+def reasoning(weights: Path, templates: Path, repeat: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        model = load_model(str(_qwen3_copy(weights, templates, Path(folder))))
+        started = time.perf_counter()
+        turns = _chat(model, QUESTIONS)
+        spent = time.perf_counter() - started
+        split = _tokens_per_s(model, repeat)
+        plain = _tokens_per_s(dataclasses.replace(model, reasoning=None), repeat)
+    over = [evaluated - answer - new for _, evaluated, answer, new in turns[1:]]
+    head, tail = statistics.median(t for t, *_ in turns[:5]), statistics.median(t for t, *_ in turns[-5:])
+    print(f"reasoning ({model.name}, 20 greedy turns with a ~200-token thought and a ~40-token answer each, "
+          f"{spent:.0f} s): median TTFT first 5 {head * 1000:.0f} ms, last 5 {tail * 1000:.0f} ms, ratio "
+          f"{tail / head:.2f}")
+    print(f"  evaluated per turn from turn 2, beyond the last answer and the new message (the template's glue): "
+          f"max {max(over)}, {over}")
+    print(f"  tokens/s with the thought split off: {split:.1f}, read as plain text: {plain:.1f}, ratio "
+          f"{split / plain:.3f}")
