@@ -1,9 +1,11 @@
 """The ``reasoning`` section of scripts/bench_chat.py (not a test): a reasoning model's long chat.
 
 SmolLM2's weights under Qwen3's template (a copy of the GGUF, written with the ``gguf`` package), made to
-think by a GBNF grammar: a thought of 40-55 words (about 200 tokens) and an answer of 8-10 words (about
-40 tokens), greedy, 20 turns in an 8,192-token context. Qwen3's template drops earlier thoughts, so
-each prompt differs from the cache from the last thought on. Reported:
+think by a GBNF grammar: a thought of exactly 600 letters and spaces (about 200 tokens), then an answer
+of 121 (about 40 tokens); greedy, 20 turns in an 8,192-token context. (Fixed lengths, as runs of 30
+characters: a bounded repetition ``{600,700}`` nests a hundred optional rules, and llama.cpp's grammar
+sampler crawls.) Qwen3's template drops earlier thoughts, so each prompt differs from the cache from the
+last thought on. Reported:
 
 * per turn from turn 2, the tokens evaluated against the last answer + the new message (+ the template's
   glue): the thought is never evaluated again, nor is the history before it;
@@ -28,8 +30,9 @@ from rml_chat.core.structured import from_grammar
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
 
-WORD = '[a-z]{2,7} " "'
-THINKING = (f'root ::= "<think>\\n" ({WORD}){{40,55}} "\\n</think>\\n\\n" [A-Z] ({WORD}){{8,10}} "."')
+THINKING = ("root ::= \"<think>\\n\" " + "run " * 20 + "\"\\n</think>\\n\\n\" [A-Z] " + "run " * 4 + "\".\"\n"
+            "run ::= " + "[a-z ] " * 30)
+GREEDY = Sampling(temp=0.0, seed=0)
 QUESTIONS = [f"Question {i}: what do you know about the number {i * 7}?" for i in range(1, 21)]
 
 
@@ -41,16 +44,16 @@ def _qwen3_copy(weights: Path, templates: Path, folder: Path) -> Path:
     return target
 
 
-def _chat(model, turns: list[str]) -> list[tuple[float, int, int, int]]:  # type: ignore[no-untyped-def]
-    """(TTFT s, evaluated, last answer's tokens, new message's tokens) per turn."""
-    session = ChatSession(model, LocalEngine(model.weights, n_ctx=8192), Sampling(temp=0.0, seed=0))
+def _chat(model, turns: list[str]) -> list[tuple[float, int, int, int, int, int]]:  # type: ignore[no-untyped-def]
+    """(TTFT s, evaluated, last answer's tokens, new message's tokens, thought tokens, reply tokens) per turn."""
+    session = ChatSession(model, LocalEngine(model.weights, n_ctx=8192), GREEDY)
     session.constraint = from_grammar(THINKING)
     out, last_answer = [], 0
     try:
         for text in turns:
             result = session.turn(text, lambda _: None, lambda _: None)
             out.append((result.generation.ttft_s, result.generation.evaluated, last_answer,
-                        len(model.tokenizer.encode(text))))
+                        len(model.tokenizer.encode(text)), result.reasoning_tokens, len(result.generation.tokens)))
             last_answer = len(model.tokenizer.encode(session.conversation.messages[-1]["content"]))
     finally:
         session.engine.close()
@@ -60,7 +63,7 @@ def _chat(model, turns: list[str]) -> list[tuple[float, int, int, int]]:  # type
 def _tokens_per_s(model, repeat: int) -> float:  # type: ignore[no-untyped-def]
     best = 0.0
     for _ in range(repeat):
-        session = ChatSession(model, LocalEngine(model.weights, n_ctx=2048), Sampling(temp=0.0, seed=0))
+        session = ChatSession(model, LocalEngine(model.weights, n_ctx=2048), GREEDY)
         session.constraint = from_grammar(THINKING)
         try:
             best = max(best, session.turn(QUESTIONS[0], lambda _: None, lambda _: None).generation.tokens_per_s)
@@ -77,9 +80,12 @@ def reasoning(weights: Path, templates: Path, repeat: int) -> None:
         spent = time.perf_counter() - started
         split = _tokens_per_s(model, repeat)
         plain = _tokens_per_s(dataclasses.replace(model, reasoning=None), repeat)
-    over = [evaluated - answer - new for _, evaluated, answer, new in turns[1:]]
+    over = [evaluated - answer - new for _, evaluated, answer, new, _, _ in turns[1:]]
+    thought = statistics.mean(t[4] for t in turns)
+    answer_tokens = statistics.mean(t[5] - t[4] for t in turns)
     head, tail = statistics.median(t for t, *_ in turns[:5]), statistics.median(t for t, *_ in turns[-5:])
-    print(f"reasoning ({model.name}, 20 greedy turns with a ~200-token thought and a ~40-token answer each, "
+    print(f"reasoning ({model.name}, 20 greedy turns, thoughts of {thought:.0f} tokens and answers of "
+          f"{answer_tokens:.0f} on average, "
           f"{spent:.0f} s): median TTFT first 5 {head * 1000:.0f} ms, last 5 {tail * 1000:.0f} ms, ratio "
           f"{tail / head:.2f}")
     print(f"  evaluated per turn from turn 2, beyond the last answer and the new message (the template's glue): "

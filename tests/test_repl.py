@@ -108,6 +108,15 @@ def test_regen_replaces_the_last_reply_and_help_and_stats_answer(session, tmp_pa
     session.sampling.temp, session.sampling.seed = 0.0, -1
 
 
+def test_one_token_has_no_rate(session, tmp_path, capsys) -> None:
+    session.sampling.max_tokens = 1
+    try:
+        out = drive(session, "hi" + ENTER + "/stats" + ENTER, tmp_path, capsys)
+    finally:
+        session.sampling.max_tokens = 12
+    assert "· 1 token · context" in out and "tok/s" not in out
+
+
 def test_unknown_command_and_bad_set_are_explained(session, tmp_path, capsys) -> None:
     out = drive(session, "/frobnicate" + ENTER + "/set temp hot" + ENTER + "/set nope 1" + ENTER + "/set top-k" + ENTER
                 + "/set ctx-size 8192" + ENTER, tmp_path, capsys)
@@ -154,7 +163,7 @@ class Terminal:
                                        *([str(model_path("smollm2"))] if model else []), *args], env)
         self.output = b""
 
-    def read_until(self, done, timeout: float = 60) -> None:
+    def read_until(self, done, timeout: float = 180) -> None:
         end = time.time() + timeout
         while not done(self.output) and time.time() < end:
             if select.select([self.fd], [], [], 0.1)[0]:
@@ -286,6 +295,7 @@ def test_keys_typed_during_a_reply_wait_for_the_next_prompt_and_never_enter_the_
     term.read_until(lambda out: out.count(b"stop: length") == 2)
     term.prompt_ready()
     assert term.finish() == 0
+    assert b"[reply cut at -n 120 tokens; /set n -1 lets replies run to their end]" in term.output  # said, dim
     saved = json.loads(next((tmp_path / "sessions").glob("*.json")).read_text())
     assert saved["messages"][2]["content"] == "typed ahead and sent"
 

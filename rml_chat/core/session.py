@@ -209,12 +209,13 @@ class ChatSession:
 
     def _generate(self, ids: list[int], gen: Generation, reply: Reply, emit: Callable[[str], None],
                   progress: Progress | None, constraint: Constraint | None, moves: list[str]) -> None:
-        """Stream the reply to ``ids`` into ``gen``. When it fills the context (and context_shift allows,
-        free text only: a grammar can't be resumed halfway), the window moves and the same reply goes on
-        (``_ids``: the prompt ids of the last call, the window's prompt and the reply so far)."""
+        """Stream the reply to ``ids`` into ``gen``. When it fills the context (and context_shift allows),
+        the window moves and the same reply goes on; when a thought reaches the reasoning budget (or the
+        REPL's Ctrl-C), it is closed and the reply goes on (``_ids``: the prompt ids of the last call). Free
+        text only: a grammar can't be resumed halfway."""
         sampling, self._ids, ended = self.sampling, ids, False
         stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
-        if reply.in_thought and sampling.reasoning_budget == 0:  # no thought at all: the one the prompt opened ends
+        if reply.in_thought and sampling.reasoning_budget == 0 and constraint is None:  # the prompt opened one: end it
             ids, ended = self._end_thought(ids, gen, reply, emit), True
         while True:
             part = Generation()
@@ -230,11 +231,12 @@ class ChatSession:
                     if reply.stopped_by is not None:
                         part.stop_reason = "stop_string"
                         break
-                    if not ended and reply.in_thought and 0 <= sampling.reasoning_budget <= reply.thought_tokens:
+                    if not ended and constraint is None and reply.in_thought \
+                            and 0 <= sampling.reasoning_budget <= reply.thought_tokens:
                         part.stop_reason = "thought ended"
                         break
             except KeyboardInterrupt:
-                if not (self.ctrl_c_ends_thought and reply.in_thought and not ended):
+                if not (self.ctrl_c_ends_thought and reply.in_thought and not ended and constraint is None):
                     raise
                 part.stop_reason = "thought ended"  # the first Ctrl-C during a thought ends the thought
             finally:
