@@ -208,9 +208,12 @@ def test_history_drops_the_thought_as_the_template_does_and_only_the_answer_is_e
 
 @pytest.mark.offline
 def test_a_thought_goes_to_the_template_the_way_it_takes_one() -> None:
-    inline, field = Reasoning("<think>", "</think>"), Reasoning("<think>", "</think>", field="reasoning_content")
+    inline = Reasoning("<think>", "</think>", history="keep")
+    field = Reasoning("<think>", "</think>", field="reasoning_content", history="keep")
     assert inline.message("\n\nHi", "\nhm\n") == {"role": "assistant", "content": "<think>\nhm\n</think>\n\nHi"}
     assert field.message("\n\nHi", "\nhm\n") == {"role": "assistant", "content": "Hi", "reasoning_content": "hm"}
+    dropped = Reasoning("<think>", "</think>", history="drop", strips_answer=False)
+    assert dropped.message("\n\nHi", "hm") == {"role": "assistant", "content": "\n\nHi"}
 
 
 def test_the_repl_shows_the_thought_dim_then_the_answer_and_ctrl_c_ends_a_thought(copies, tmp_path) -> None:
@@ -242,3 +245,35 @@ def test_the_repl_shows_the_thought_dim_then_the_answer_and_ctrl_c_ends_a_though
     (_, second) = sorted((tmp_path / "sessions").glob("*.json"), key=lambda p: p.stat().st_mtime)
     answered = json.loads(second.read_text())["messages"][1]
     assert answered["reasoning"] and answered["content"].strip() and "cut" not in answered
+
+
+def test_every_reasoning_template_splits_and_its_history_is_the_templates_own() -> None:
+    """For every template of the set that writes thoughts: its markers split a reply written with them, and
+    a conversation with a thought, handed over as the chat hands it, renders exactly as the template renders
+    the same conversation with the thought in it (dropped, kept or trimmed as the template does)."""
+    import dataclasses
+    import datetime
+
+    import tokenizer
+    from tokenizer.chat import ChatEncoder, detect_chat_format, segments_text
+
+    tok, now, seen = tokenizer.load(model_path("smollm2")), datetime.datetime(2026, 12, 1), 0
+    for name in _every_template():
+        source = (fetch.models_dir() / "templates" / f"{name}.jinja").read_text(encoding="utf-8")
+        template = ChatTemplate(source)
+        found = derive(template)
+        if found is None:
+            continue
+        seen += 1
+        splitter = ThoughtSplitter(found.open, found.close, found.answer_open)
+        answer = "".join(splitter.feed(ch) for ch in found.open + "\nlet me see\n" + (found.close_written or found.close)
+                         + "The answer.") + splitter.finish()
+        assert (splitter.thought, answer) == ("let me see", "The answer."), name
+        encoder = ChatEncoder(tok, detect_chat_format(source, tok.vocab, template=source, bos_token="<s>",
+                                                      eos_token="</s>").format)
+        user, later = {"role": "user", "content": "Hi there"}, {"role": "user", "content": "And now?"}
+        ours = segments_text(encoder.format([user, found.message("\n\nHello!", "\nhm, a greeting\n"), later], now=now))
+        whole = dataclasses.replace(found, history="keep").message("\n\nHello!", "\nhm, a greeting\n")
+        assert ours == template.render([user, whole, later], True, bos_token=encoder.bos_text,
+                                       eos_token=encoder.eos_text, now=now), name
+    assert seen >= 38

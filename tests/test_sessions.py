@@ -12,7 +12,8 @@ import time
 import pytest
 
 from rml_chat.core.conversation import ChatError, Conversation
-from rml_chat.core.sessions import delete_session, find_session, list_sessions, parse_size, prune_states, state_of, state_worth_it
+from rml_chat.core.sessions import delete_session, find_session, list_sessions, parse_size, prune_states, state_worth_it
+from rml_chat.engines.kv_cache import state_path
 
 pytestmark = pytest.mark.offline
 
@@ -29,9 +30,9 @@ def folder(tmp_path, monkeypatch):
         path = tmp_path / f"2026010{age // 100}-chat.json"
         chat.save(path)
         if age == 200:
-            state_of(path).write_bytes(b"x" * 3_000_000)
+            state_path(path).write_bytes(b"x" * 3_000_000)
         then = time.time() - age
-        for p in (path, state_of(path)):
+        for p in (path, state_path(path)):
             if p.exists():
                 os.utime(p, (then, then))
     (tmp_path / "notes.json").write_text("[1, 2]")  # not a chat: left out
@@ -68,14 +69,14 @@ def test_a_chat_is_found_by_number_name_stem_or_path_and_a_miss_names_what_was_l
 
 def test_deleting_a_chat_removes_it_and_its_state(folder) -> None:
     gone = delete_session("2")
-    assert gone.first_line == "the middle one" and not gone.path.exists() and not state_of(gone.path).exists()
+    assert gone.first_line == "the middle one" and not gone.path.exists() and not state_path(gone.path).exists()
     assert len(list_sessions()) == 2
 
 
 def test_the_cap_removes_the_oldest_states_first_and_the_newest_only_when_it_alone_is_over(folder) -> None:
-    newest = state_of(folder / "20260101-chat.json")
+    newest = state_path(folder / "20260101-chat.json")
     newest.write_bytes(b"y" * 2_000_000)
-    older = state_of(folder / "20260102-chat.json")
+    older = state_path(folder / "20260102-chat.json")
     assert prune_states(4_500_000, newest) == [older] and newest.exists()
     assert all(p.exists() for p in folder.glob("*.json"))  # conversations stay
     assert prune_states(1_000_000, newest) == [newest]

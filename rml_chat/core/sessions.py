@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..engines.kv_cache import state_path
 from .conversation import ChatError
 
 DEFAULT_CAP = "1G"
@@ -74,11 +75,6 @@ def new_autosave_path(model_name: str) -> Path:
     return path
 
 
-def state_of(conversation_file: Path) -> Path:
-    """The state beside a conversation file (``kv_cache.state_path``'s naming: ``chat.json.kv``)."""
-    return conversation_file.with_name(conversation_file.name + ".kv")
-
-
 def state_worth_it(tokens: int, eval_tokens_per_s: float | None) -> bool:
     """Is a state of ``tokens`` cached tokens worth a file? Yes from STATE_MIN_TOKENS on, or when this model
     would take STATE_MIN_SECONDS to evaluate them again (``eval_tokens_per_s``: as measured this chat).
@@ -122,7 +118,7 @@ def _read(path: Path) -> SessionInfo | None:
     messages = [m for m in data["messages"] if isinstance(m, dict)]
     first = next((m.get("content") for m in messages if m.get("role") == "user"), "")
     first = first.strip().splitlines()[0] if isinstance(first, str) and first.strip() else ""
-    state = state_of(path)
+    state = state_path(path)
     size = stat.st_size + (state.stat().st_size if state.is_file() else 0)
     name, model = data.get("name"), data.get("model")
     return SessionInfo(path, stat.st_mtime, name if isinstance(name, str) else None,
@@ -164,7 +160,7 @@ def delete_session(key: str) -> SessionInfo:
     info = _read(path)
     if info is None or path.parent.resolve() != sessions_dir().resolve():
         raise ChatError(f"{path}: not a chat in {sessions_dir()}")
-    for p in (state_of(path), path):
+    for p in (state_path(path), path):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
     return info

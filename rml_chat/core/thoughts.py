@@ -48,8 +48,8 @@ class ThoughtSplitter:
         self.state = THOUGHT if in_thought else START
         self._held = ""          # text that may be part of a marker
         self.thought_raw = ""    # the thought exactly as written between the markers
-        self.thought = ""        # the thought as shown: no control tokens, no outer whitespace
-        self._released = 0       # how much of it take_thought has given out
+        self._visible = ""       # the same without control tokens (grown piece by piece, never rescanned)
+        self._released = 0       # how much of the shown thought take_thought has given out
         self.answer_lead = ""    # the whitespace before the answer's first character
         self._answering = False  # the answer's first character is out
 
@@ -57,10 +57,15 @@ class ThoughtSplitter:
     def in_thought(self) -> bool:
         return self.state == THOUGHT
 
+    @property
+    def thought(self) -> str:
+        """The thought as shown: no control tokens, no outer whitespace."""
+        return self._visible.strip()
+
     def take_thought(self) -> str:
         """The shown thought's text since the last call (it only ever grows at its end)."""
-        new = self.thought[self._released:]
-        self._released = len(self.thought)
+        shown = self.thought
+        new, self._released = shown[self._released:], len(shown)
         return new
 
     def feed(self, text: str) -> str:
@@ -105,7 +110,7 @@ class ThoughtSplitter:
 
     def _add_thought(self, text: str) -> None:
         self.thought_raw += text
-        self.thought = without_hidden(self.thought_raw).strip()
+        self._visible += without_hidden(text)  # (a control token comes whole: pieces never split one)
 
     def _answer(self, text: str) -> str:
         if not self._answering:

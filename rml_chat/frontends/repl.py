@@ -30,7 +30,8 @@ from tokenizer.chat import ChatFormatError
 from .. import text_input
 from ..core.conversation import ChatError
 from ..core.session import ChatSession
-from ..core.sessions import new_autosave_path, prune_states, sessions_dir, size_text, state_of, state_worth_it
+from ..core.sessions import new_autosave_path, prune_states, sessions_dir, size_text, state_worth_it
+from ..engines.kv_cache import state_path
 from ..errors import AppError, one_line
 from ..words import counted
 from .history import FENCE, BlockHistory, SafeFileHistory, block_closed, history_path
@@ -288,7 +289,7 @@ class Repl:
 
     def _save_state(self) -> str:
         """Write the state (announced when it takes more than a moment); what was kept, for the last line."""
-        engine, target = self.session.engine, state_of(self.autosave_path)
+        engine, target = self.session.engine, state_path(self.autosave_path)
         cached = len(engine.cached_ids())
         if self.sessions_cap == 0 or not state_worth_it(cached, self.session.eval_rate()):
             target.unlink(missing_ok=True)  # an older state of this chat no longer matches it

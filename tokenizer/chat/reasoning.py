@@ -24,7 +24,7 @@ distills, MiniMax-M2). ``history`` is what a two-exchange rendering keeps of the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import ChatFormatError
 from .template import ChatTemplate
@@ -47,20 +47,30 @@ class Reasoning:
     prefilled: bool = False
     history: str = "drop"
     close_written: str = ""  # the close with the whitespace the template writes around it ("\n</think>\n\n")
+    strips_answer: bool = True  # with history "drop": the template trims the answer's leading whitespace
 
     def message(self, answer: str, thought: str) -> dict[str, str]:
         """An assistant message with a thought, as this template takes it. Inline, the texts as the model
         wrote them (the template cuts and trims them itself); in a field, trimmed, as llama-server hands
-        over a parsed reply.
+        over a parsed reply; for a template that drops thoughts, the answer alone (an inline thought is
+        not always one the template's fitted format was probed with: Gemma 4's is not).
 
-            >>> Reasoning("<think>", "</think>").message("\\n\\nHi", "\\nhm\\n")["content"]
+            >>> Reasoning("<think>", "</think>", history="keep").message("\\n\\nHi", "\\nhm\\n")["content"]
             '<think>\\nhm\\n</think>\\n\\nHi'
-            >>> Reasoning("<think>", "</think>", field="reasoning_content").message("\\n\\nHi", "\\nhm\\n")
+            >>> Reasoning("<think>", "</think>", field="reasoning_content", history="keep").message("\\n\\nHi", "hm")
             {'role': 'assistant', 'content': 'Hi', 'reasoning_content': 'hm'}
+
+        A template that drops thoughts gets the answer alone, as it would leave it (Qwen3, QwQ)::
+
+            >>> Reasoning("<think>", "</think>", history="drop").message("\\n\\nHi", "hm")
+            {'role': 'assistant', 'content': 'Hi'}
         """
-        if self.field == "content":
-            return {"role": "assistant", "content": self.open + thought + self.close + answer}
-        return {"role": "assistant", "content": answer.lstrip(), self.field: thought.strip()}
+        if self.field != "content":
+            return {"role": "assistant", "content": answer.lstrip(),
+                    **({} if self.history == "drop" else {self.field: thought.strip()})}
+        if self.history == "drop":  # the template drops it: the answer alone, as the template leaves it
+            return {"role": "assistant", "content": answer.lstrip() if self.strips_answer else answer}
+        return {"role": "assistant", "content": self.open + thought + self.close + answer}
 
 
 def _render(template: ChatTemplate, messages: list[dict], generation: bool, bos: str, eos: str,
@@ -124,13 +134,25 @@ def derive(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> Reaso
         if parted is not None:
             if field == "content":  # the tags are the content's own (what else parted is the template's)
                 parted = (*next((o, c) for o, c in tags if message["content"].startswith(o)), *parted[2:])
-            found = Reasoning(*parted[:3], field, parted[3])
+            found = Reasoning(*parted[:3], field, parted[3], history="keep")  # (a message that carries the thought)
             return Reasoning(*parted[:3], field, parted[3] or header.rstrip().endswith(found.open),
-                             _history(template, found, bos, eos), parted[4])
+                             _history(template, found, bos, eos), parted[4], _strips_answer(template, found, bos, eos))
     for open_text, close in tags:  # the template drops every thought from history: the tags it names
         if header.rstrip().endswith(open_text) or open_text in template.source:
-            return Reasoning(open_text, close, "", "content", header.rstrip().endswith(open_text), "drop")
+            found = Reasoning(open_text, close, "", "content", header.rstrip().endswith(open_text), "keep")
+            return replace(found, history=_history(template, found, bos, eos),
+                           strips_answer=_strips_answer(template, found, bos, eos))
     return None
+def _strips_answer(template: ChatTemplate, found: Reasoning, bos: str, eos: str) -> bool:
+    """Whether the template trims the whitespace before an answer that follows an inline thought (in a
+    field, the answer is handed over trimmed anyway)."""
+    if found.field != "content":
+        return True
+    message = {"role": "assistant", "content": found.open + _R + found.close + "\n\n" + _A}
+    text = _render(template, [{"role": "user", "content": _U}, message], False, bos, eos) or ""
+    return "\n\n" + _A not in text
+
+
 def _history(template: ChatTemplate, found: Reasoning, bos: str, eos: str) -> str:
     r1, r2 = _R.replace("R", "R1"), _R.replace("R", "R2")
     messages = [{"role": "user", "content": _U}, found.message(_A, r1), {"role": "user", "content": _U},
