@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engines.kv_cache import state_path
+from ..engines.base import state_path
 from .conversation import ChatError
 
 DEFAULT_CAP = "1G"

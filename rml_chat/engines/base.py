@@ -167,6 +167,12 @@ def context_size(requested: int) -> int:
     return 0 if requested == 0 else max(CTX_STEP, -(-requested // CTX_STEP) * CTX_STEP)
 
 
+def state_path(conversation_file: Path) -> Path:
+    """Where the state of a saved conversation lives: beside it, ``chat.json`` -> ``chat.json.kv`` (here,
+    in the seam, so that the chat core's sessions folder names it as the engines do)."""
+    return conversation_file.with_name(conversation_file.name + ".kv")
+
+
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading ids two sequences share."""
     n = 0

@@ -33,7 +33,7 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
-from .base import common_prefix
+from .base import common_prefix, state_path  # noqa: F401  (state_path: where a state lives, defined in base)
 
 #: a shift must keep at least this many tokens to be worth it (else the rest is simply evaluated again)
 MIN_KEPT = 16
@@ -67,11 +67,6 @@ def plan_shift(old: Sequence[int], ids: Sequence[int]) -> tuple[int, int, int] |
 
 
 # ----- saved state -----------------------------------------------------------------------------------
-
-def state_path(conversation_file: Path) -> Path:
-    """Where the state of a saved conversation lives: beside it, ``chat.json`` -> ``chat.json.kv``."""
-    return conversation_file.with_name(conversation_file.name + ".kv")
-
 
 def stamp_of(weights: Path, n_ctx: int) -> dict:
     """What a state belongs to: the weights file's identity and the context size."""
