@@ -39,8 +39,9 @@ class AppError(Exception):
 class ModelError(AppError):
     """A model that can't be found or loaded; the message is one line for the user."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, unsupported: bool = False):
         super().__init__(message, "model")
+        self.unsupported = unsupported  # well-formed, but a tokenizer kind rml-chat does not implement (BERT's)
 
 
 class UsageError(AppError):

@@ -20,6 +20,9 @@ Sections (``--only`` picks some):
 * ``reasoning``   a reasoning model's 20-turn chat (SmolLM2 under Qwen3's template, thinking by grammar):
   what each turn evaluates, TTFT last 5 over first 5, tokens/s with the split against without
   (scripts/bench_reasoning.py).
+* ``prompt-cache`` a 2,000-token system prompt and a new question each run, separate ``-p`` processes:
+  launch to first token of runs 2-6 over run 1, and restoring a kept state against evaluating its ids
+  (scripts/bench_prompt_cache.py).
 * ``format``      formatting + encoding one turn of a 50-exchange conversation (what a turn costs before
   llama.cpp sees it), µs; with ``--tree DIR`` the same for another checkout, in alternating processes.
 """
@@ -46,7 +49,7 @@ from rml_chat.engines.local import LocalEngine  # noqa: E402
 from tokenizer.chat import segments_text  # noqa: E402
 
 STORY = "Write a long story about a dragon who learns to cook, with many details."
-SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "reasoning")
+SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "reasoning", "prompt-cache")
 
 
 # ----- generation ------------------------------------------------------------------------------------
@@ -325,6 +328,10 @@ def main() -> None:
             batch(args.model)
         elif section == "remote":
             remote(args.model, args.repeat)
+        elif section == "prompt-cache":
+            from bench_prompt_cache import prompt_cache
+
+            prompt_cache(str(load_model(args.model).weights))
         elif section == "reasoning":
             import fetch_test_data
             from bench_reasoning import reasoning

@@ -27,6 +27,8 @@ VOCABS = ["command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4", "g
           "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder"]
 BYTE_LEVEL_VOCABS = ["gpt-2", "llama-bpe", "qwen2", "command-r", "starcoder"]
 _TABLES_DIR = tempfile.mkdtemp(prefix="rml-chat-tables-")
+#: runs of the suite don't restore each other's prompts (test_prompt_cache.py gives each test its own folder)
+os.environ["RML_CHAT_PROMPT_CACHE"] = "off"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -74,7 +74,9 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_
               "max_tokens": ["-5", "ten"], "ctx_size": ["-5", "4k"], "overflow": ["truncate"],
               "threads": ["0", "-2", "513"], "threads_batch": ["0", "many", "9" * 30], "think": ["maybe", "ON"],
               "stop": [""], "context_shift": ["yes", "1"], "reasoning_budget": ["-2", "lots"],
-              "hide_thinking": ["yes"]}
+              "hide_thinking": ["yes"], "reasoning_effort": ["HIGH", "very high", "x" * 30],
+              "thinking_display": ["collapsed"], "prompt_cache": ["maybe"],
+              "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"]}
 
 
 @pytest.mark.offline
@@ -94,6 +96,8 @@ def test_a_bad_value_of_every_flag_is_a_usage_error_naming_the_flag(flag: str, v
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["-n"], "expected one argument"),
     (["--check", "-p", "x"], "--check runs its own conversation"),
+    (["a.gguf", "b.gguf", "-p", "x"], "one MODEL at a time, not 2 (--check takes several)"),
+    (["--strict", "-p", "x"], "--strict, --no-reply and --junit go with --check"),
 ])
 @pytest.mark.offline
 def test_other_usage_errors_are_one_line(args: list[str], words: str) -> None:
@@ -398,7 +402,7 @@ def test_batch_line_errors_say_as_much_as_the_flags_do() -> None:
     done = run(str(model_path("smollm2")), "--batch", "-", stdin="\n".join(map(json.dumps, lines)).encode())
     out = [json.loads(line)["error"]["message"] for line in done.stdout.decode().splitlines()]
     assert out[0] == 'temp must be a number 0 or more (0: greedy), not "hot"'
-    assert out[1].startswith("unknown key 'tmep'; a line takes id, prompt, system, schema, grammar, temp, top_k")
+    assert out[1].startswith("unknown key 'tmep'; a line takes id, prompt, system, schema, grammar, messages, temp, top_k")
 
 
 #: runs argv and prints its exit code and peak RSS (KB), from a fresh small interpreter: a child forked

@@ -161,14 +161,13 @@ def test_gpt_oss_runs_through_analysis_into_final_and_no_stop_cuts_between_them(
 
 
 def test_the_reasoning_budget_closes_the_thought_as_the_template_writes_it_and_the_model_answers(copies) -> None:
-    free = json.loads(_cli(copies["qwq"], "-p", "Say hi", "--temp", "0", "-n", "40", "--think", "on", "--json").stdout)
+    ask = ["-p", "Tell me about the sea.", "--temp", "0", "--think", "on", "--json"]
+    free = json.loads(_cli(copies["qwq"], *ask, "-n", "40").stdout)
     assert free["reply"] == "" and free["reasoning"] and free["reasoning_tokens"] == 40  # the prompt opened a thought
-    capped = json.loads(_cli(copies["qwq"], "-p", "Say hi", "--temp", "0", "-n", "60", "--think", "on",
-                             "--reasoning-budget", "12", "--json").stdout)
+    capped = json.loads(_cli(copies["qwq"], *ask, "-n", "60", "--reasoning-budget", "12").stdout)
     closing = len(load_model(copies["qwq"]).tokenizer.encode("</think>", parse_special=True))
     assert capped["reasoning_tokens"] == 12 + closing and capped["reply"]
-    none = json.loads(_cli(copies["qwq"], "-p", "Say hi", "--temp", "0", "-n", "20", "--think", "on",
-                           "--reasoning-budget", "0", "--json").stdout)
+    none = json.loads(_cli(copies["qwq"], *ask, "-n", "20", "--reasoning-budget", "0").stdout)
     assert none["reasoning"] == "" and none["reply"]
 
 

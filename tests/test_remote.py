@@ -127,9 +127,10 @@ def test_check_and_json_and_batch_and_a_schema_work_against_the_server(server) -
     smol = str(model_path("smollm2"))
     done = subprocess.run([sys.executable, "-m", "rml_chat", "--server", server.url, smol, "--check", "--json"],
                           capture_output=True, timeout=300)
-    report = json.loads(done.stdout)
-    assert done.returncode == 0 and report["ok"] and report["prompt_matches"], report
-    assert report["sample_matched"] == report["sample_total"]
+    report = json.loads(done.stdout)["models"][0]
+    assert done.returncode == 0 and report["ok"] and report["facts"]["prompt"]["verified"], report
+    assert report["facts"]["tokenizer"]["id_exact"] == report["facts"]["tokenizer"]["texts"]
+    assert report["facts"]["reply"]["stop_reason"] == "stop"
     schema = json.dumps({"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]})
     lines = "\n".join([json.dumps("Name a colour."), json.dumps({"id": "s", "prompt": "A colour as JSON.",
                                                                   "schema": json.loads(schema)})])
@@ -145,3 +146,23 @@ def test_a_refused_connection_is_one_line(model) -> None:
                            str(model_path("smollm2")), "-p", "hi"], capture_output=True, timeout=60)
     err = done.stderr.decode().strip()
     assert done.returncode == 1 and err.count("\n") == 0 and "connection refused" in err, err
+
+
+def test_the_reasoning_budget_closes_the_thought_on_the_server_as_it_does_locally(server, tmp_path) -> None:
+    """MODEL gives the tokenizer and the chat format only: SmolLM2's weights on the server run under a copy of
+    its GGUF with QwQ's template, whose prompt opens a thought."""
+    from conftest import fetch
+
+    qwq = tmp_path / "qwq.gguf"
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(qwq),
+                    "--chat-template-file", str(fetch.models_dir() / "templates" / "Qwen-QwQ-32B.jinja"), "--force"],
+                   check=True, capture_output=True)
+    args = [str(qwq), "-p", "Tell me about the sea.", "--temp", "0", "-n", "60", "--think", "on", "--reasoning-budget",
+            "12", "--json"]
+    remote = json.loads(subprocess.run([sys.executable, "-m", "rml_chat", "--server", server.url, *args],
+                                       capture_output=True, text=True, timeout=300).stdout)
+    local = json.loads(subprocess.run([sys.executable, "-m", "rml_chat", *args], capture_output=True, text=True,
+                                      timeout=300).stdout)
+    closing = len(load_model(str(qwq)).tokenizer.encode("</think>", parse_special=True))
+    assert remote["ok"] and remote["reasoning_tokens"] == 12 + closing and remote["reply"]
+    assert remote["reasoning_tokens"] == local["reasoning_tokens"] and remote["reasoning"] == local["reasoning"]

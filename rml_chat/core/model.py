@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tokenizer
-from tokenizer import Tokenizer, TokenizerError
+from tokenizer import Tokenizer, TokenizerError, Unsupported
 from tokenizer.chat import ChatEncoder, ChatFormatError, Detection, detect_chat_format
-from tokenizer.chat.reasoning import Reasoning, derive
+from tokenizer.chat.formats import ChatFormat
+from tokenizer.chat.reasoning import Reasoning, derive, effort_changes_prompt, from_record
 from tokenizer.chat.template import compiled
 
 from ..errors import ModelError
@@ -62,6 +63,19 @@ class Model:
                          f"{'; the prompt opens it' if r.prefilled else ''}; earlier thoughts: {r.history})")
         return lines
 
+    def effort_check(self, effort: str) -> tuple[str, str]:
+        """(verdict, what to say) for ``reasoning_effort`` = ``effort``: "applies" where the template reads
+        one and takes this value (a value it writes no differently says so), "ignored" where it reads none,
+        "refused" where it refuses the value (the template's own words)."""
+        template = self.detection.format.template
+        if template is None or not compiled(template).reads_effort:
+            return "ignored", "the model's chat template reads no reasoning effort"
+        try:
+            changes = effort_changes_prompt(compiled(template), effort, self.encoder.bos_text, self.encoder.eos_text)
+        except ChatFormatError as err:
+            return "refused", f"the template refuses {effort!r}: {err}"
+        return "applies", "" if changes else f"the template writes the same prompt with {effort!r} as without it"
+
 
 def load_model(model: str | None, *, weights: str | None = None, chat_format: str | None = None,
                need_weights: bool = True) -> Model:
@@ -74,7 +88,7 @@ def load_model(model: str | None, *, weights: str | None = None, chat_format: st
         detection = detect_chat_format(chat_format or tok.chat_template, tok.vocab, template=tok.chat_template,
                                        bos_token=bos, eos_token=eos)
     except (TokenizerError, ChatFormatError) as err:
-        raise ModelError(str(err)) from None
+        raise ModelError(str(err), unsupported=isinstance(err, Unsupported)) from None
     except OSError as err:
         raise ModelError(f"{tokenizer_source}: {err.strerror or err}") from None
     encoder = ChatEncoder(tok, detection.format)
@@ -85,4 +99,6 @@ def load_model(model: str | None, *, weights: str | None = None, chat_format: st
             reasoning = derive(compiled(template), bos, eos)
         except ChatFormatError:  # a template that can't be compiled writes no thought we could read
             reasoning = None
+    elif isinstance(detection.format, ChatFormat):  # no template: the record's own markers
+        reasoning = from_record(detection.format.strip_think, detection.format.generation_prompt)
     return Model(source, weights_path, tok, detection, encoder, reasoning)

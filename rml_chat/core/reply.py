@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from tokenizer import Tokenizer, TokenType
 from tokenizer.chat.reasoning import Reasoning
 
-from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, ThoughtSplitter, without_hidden
+from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, Channels, ThoughtSplitter, without_hidden
 
 
 class StopScanner:
@@ -116,9 +116,12 @@ class Reply:
                  in_thought: bool = False):
         self._stream = TokenStream(tokenizer)
         self._scanner = StopScanner(stop_strings)
+        form = self._stream.stream_form
+        marks = reasoning.channels() if reasoning is not None else None
+        channels = None if marks is None else Channels(form(marks[0]), form(marks[1]), form(marks[2]), *marks[3:])
         self._splitter = None if reasoning is None else ThoughtSplitter(
-            self._stream.stream_form(reasoning.open), self._stream.stream_form(reasoning.close),
-            self._stream.stream_form(reasoning.answer_open) if reasoning.answer_open else "", in_thought)
+            form(reasoning.open), form(reasoning.close), form(reasoning.answer_open) if reasoning.answer_open else "",
+            in_thought, channels)
         self.thought_tokens = 0  # tokens fed while in a thought (its markers too)
 
     @property

@@ -78,6 +78,7 @@ class ChatSession:
         self.user_stops = tuple(stop_strings)  # --stop: a reply they end was cut (the format's own end it)
         self.stop_strings = self.user_stops + model.encoder.stop_strings
         self.thinking = thinking
+        self.reasoning_effort: str | None = None  # the template's reasoning_effort (None: its default)
         self.context_shift = context_shift  # a reply that fills the context moves the window and goes on
         self._ids: list[int] = []  # the prompt ids of the reply's last call (the window's, after a shift)
         self._since_shift: list[int] = []  # the reply's tokens generated since the window last moved
@@ -87,6 +88,7 @@ class ChatSession:
         self.autosave_path: Path | None = None  # set when resumed from an autosave: saving goes on there
         self.constraint: Constraint | None = None  # a JSON schema or a grammar every reply follows
         self.hide_thinking = False  # front ends leave the thought out of what they show
+        self.thinking_display = "full"  # the REPL's: the thought whole, or one line (frontends/thought_view.py)
         self.ctrl_c_ends_thought = False  # the REPL's: the first Ctrl-C during a thought ends the thought
         reasoning = model.reasoning
         if reasoning is not None:  # no stop that opens the close marker (gpt-oss: <|end|> ends the analysis)
@@ -100,7 +102,7 @@ class ChatSession:
     def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
         encoder = self.model.encoder
         segments = encoder.format(self.conversation.for_prompt(self.model.reasoning), add_generation_prompt,
-                                  thinking=self.thinking)
+                                  thinking=self.thinking, effort=self.reasoning_effort)
         return encoder.encode(segments)
 
     def reply_room(self) -> int:
@@ -304,8 +306,15 @@ class ChatSession:
             if not self.model.detection.format.thinking_switch:
                 return "think does not apply: this chat format has no thinking switch"
             self.thinking = value == "on"
+        elif name == "reasoning_effort":
+            verdict, why = self.model.effort_check(str(value))
+            if verdict != "applies":
+                return f"reasoning_effort does not apply: {why}"
+            self.reasoning_effort = str(value)
         elif name in ("context_shift", "hide_thinking"):
             setattr(self, name, value == "on")
+        elif name == "thinking_display":
+            self.thinking_display = str(value)
         else:
             setattr(self.sampling, name, value)
         return ""
@@ -314,6 +323,10 @@ class ChatSession:
         """A ``/set``-able setting's value as /set and /info show it."""
         if name == "think":
             return {True: "on", False: "off", None: "the template's"}[self.thinking]
+        if name == "reasoning_effort":
+            return self.reasoning_effort or "the template's"
+        if name == "thinking_display":
+            return self.thinking_display
         if name in ("context_shift", "hide_thinking"):
             return "on" if getattr(self, name) else "off"
         return getattr(self.sampling, name)

@@ -76,6 +76,16 @@ def nonempty(text: str) -> str:
 nonempty.allowed = "a text that is not empty"  # type: ignore[attr-defined]
 
 
+def word(text: str) -> str:
+    """A lower-case word such as a template's effort levels (``low``, ``no_think``)."""
+    if not (0 < len(text) <= 24 and text.replace("_", "").isalpha() and text.islower() and text.isascii()):
+        raise SettingError(word.allowed)  # type: ignore[attr-defined]
+    return text
+
+
+word.allowed = "a lower-case word (the template's: gpt-oss takes low, medium, high)"  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str                      # the attribute: args.<name>, Sampling.<name>
@@ -128,6 +138,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("context_shift", ("--context-shift",), choice("on", "off"), "off", CONTEXT,
             "when a reply fills the context: the oldest exchanges leave the model's window and the reply goes on "
             "(off: the reply is cut)", True, metavar="on|off"),
+    Setting("prompt_cache", ("--prompt-cache",), choice("on", "off"), "on", CONTEXT,
+            "-p, --batch and --check: keep llama.cpp's state after a run, and restore the prefix a later prompt "
+            "shares with it ($RML_CHAT_PROMPT_CACHE: off, or the folder; $RML_CHAT_PROMPT_CACHE_MAX: its size, 2G)",
+            metavar="on|off"),
+    Setting("n_gpu_layers", ("-ngl", "--n-gpu-layers"), integer(0, special=-1, note="-1: all of them"), -1, CONTEXT,
+            "layers on the GPU, with a GPU build of llama.cpp (llama.cpp's meaning and default)", metavar="N"),
+    Setting("split_mode", ("-sm", "--split-mode"), choice("none", "layer", "row"), "layer", CONTEXT,
+            "how layers go over several GPUs (llama.cpp's)", metavar="MODE"),
     Setting("threads", ("-t", "--threads"), integer(1, 512, special=-1, note="-1: all cores"), -1, CONTEXT,
             "threads for generation", metavar="N"),
     Setting("threads_batch", ("-tb", "--threads-batch"), integer(1, 512, special=-1,
@@ -136,9 +154,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("think", ("--think",), choice("on", "off"), None, OUTPUT,
             "reasoning models whose template has a thinking switch: thinking on or off", True, metavar="on|off",
             default_text="the template's"),
+    Setting("reasoning_effort", ("--reasoning-effort",), word, None, OUTPUT,
+            "reasoning models whose template reads an effort (gpt-oss: low, medium, high): how hard it thinks",
+            True, metavar="LEVEL", default_text="the template's"),
     Setting("hide_thinking", ("--hidethinking",), choice("on", "off"), "off", OUTPUT,
             "reasoning models: leave the thought out of what is shown (it stays in --json and the chat)", True,
             metavar="on|off", bare="on"),
+    Setting("thinking_display", ("--thinking-display",), choice("full", "line"), "full", OUTPUT,
+            "the chat: a thought shown whole and dim, or as one line that follows it (/thought shows it whole)",
+            True, metavar="full|line"),
     Setting("stop", ("--stop",), nonempty, [], OUTPUT, "stop when the reply writes this text (repeatable)",
             repeat=True, metavar="TEXT", default_text="the model's stop tokens only"),
 )

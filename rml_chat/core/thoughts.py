@@ -16,15 +16,35 @@ and ``answer_lead`` keep it): the display shows neither, the history gets the te
 
 Control tokens come in as ``HIDDEN_OPEN text HIDDEN_CLOSE`` (``reply.TokenStream``): markers made of
 them match in that form, and any other is left out of both texts.
+
+A template whose thought and answer are *channels* (gpt-oss: ``<|channel|>analysis<|message|>`` and
+``<|channel|>final<|message|>``, a new message between them) lets the model write other channels
+between the two: ``…<|end|><|start|>assistant<|channel|>commentary<|message|>I'll look it up.<|end|>…``.
+Such a message stays on the thought's side (no stop ends the reply in it) and is shown as itself: its
+text under ``[commentary]`` in the shown thought, the markers as written in ``thought_raw``.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 HIDDEN_OPEN, HIDDEN_CLOSE = "\ue000", "\ue001"  # around a control token's text in the stream
 _HIDDEN = re.compile(f"{HIDDEN_OPEN}[^{HIDDEN_CLOSE}]*{HIDDEN_CLOSE}")
 START, THOUGHT, ANSWER = "start", "thought", "answer"
+
+
+@dataclass(frozen=True)
+class Channels:
+    """A channelled thought's marks (stream forms): what starts the next message, then ``name_start``,
+    the channel's name, ``name_end`` (gpt-oss: ``<|end|><|start|>assistant``, ``<|channel|>``,
+    ``<|message|>``); ``thought`` and ``answer`` are the two channels' names."""
+
+    next_message: str
+    name_start: str
+    name_end: str
+    thought: str
+    answer: str
 
 
 def without_hidden(text: str) -> str:
@@ -43,8 +63,10 @@ def _prefix_tail(text: str, marker: str) -> int:
 class ThoughtSplitter:
     """``feed(text)`` -> the answer text to show now; ``take_thought()`` -> the thought text since."""
 
-    def __init__(self, open_marker: str, close_marker: str, answer_open: str = "", in_thought: bool = False):
+    def __init__(self, open_marker: str, close_marker: str, answer_open: str = "", in_thought: bool = False,
+                 channels: Channels | None = None):
         self._open, self._close, self._answer_open = open_marker, close_marker, answer_open
+        self._channels = channels
         self.state = THOUGHT if in_thought else START
         self._held = ""          # text that may be part of a marker
         self.thought_raw = ""    # the thought exactly as written between the markers
@@ -75,7 +97,12 @@ class ThoughtSplitter:
             if not settled:
                 self._held = pending
                 return ""
-        if self.state == THOUGHT:
+        if self.state == THOUGHT and self._channels is not None:
+            rest = self._channel_messages(pending)
+            if rest is None:
+                return ""
+            pending = rest
+        elif self.state == THOUGHT:
             at = pending.find(self._close)
             if at < 0:
                 keep = _prefix_tail(pending, self._close)
@@ -107,6 +134,37 @@ class ThoughtSplitter:
                 return pending, False  # (whitespace, or the start of a marker, so far)
         self.state = ANSWER
         return pending, True
+
+    def _channel_messages(self, pending: str) -> str | None:
+        """In a channelled thought: the text after the answer's channel opens (None: still thinking, what
+        may be a header held)."""
+        c = self._channels
+        assert c is not None
+        while (at := pending.find(c.next_message)) >= 0:
+            body = at + len(c.next_message)
+            end = pending.find(c.name_end, body)
+            if end < 0 and len(pending) - body < 64:  # the header so far: wait for its end
+                break
+            if end < 0 or not pending.startswith(c.name_start, body) or len(name := pending[body + len(c.name_start):end]) > 64:
+                self._add_thought(pending[:body])  # not a header after all
+                pending = pending[body:]
+                continue
+            self._add_thought(pending[:at])
+            header, pending = pending[at:end + len(c.name_end)], pending[end + len(c.name_end):]
+            if name == c.answer:
+                self.state = ANSWER
+                return pending
+            self.thought_raw += header
+            shown = without_hidden(name).strip()
+            self._visible += "\n\n" if name == c.thought else f"\n\n[{shown}] "
+        else:
+            keep = _prefix_tail(pending, c.next_message)
+            self._add_thought(pending[:len(pending) - keep])
+            self._held = pending[len(pending) - keep:]
+            return None
+        self._add_thought(pending[:at])
+        self._held = pending[at:]
+        return None
 
     def _add_thought(self, text: str) -> None:
         self.thought_raw += text

@@ -113,6 +113,7 @@ class Engine(Protocol):
     n_ctx: int               # the context size, in tokens
     threads: str             # the threads it uses, for /info ("2 (prompt evaluation: 2)", "the server's")
     name: str                # what runs it, for notes ("llama.cpp", "http://host:8080 (model)")
+    placement: str           # where the layers went ("CPU only: …", "31/31 layers on the GPU", "the server's")
 
     def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int], gen: Generation,
                  progress: Progress | None = None, grammar: str | None = None) -> Iterator[int]:
@@ -141,6 +142,15 @@ class Engine(Protocol):
 
     def load_state(self, path: Path, weights: Path | None) -> tuple[int, str]:
         """Restore a state ``save_state`` wrote: (ids restored, "") or (0, why it was not used)."""
+        ...
+
+    def use_prompt_cache(self, cache: object) -> None:
+        """Restore the longest prefix a state kept by an earlier run shares with each prompt (an
+        ``engines.prompt_cache.PromptCache``; None: off)."""
+        ...
+
+    def keep_prompt(self) -> str:
+        """Keep the context's state for later runs, where worth it: "" or why it was not kept."""
         ...
 
     def grammar_problem(self, gbnf: str) -> str:

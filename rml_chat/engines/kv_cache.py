@@ -113,3 +113,18 @@ def read_state(path: Path, expected: dict) -> tuple[list[int], bytes, str]:
     if changed is not None:
         return [], b"", f"its state was saved with {'another context size' if changed == 'n_ctx' else 'other weights'}"
     return ids, body[4 + length:], ""
+
+
+def read_header(path: Path) -> dict | None:
+    """A state file's stamp and ids (``"ids"``) without its state, or None when it is not one of ours
+    (its CRC is checked when the whole file is read)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_MAGIC) + 4)
+            if len(head) < len(_MAGIC) + 4 or not head.startswith(_MAGIC):
+                return None
+            (length,) = struct.unpack_from("<I", head, len(_MAGIC))
+            header = json.loads(handle.read(length))
+    except (OSError, ValueError):
+        return None
+    return header if isinstance(header, dict) and isinstance(header.get("ids"), list) else None

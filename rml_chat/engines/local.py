@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import ModelError
 from . import kv_cache
 from .base import Generation, Progress, Sampling, Shifted, common_prefix, context_size
+from .prompt_cache import PromptCache
 from .runtime import ContextTooLarge, LlamaModel, LoadError, llama_log
 
 
@@ -27,17 +28,18 @@ class LocalEngine:
     name = "llama.cpp"
 
     def __init__(self, weights: Path, *, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_threads_batch: int | None = None, verbose: bool = False):
+                 n_threads_batch: int | None = None, verbose: bool = False, gpu: tuple[int, str] = (-1, "layer")):
         """Load the weights (llama.cpp's chatter caught unless verbose). ``n_ctx`` 0: the model's training
-        context; ``n_threads`` None: all cores; ``n_threads_batch`` None: the same as ``n_threads``. A file
-        llama.cpp can't load is a ModelError with llama.cpp's reason."""
+        context; ``n_threads`` None: all cores; ``n_threads_batch`` None: the same as ``n_threads``; ``gpu``:
+        the layers to offload (-1: all) and the split mode. A file llama.cpp can't load is a ModelError with
+        llama.cpp's reason."""
         threads = n_threads or os.cpu_count() or 1
         self.n_threads, self.n_threads_batch = threads, n_threads_batch or threads
         log = llama_log()
         log.verbose, log.kept = verbose, []
         try:
             self._llama = LlamaModel(weights, n_ctx=context_size(n_ctx), n_batch=512, n_threads=self.n_threads,
-                                     n_threads_batch=self.n_threads_batch)
+                                     n_threads_batch=self.n_threads_batch, gpu=gpu)
         except ContextTooLarge as err:
             raise ModelError(f"-c {n_ctx}: {err}") from None
         except (LoadError, OSError) as err:
@@ -48,6 +50,38 @@ class LocalEngine:
                              + ("" if verbose else " (--verbose shows llama.cpp's log)")) from None
         self.n_ctx, self.n_ctx_train = self._llama.n_ctx, self._llama.n_ctx_train
         self.threads = f"{self.n_threads} (prompt evaluation: {self.n_threads_batch})"
+        self.placement = self._llama.placement()
+        self._weights, self._prompt_cache = weights, None
+
+    def use_prompt_cache(self, cache: PromptCache | None) -> None:
+        """Restore the longest prefix a kept state shares with each prompt (prompt_cache.py)."""
+        self._prompt_cache = cache
+
+    def keep_prompt(self) -> str:
+        """Keep the context's state in the prompt cache where worth it: "" or why it was not kept."""
+        cache, llama = self._prompt_cache, self._llama
+        if cache is None or not cache.worth_keeping(llama.cached):
+            return ""
+        try:
+            stamp = kv_cache.stamp_of(self._weights, self.n_ctx)
+        except OSError:
+            return "the weights can't be read: no prompt cache"
+        return cache.keep(stamp, llama.cached, llama.state())
+
+    def _restore(self, ids: Sequence[int]) -> None:
+        cache, llama = self._prompt_cache, self._llama
+        try:
+            stamp = kv_cache.stamp_of(self._weights, self.n_ctx)
+        except OSError:
+            return
+        hit = cache.best(stamp, ids, common_prefix(llama.cached, ids)) if cache is not None else None
+        if hit is None:
+            return
+        restored, why = self.load_state(hit.path, self._weights)
+        if restored:
+            cache.used(hit)
+        else:
+            cache.say(f"prompt cache: {hit.path.name} passed over: {why}")
 
     def check_vocabulary(self, tokenizer, source: object) -> None:
         """A tokenizer that does not fit the weights (size, special tokens) is a ModelError now, not a
@@ -119,6 +153,8 @@ class LocalEngine:
         from it). ``progress(done, total, seconds)`` is called after each batch. A Ctrl-C between two
         batches leaves the cache holding what was evaluated."""
         llama = self._llama
+        if self._prompt_cache is not None:
+            self._restore(ids)
         llama.keep(min(common_prefix(llama.cached, ids), len(ids) - 1))
         common = len(llama.cached)
         gen.to_evaluate, gen.evaluated = len(ids) - common, 0

@@ -115,6 +115,15 @@ def llama_log() -> LlamaLog:
     return _LOG[0]
 
 
+def _backend() -> ModuleType:
+    """The bindings, with llama.cpp's backend initialised (once)."""
+    lib = bindings()
+    if not _BACKEND:
+        lib.llama_backend_init()
+        _BACKEND.append(True)
+    return lib
+
+
 class LoadError(Exception):
     """llama.cpp could not load the weights or make a context over them (its reason: ``llama_log()``)."""
 
@@ -127,14 +136,13 @@ class LlamaModel:
     """One model and one context over it, with llama-cpp-python's ``Llama`` settings; ``cached`` is the
     ids whose keys and values the context holds, in order."""
 
-    def __init__(self, weights: Path, *, n_ctx: int, n_batch: int, n_threads: int, n_threads_batch: int):
-        lib = self._lib = bindings()
-        if not _BACKEND:
-            lib.llama_backend_init()
-            _BACKEND.append(True)
+    def __init__(self, weights: Path, *, n_ctx: int, n_batch: int, n_threads: int, n_threads_batch: int,
+                 gpu: tuple[int, str] = (-1, "layer")):
+        lib = self._lib = _backend()
         self.model = self.ctx = self._batch = None
         model_params = lib.llama_model_default_params()
-        model_params.n_gpu_layers = 0
+        self.n_gpu_layers = model_params.n_gpu_layers = gpu[0]
+        model_params.split_mode = getattr(lib, f"LLAMA_SPLIT_MODE_{gpu[1].upper()}")
         model_params.load_mode = lib.LLAMA_LOAD_MODE_MMAP
         self.model = lib.llama_model_load_from_file(str(weights).encode("utf-8"), model_params)
         if not self.model:
@@ -167,6 +175,15 @@ class LlamaModel:
             self._batch.seq_id[i][0] = 0
             self._batch.n_seq_id[i] = 1
         self.cached: list[int] = []
+
+    def placement(self) -> str:
+        """Where the layers went: "CPU only: …" or "31/31 layers on the GPU" (llama.cpp's count: the
+        repeating layers and the output layer)."""
+        if not self._lib.llama_supports_gpu_offload():
+            return "CPU only: this llama.cpp build has no GPU backend"
+        total = self._lib.llama_model_n_layer(self.model) + 1
+        on_gpu = total if self.n_gpu_layers < 0 else min(self.n_gpu_layers, total)
+        return f"{on_gpu}/{total} layers on the GPU"
 
     def _meta(self, key: str) -> str | None:
         """A GGUF metadata value as llama.cpp gives it (a string), None where the file has no such key."""
@@ -269,7 +286,7 @@ class LlamaModel:
         size = lib.llama_state_get_size(self.ctx)
         buffer = (ctypes.c_uint8 * size)()
         written = lib.llama_state_get_data(self.ctx, buffer, size)
-        return bytes(buffer[:written])
+        return ctypes.string_at(buffer, written)  # (slicing the array would make a list of every byte first)
 
     def set_state(self, state: bytes, ids: Sequence[int]) -> bool:
         """Restore a state ``state()`` gave, holding ``ids``; False (the cache emptied) when llama.cpp refuses."""
@@ -303,15 +320,7 @@ class LlamaModel:
 
     def tokenize(self, text: bytes, special: bool) -> list[int]:
         """llama.cpp's own tokenization (no BOS), only for comparing ours against it (--check)."""
-        lib = self._lib
-        size = len(text) + 8
-        for _ in range(2):
-            out = (ctypes.c_int32 * size)()
-            n = lib.llama_tokenize(self.vocab, text, len(text), out, size, False, special)
-            if n >= 0:
-                return list(out[:n])
-            size = -n
-        raise RuntimeError("llama_tokenize failed")
+        return _tokenize(self._lib, self.vocab, text, special)
 
     def close(self) -> None:
         lib = self._lib
@@ -324,6 +333,17 @@ class LlamaModel:
         if self.model:
             lib.llama_model_free(self.model)
             self.model = None
+
+
+def _tokenize(lib: ModuleType, vocab: object, text: bytes, special: bool) -> list[int]:
+    size = len(text) + 8
+    for _ in range(2):
+        out = (ctypes.c_int32 * size)()
+        n = lib.llama_tokenize(vocab, text, len(text), out, size, False, special)
+        if n >= 0:
+            return list(out[:n])
+        size = -n
+    raise RuntimeError("llama_tokenize failed")
 
 
 def llama_version() -> str:

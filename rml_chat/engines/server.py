@@ -61,7 +61,7 @@ class ServerEngine:
         meta = models[0].get("meta") or {}
         self.n_vocab = meta.get("n_vocab")
         self.model_id = models[0].get("id", "?")
-        self.threads = "the server's"
+        self.threads = self.placement = "the server's"
         self.name = f"{self.url} ({self.model_id})"
         self.timings: dict = {}  # the server's own timings of the last reply it finished
 
@@ -113,6 +113,12 @@ class ServerEngine:
 
     def load_state(self, path: Path, weights: Path | None) -> tuple[int, str]:
         return 0, _OWN_CACHE
+
+    def use_prompt_cache(self, cache: object) -> None:
+        """The server keeps its own prompt cache (``cache_prompt``); ours is not used."""
+
+    def keep_prompt(self) -> str:
+        return ""
 
     def reference_tokenize(self, text: str, special: bool) -> list[int]:
         """The server's own tokenization (for --check and the check at connect)."""

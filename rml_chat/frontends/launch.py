@@ -8,6 +8,8 @@ has no thinking switch, and a tokenizer that does not fit the weights (an error)
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +21,7 @@ from ..core.sessions import find_session, sessions_dir
 from ..core.structured import Constraint, check, from_grammar, from_schema
 from ..engines.base import Engine, Sampling, context_size
 from ..engines.kv_cache import state_path
+from ..errors import UsageError
 from ..words import counted
 
 if TYPE_CHECKING:
@@ -64,7 +67,8 @@ def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = No
     def load() -> None:
         try:
             box.append(LocalEngine(weights, n_ctx=requested, n_threads=threads,
-                                   n_threads_batch=_threads(args.threads_batch) or threads, verbose=args.verbose))
+                                   n_threads_batch=_threads(args.threads_batch) or threads, verbose=args.verbose,
+                                   gpu=(args.n_gpu_layers, args.split_mode)))
         except BaseException as err:  # handed to the caller, in its thread
             box.append(err)
 
@@ -101,6 +105,8 @@ def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_c
     if engine.n_ctx_train and engine.n_ctx > engine.n_ctx_train:  # as llama.cpp warns: once, here
         say(f"note: context {engine.n_ctx} tokens is past the model's training context ({engine.n_ctx_train}): "
             "replies may degrade beyond it")
+    if args.verbose:
+        say(f"layers: {engine.placement}")
     if requested == 0:
         say(f"note: context {engine.n_ctx} tokens (-c 0: the model's training context)")
     elif engine.n_ctx != requested and context_size(requested) == engine.n_ctx:
@@ -136,6 +142,41 @@ def restore_settings(session: ChatSession, args: argparse.Namespace) -> str:
     return " ".join(done)
 
 
+def prompt_cache_for(args: argparse.Namespace, engine: Engine) -> None:
+    """``--prompt-cache on`` (the default) for -p, --batch and --check: the engine restores what a kept
+    state shares with each prompt (engines/prompt_cache.py); the folder and its cap from the environment."""
+    from tokenizer.cache_dirs import cache_folder
+
+    from ..core.sessions import parse_size
+    from ..engines.prompt_cache import DEFAULT_CAP, PromptCache
+
+    folder = cache_folder("RML_CHAT_PROMPT_CACHE", "prompt-cache")
+    if args.prompt_cache != "on" or folder is None:
+        return
+    try:
+        cap = parse_size(os.environ.get("RML_CHAT_PROMPT_CACHE_MAX") or str(DEFAULT_CAP))
+    except ValueError as err:
+        raise UsageError(f"$RML_CHAT_PROMPT_CACHE_MAX: {err}") from None
+
+    def verbose(line: str) -> None:
+        if args.verbose:
+            print(line, file=sys.stderr, flush=True)
+
+    engine.use_prompt_cache(PromptCache(folder, cap, verbose))
+
+
+def apply_effort(session: ChatSession, effort: str, say: Callable[[str], None]) -> None:
+    """``--reasoning-effort``: a note where the template reads none (as ``--think`` without a switch), a
+    usage error where it refuses the value."""
+    verdict, why = session.model.effort_check(effort)
+    if verdict == "refused":
+        raise UsageError(f"--reasoning-effort {effort}: {why}")
+    if verdict == "applies":
+        session.reasoning_effort = effort
+    if why:
+        say(f"note: --reasoning-effort {effort}{'' if verdict == 'applies' else ' does not apply'}: {why}")
+
+
 def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSession:
     """Load model and weights, with a progress line; raises ModelError (one line). With ``--resume`` the
     saved conversation comes back, with the model it was held with unless MODEL names another."""
@@ -166,6 +207,8 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
                           stop_strings=tuple(args.stop), thinking=thinking, context_shift=args.context_shift == "on")
     try:
         session.constraint = constraint_from(args, engine)
+        if args.reasoning_effort is not None:
+            apply_effort(session, args.reasoning_effort, say)
     except BaseException:
         engine.close()
         raise
@@ -184,6 +227,7 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
     if args.system is not None:
         session.conversation.system = args.system
     session.hide_thinking = args.hide_thinking == "on"
+    session.thinking_display = args.thinking_display
     if model.reasoning is None and (args.reasoning_budget >= 0 or args.hide_thinking == "on"):
         say("note: --reasoning-budget and --hidethinking do not apply: the model's template writes no thought")
     return session

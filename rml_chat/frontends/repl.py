@@ -37,6 +37,7 @@ from ..words import counted
 from .history import FENCE, BlockHistory, SafeFileHistory, block_closed, history_path
 from .progress import EvalProgress
 from .repl_commands import Commands
+from .thought_view import ThoughtView
 from .typeahead import Typeahead
 
 SAVING_NOTE_AFTER_S = 0.3  # a state taking longer than this to write is announced ("saving …")
@@ -207,23 +208,20 @@ class Repl:
 
     def reply(self, text: str | None) -> None:
         progress = EvalProgress()
-        thinking = [False]  # a thought is on screen, its line not ended yet
+        view = ThoughtView(self.session.thinking_display, self.session.hide_thinking)
 
         def emit(chunk: str) -> None:
             if chunk:
                 progress.clear()
-                if thinking[0]:  # the answer starts below the thought
-                    sys.stdout.write("\n\n")
-                    thinking[0] = False
+                if view.open:
+                    view.answer()
                 sys.stdout.write(chunk)
                 sys.stdout.flush()
 
         def think(chunk: str) -> None:
-            if chunk and not self.session.hide_thinking:
+            if chunk:
                 progress.clear()
-                sys.stdout.write(dim(chunk))
-                sys.stdout.flush()
-                thinking[0] = True
+                view.thought(chunk)
 
         try:
             result = self.session.turn(text, emit, lambda line: self._say(dim(line)), progress, think=think)
@@ -247,7 +245,9 @@ class Repl:
                 self._say(dim("your message was not sent; it is in the history (press Up)"))
             return
         progress.clear()
-        if not result.reply.endswith("\n"):
+        if view.open:  # a thought that never closed
+            view.close()
+        elif not result.reply.endswith("\n"):
             sys.stdout.write("\n")
         if result.outcome is not None and result.outcome.problem:
             self._say(f"note: {result.outcome.problem}")

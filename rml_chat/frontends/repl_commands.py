@@ -65,6 +65,7 @@ class Commands:
             "/name": (self._name, "TEXT  name this chat: rml-chat --resume TEXT reopens it"),
             "/info": (self._info, "model, chat format, stop ids, settings, the autosave file"),
             "/stats": (self._stats, "figures of the last reply"),
+            "/thought": (self._thought, "the last reply's thought, whole"),
             "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
             "/schema": (self._schema, "JSON|@FILE|off  replies are JSON following this schema"),
             "/grammar": (self._grammar, "GBNF|@FILE|off  replies follow this GBNF grammar"),
@@ -225,12 +226,18 @@ class Commands:
         for line in self.session.model.describe():
             self.say(line)
         engine = self.session.engine
-        self.say(f"context: {engine.n_ctx} tokens · overflow: {self.session.overflow} · threads: {engine.threads}")
+        self.say(f"context: {engine.n_ctx} tokens · overflow: {self.session.overflow} · threads: {engine.threads} · "
+                 f"layers: {engine.placement}")
         self.say("settings: " + " ".join(f"{name}={value}" for name, value in self._settings()))
         self.say(self.repl.sessions_note())
 
     def _stats(self, _: str) -> None:
         self.say(self.repl.stats_line())
+
+    def _thought(self, _: str) -> None:
+        replies = [m for m in self.session.conversation.messages if m["role"] == "assistant"]
+        thought = replies[-1].get("reasoning", "").strip() if replies else ""
+        self.say(thought or ("the last reply has no thought" if replies else "no reply yet"))
 
     def _settings(self) -> list[tuple[str, object]]:
         return [(row.name.replace("_", "-"), self.session.setting(row.name)) for row in SETTINGS if row.settable]

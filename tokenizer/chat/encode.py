@@ -39,8 +39,8 @@ class ChatEncoder:
         self.bos_text = tokenizer.id_to_token(tokenizer.bos_id) if tokenizer.bos_id is not None else ""
         eos = tokenizer.eos_id
         self.eos_text = tokenizer.id_to_token(eos) if eos is not None else ""
-        after = [self._filled(text) for text in fmt.after_assistant_texts()]
-        texts = [self._filled(text) for text in fmt.template_texts()]
+        after = [self.filled(text) for text in fmt.after_assistant_texts()]
+        texts = [self.filled(text) for text in fmt.template_texts()]
         # the special tokens the format's own texts hold: its template text is cut for those alone (Gemma's
         # 6,000-token cutter is slow to build). A template's own renderings (the spliced path, which a
         # format established from a template also takes) may hold any, so those are cut for all.
@@ -57,7 +57,7 @@ class ChatEncoder:
         self._template_parts: dict[str, list[tuple[str, int | None]]] = {}  # template text -> its special cuts
         self.writes_bos = fmt.writes_bos
 
-    def _filled(self, text: str) -> str:
+    def filled(self, text: str) -> str:
         """A fitted piece with its BOS/EOS holes filled (the other formats' texts have none)."""
         return text.replace(BOS_HOLE, self.bos_text).replace(EOS_HOLE, self.eos_text)
 

@@ -49,6 +49,30 @@ class Reasoning:
     close_written: str = ""  # the close with the whitespace the template writes around it ("\n</think>\n\n")
     strips_answer: bool = True  # with history "drop": the template trims the answer's leading whitespace
 
+    def channels(self) -> tuple[str, str, str, str, str] | None:
+        """Where the thought and the answer are two named channels of one shape, a new message apart
+        (gpt-oss): (what starts the next message, what starts a name, what ends it, the thought's name,
+        the answer's name); else None. Read off the markers alone::
+
+            >>> Reasoning("<|channel|>analysis<|message|>", "<|end|><|start|>assistant<|channel|>final<|message|>",
+            ...           "<|channel|>final<|message|>").channels()
+            ('<|end|><|start|>assistant', '<|channel|>', '<|message|>', 'analysis', 'final')
+        """
+        o, a = self.open, self.answer_open
+        if not a or o == a or not self.close.endswith(a) or self.close == a:
+            return None
+        head = 0
+        while head < min(len(o), len(a)) and o[head] == a[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(o), len(a)) - head and o[-1 - tail] == a[-1 - tail]:
+            tail += 1
+        start, end = o[:head], o[len(o) - tail:]
+        names = o[head:len(o) - tail], a[head:len(a) - tail]
+        if not (start.endswith((">", "]")) and end.startswith(("<", "[")) and all(n.isalpha() for n in names)):
+            return None  # the names stand between two markers (Cohere's <|START_THINKING|>/<|START_TEXT|> do not)
+        return self.close[:-len(a)], start, end, *names
+
     def message(self, answer: str, thought: str) -> dict[str, str]:
         """An assistant message with a thought, as this template takes it. Inline, the texts as the model
         wrote them (the template cuts and trims them itself); in a field, trimmed, as llama-server hands
@@ -159,3 +183,32 @@ def _history(template: ChatTemplate, found: Reasoning, bos: str, eos: str) -> st
                 found.message(_A, r2), {"role": "user", "content": _U}]
     text = _render(template, messages, True, bos, eos) or ""
     return {(True, True): "keep", (False, True): "last"}.get((r1 in text, r2 in text), "drop")
+
+
+def from_record(strip_think: str, generation_prompt: str) -> Reasoning | None:
+    """A table record's markers, for a model without a template (``--chat-format qwen3`` on a GGUF that
+    lost its template): a record that drops ``<think>…</think>`` from history writes thoughts that way.
+
+        >>> from_record("split", "<｜Assistant｜><think>\\n").prefilled
+        True
+        >>> from_record("", "<|im_start|>assistant\\n") is None
+        True
+    """
+    if not strip_think:
+        return None
+    return Reasoning("<think>", "</think>", prefilled=generation_prompt.rstrip().endswith("<think>"), history="drop",
+                     close_written="\n</think>\n\n")
+
+
+def effort_changes_prompt(template: ChatTemplate, effort: str, bos: str = "<s>", eos: str = "</s>") -> bool:
+    """Whether the template writes another prompt with ``reasoning_effort`` set to ``effort`` than without
+    it (gpt-oss: "Reasoning: high" for "Reasoning: medium"; "medium", its default, writes the same). Raises
+    TemplateRaised with the template's words for a value it refuses (Hunyuan's "should be no_think/low/high").
+
+        >>> t = ChatTemplate("{{ 'Reasoning: ' + (reasoning_effort or 'medium') }}{{ messages[0].content }}")
+        >>> effort_changes_prompt(t, "high"), effort_changes_prompt(t, "medium")
+        (True, False)
+    """
+    messages = [{"role": "user", "content": "x"}]
+    with_effort = template.render(messages, True, bos_token=bos, eos_token=eos, strftime_now=lambda _: "", effort=effort)
+    return with_effort != template.render(messages, True, bos_token=bos, eos_token=eos, strftime_now=lambda _: "")

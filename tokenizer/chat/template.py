@@ -83,6 +83,8 @@ class ChatTemplate:
             raise TemplateBroken(f"the chat template does not compile ({type(err).__name__}: {err})") from None
         #: the template reads ``enable_thinking``: prompts are verified with it unset, on and off
         self.reads_thinking = "enable_thinking" in source
+        #: the template reads ``reasoning_effort`` (gpt-oss, Solar Open, Hunyuan, DeepSeek V4, Command A)
+        self.reads_effort = "reasoning_effort" in source
         #: transformers passes ``tools=None``; a tool-use template that then fails on a plain message
         #: (``for tool in tools``) is rendered as llama.cpp renders it, with ``tools`` undefined.
         self.tools_undefined = False
@@ -99,16 +101,22 @@ class ChatTemplate:
 
     def render(self, messages: Sequence[Mapping[str, object]], add_generation_prompt: bool, *,
                bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
-               strftime_now: Callable[[str], str] | None = None, now: datetime.datetime | None = None) -> str:
-        """The template's text for ``messages``. ``thinking`` None leaves ``enable_thinking`` undefined;
-        ``strftime_now`` replaces the clock (``now`` fixes it; default: the real time)."""
+               strftime_now: Callable[[str], str] | None = None, now: datetime.datetime | None = None,
+               effort: str | None = None, tools: Sequence[Mapping[str, object]] | None = None) -> str:
+        """The template's text for ``messages``. ``thinking`` None leaves ``enable_thinking`` undefined, and
+        ``effort`` None ``reasoning_effort``; ``strftime_now`` replaces the clock (``now`` fixes it; default:
+        the real time). ``tools``: tool definitions (OpenAI's shape), as transformers hands them over."""
         import jinja2
 
         if strftime_now is None:
             moment = now or datetime.datetime.now()
             strftime_now = moment.strftime
         extra: dict[str, object] = {} if thinking is None else {"enable_thinking": thinking}
-        if not self.tools_undefined:
+        if effort is not None:
+            extra["reasoning_effort"] = effort
+        if tools is not None:
+            extra["tools"] = [dict(t) for t in tools]
+        elif not self.tools_undefined:
             extra["tools"] = None
         try:
             return self._compiled.render(messages=[dict(m) for m in messages], documents=None,

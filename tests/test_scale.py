@@ -1,0 +1,52 @@
+"""Scale: the GPU flags reach llama.cpp (on this CPU build, -ngl 0 and -1 give the same greedy ids), and a
+batch line can be a whole conversation that replies as the same conversation resumed does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import model_path
+
+from rml_chat.core.conversation import Conversation
+from rml_chat.engines.local import LocalEngine
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rml_chat", *args], capture_output=True, text=True, timeout=300,
+                          input=stdin)
+
+
+@pytest.mark.whitebox
+def test_the_gpu_layers_reach_llama_cpp_and_the_cpu_build_says_where_they_went() -> None:
+    engine = LocalEngine(model_path("smollm2"), n_ctx=512, n_threads=2, gpu=(7, "row"))
+    try:
+        assert engine._llama.n_gpu_layers == 7
+        assert engine.placement == "CPU only: this llama.cpp build has no GPU backend"
+    finally:
+        engine.close()
+    runs = [json.loads(_cli(str(model_path("smollm2")), "-p", "Name a colour.", "-n", "12", "--temp", "0", "-ngl", n,
+                            "--json").stdout) for n in ("0", "-1")]
+    assert runs[0]["reply"] == runs[1]["reply"] and runs[0]["completion_tokens"] == runs[1]["completion_tokens"]
+    verbose = _cli(str(model_path("smollm2")), "-p", "Hi", "-n", "1", "--verbose")
+    assert "layers: CPU only: this llama.cpp build has no GPU backend" in verbose.stderr
+
+
+def test_a_messages_line_replies_as_the_same_conversation_resumed(tmp_path) -> None:
+    history = [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello! How can I help?"}]
+    saved = tmp_path / "chat.json"
+    Conversation("Be terse.", [dict(m) for m in history]).save(saved)
+    resumed = json.loads(_cli(str(model_path("smollm2")), "--resume", str(saved), "-p", "Name a colour.", "-n", "12",
+                              "--temp", "0", "--json").stdout)
+    lines = [{"id": "a", "system": "Be terse.", "messages": [*history, {"role": "user", "content": "Name a colour."}]},
+             {"id": "b", "messages": [{"role": "system", "content": "Be terse."}, *history,
+                                      {"role": "user", "content": "Name a colour."}]},
+             {"id": "c", "messages": history}, {"id": "d", "prompt": "x", "messages": history}]
+    done = _cli(str(model_path("smollm2")), "--batch", "-", "-n", "12", "--temp", "0",
+                stdin="\n".join(map(json.dumps, lines)) + "\n")
+    a, b, c, d = (json.loads(line) for line in done.stdout.splitlines())
+    assert a["reply"] == b["reply"] == resumed["reply"] and a["prompt_tokens"] == resumed["prompt_tokens"]
+    assert "must end with the user message to answer" in c["error"]["message"]
+    assert "'prompt' or 'messages', not both" in d["error"]["message"]
