@@ -23,6 +23,9 @@ Sections (``--only`` picks some):
 * ``prompt-cache`` a 2,000-token system prompt and a new question each run, separate ``-p`` processes:
   launch to first token of runs 2-6 over run 1, and restoring a kept state against evaluating its ids
   (scripts/bench_prompt_cache.py).
+* ``parallel``    64 prompts at ``-n 32`` through ``--batch`` sequentially against ``--batch -np 4``,
+  whole processes (the prompt cache off): tokens/s of each and their ratio, and how many greedy replies
+  differ (llama.cpp's arithmetic over a batch of several sequences is not bit for bit a single one's).
 * ``format``      formatting + encoding one turn of a 50-exchange conversation (what a turn costs before
   llama.cpp sees it), µs; with ``--tree DIR`` the same for another checkout, in alternating processes.
 """
@@ -49,7 +52,7 @@ from rml_chat.engines.local import LocalEngine  # noqa: E402
 from tokenizer.chat import segments_text  # noqa: E402
 
 STORY = "Write a long story about a dragon who learns to cook, with many details."
-SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "reasoning", "prompt-cache")
+SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "reasoning", "prompt-cache", "parallel")
 
 
 # ----- generation ------------------------------------------------------------------------------------
@@ -211,6 +214,27 @@ def launch(model_path: str | None, repeat: int, trees: list[Path] = ()) -> None:
 
 # ----- batches ---------------------------------------------------------------------------------------
 
+def parallel(model_path: str | None, n: int = 64, slots: int = 4) -> None:
+    path = str(load_model(model_path).weights)
+    env = {**os.environ, "RML_CHAT_PROMPT_CACHE": "off"}
+    lines = "\n".join(json.dumps({"id": i, "prompt": f"Write a sentence about the colour number {i}."})
+                      for i in range(n)) + "\n"
+    runs = {}
+    for label, flags in (("sequential", []), (f"-np {slots}", ["-np", str(slots)])):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "rml_chat", path, "--batch", "-", "--temp", "0", "-n", "32",
+                               "-sys", "Answer in one sentence.", *flags], input=lines.encode(), capture_output=True,
+                              env=env, check=True)
+        wall = time.perf_counter() - start
+        out = [json.loads(line) for line in done.stdout.decode().splitlines()]
+        runs[label] = (wall, out, sum(o["completion_tokens"] for o in out))
+    (w1, seq, t1), (w2, par, t2) = runs.values()
+    differ = sum(a["reply"] != b["reply"] for a, b in zip(seq, par))
+    print(f"parallel batch ({n} prompts, -n 32, whole processes): sequential {t1 / w1:.1f} tok/s ({w1:.1f} s), "
+          f"-np {slots} {t2 / w2:.1f} tok/s ({w2:.1f} s); ratio {(t2 / w2) / (t1 / w1):.2f}; greedy replies that "
+          f"differ: {differ} of {n}")
+
+
 def batch(model_path: str | None, counts: tuple[int, ...] = (12, 100)) -> None:
     path = str(load_model(model_path).weights)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -328,6 +352,8 @@ def main() -> None:
             batch(args.model)
         elif section == "remote":
             remote(args.model, args.repeat)
+        elif section == "parallel":
+            parallel(args.model)
         elif section == "prompt-cache":
             from bench_prompt_cache import prompt_cache
 

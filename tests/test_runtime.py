@@ -36,9 +36,11 @@ def _theirs(model, sampling: Sampling, prompts: list[list[int]]) -> list[list[in
             reply: list[int] = []
             for token in llm.generate(ids, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
                                       temp=sampling.temp, repeat_penalty=sampling.repeat_penalty):
-                if token in model.stop_ids or len(reply) == sampling.max_tokens:
+                if token in model.stop_ids:
                     break
                 reply.append(token)
+                if len(reply) == sampling.max_tokens:  # (as ours: the last id of -n is not decoded)
+                    break
             replies.append(reply)
     finally:
         llm.close()

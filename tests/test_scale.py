@@ -50,3 +50,25 @@ def test_a_messages_line_replies_as_the_same_conversation_resumed(tmp_path) -> N
     assert a["reply"] == b["reply"] == resumed["reply"] and a["prompt_tokens"] == resumed["prompt_tokens"]
     assert "must end with the user message to answer" in c["error"]["message"]
     assert "'prompt' or 'messages', not both" in d["error"]["message"]
+
+
+def test_a_parallel_batch_gives_one_line_per_line_in_order_with_per_line_settings() -> None:
+    schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+    lines = [{"id": f"q{i}", "prompt": f"Name a colour, number {i}.", "max_tokens": 4 + i} for i in range(9)]
+    lines[3] = {"id": "schema", "prompt": "A colour as JSON.", "schema": schema, "max_tokens": 40}
+    lines[5] = {"id": "bad", "prompt": "x", "temp": "hot"}
+    lines[7] = {"id": "history", "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+                                              {"role": "user", "content": "Name a colour."}]}
+    done = _cli(str(model_path("smollm2")), "--batch", "-", "-np", "4", "--temp", "0", "-n", "24",
+                stdin="\n".join(map(json.dumps, lines)) + "\n")
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [o["id"] for o in out] == [line["id"] for line in lines] and [o["line"] for o in out] == list(range(1, 10))
+    assert done.returncode == 1 and "8 of 9 lines ran cleanly; not: line 6" in done.stderr
+    for line, o in zip(lines, out):
+        if "max_tokens" in line and line["id"] != "schema":
+            assert o["ok"] and 0 < o["completion_tokens"] <= line["max_tokens"], o
+    assert set(json.loads(out[3]["reply"])) == {"colour"} and out[3]["complete"] is True
+    assert "temp must be a number" in out[5]["error"]["message"] and out[7]["ok"] and out[7]["reply"]
+    sequential = [json.loads(line) for line in _cli(str(model_path("smollm2")), "--batch", "-", "--temp", "0", "-n", "24",
+                                                   stdin="\n".join(map(json.dumps, lines)) + "\n").stdout.splitlines()]
+    assert [o.get("prompt_tokens") for o in sequential] == [o.get("prompt_tokens") for o in out]  # the same prompts

@@ -13,6 +13,7 @@ the same way and the reply goes on from the ids it has so far; off (the default)
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -98,6 +99,13 @@ class ChatSession:
             self._close_ids = model.tokenizer.encode(reasoning.close_written or reasoning.close, parse_special=True)
         else:
             self._thought_stops, self._close_ids = set(), []
+
+    def twin(self, engine: Engine) -> ChatSession:
+        """The same model and settings over another engine, with a conversation of its own (``--batch
+        -np``: one a line)."""
+        other = copy.copy(self)
+        other.engine, other.conversation, other.last, other._ids, other._since_shift = engine, Conversation(), None, [], []
+        return other
 
     def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
         encoder = self.model.encoder

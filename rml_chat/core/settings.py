@@ -146,6 +146,8 @@ SETTINGS: tuple[Setting, ...] = (
             "layers on the GPU, with a GPU build of llama.cpp (llama.cpp's meaning and default)", metavar="N"),
     Setting("split_mode", ("-sm", "--split-mode"), choice("none", "layer", "row"), "layer", CONTEXT,
             "how layers go over several GPUs (llama.cpp's)", metavar="MODE"),
+    Setting("parallel", ("-np", "--parallel"), integer(1, 64), 1, CONTEXT,
+            "--batch: lines decoded together, each a sequence of one context (llama-server's slots)", metavar="N"),
     Setting("threads", ("-t", "--threads"), integer(1, 512, special=-1, note="-1: all cores"), -1, CONTEXT,
             "threads for generation", metavar="N"),
     Setting("threads_batch", ("-tb", "--threads-batch"), integer(1, 512, special=-1,

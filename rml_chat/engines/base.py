@@ -144,6 +144,10 @@ class Engine(Protocol):
         """Restore a state ``save_state`` wrote: (ids restored, "") or (0, why it was not used)."""
         ...
 
+    def lines(self, n: int) -> list:
+        """``n`` engines whose replies are decoded together (``--batch -np N``), each for one line."""
+        ...
+
     def use_prompt_cache(self, cache: object) -> None:
         """Restore the longest prefix a state kept by an earlier run shares with each prompt (an
         ``engines.prompt_cache.PromptCache``; None: off)."""

@@ -28,18 +28,20 @@ class LocalEngine:
     name = "llama.cpp"
 
     def __init__(self, weights: Path, *, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_threads_batch: int | None = None, verbose: bool = False, gpu: tuple[int, str] = (-1, "layer")):
+                 n_threads_batch: int | None = None, verbose: bool = False, gpu: tuple[int, str] = (-1, "layer"),
+                 parallel: int = 1):
         """Load the weights (llama.cpp's chatter caught unless verbose). ``n_ctx`` 0: the model's training
         context; ``n_threads`` None: all cores; ``n_threads_batch`` None: the same as ``n_threads``; ``gpu``:
-        the layers to offload (-1: all) and the split mode. A file llama.cpp can't load is a ModelError with
-        llama.cpp's reason."""
+        the layers to offload (-1: all) and the split mode; ``parallel``: the lines ``lines`` may run
+        together. A file llama.cpp can't load is a ModelError with llama.cpp's reason."""
         threads = n_threads or os.cpu_count() or 1
         self.n_threads, self.n_threads_batch = threads, n_threads_batch or threads
         log = llama_log()
         log.verbose, log.kept = verbose, []
         try:
             self._llama = LlamaModel(weights, n_ctx=context_size(n_ctx), n_batch=512, n_threads=self.n_threads,
-                                     n_threads_batch=self.n_threads_batch, gpu=gpu)
+                                     n_threads_batch=self.n_threads_batch, gpu=gpu,
+                                     n_seq=parallel + 1 if parallel > 1 else 1)
         except ContextTooLarge as err:
             raise ModelError(f"-c {n_ctx}: {err}") from None
         except (LoadError, OSError) as err:
@@ -52,6 +54,15 @@ class LocalEngine:
         self.threads = f"{self.n_threads} (prompt evaluation: {self.n_threads_batch})"
         self.placement = self._llama.placement()
         self._weights, self._prompt_cache = weights, None
+
+    def lines(self, n: int) -> list:
+        """``n`` engines that decode together (parallel.py): one context, a sequence each. The context
+        was made for them (``parallel``); this engine's own cache is emptied."""
+        from .parallel import Decoder, Slot
+
+        self._llama.reset()
+        decoder = Decoder(self._llama, n)
+        return [Slot(decoder, self) for _ in range(n)]
 
     def use_prompt_cache(self, cache: PromptCache | None) -> None:
         """Restore the longest prefix a kept state shares with each prompt (prompt_cache.py)."""
@@ -148,17 +159,18 @@ class LocalEngine:
         return self._llama.grammar_problem(gbnf)
 
     def evaluate(self, ids: Sequence[int], gen: Generation, progress: Progress | None = None) -> None:
-        """Evaluate the prompt's ids after the longest prefix the cache holds, in batches, all but the last
-        (``generate`` decodes that one on its own, as llama-cpp-python and llama-server do, and samples
-        from it). ``progress(done, total, seconds)`` is called after each batch. A Ctrl-C between two
-        batches leaves the cache holding what was evaluated."""
+        """Evaluate the prompt's ids after the longest prefix the cache holds (a whole prompt in the cache:
+        its last id again, for its logits), in batches of ``n_batch``, the last with logits: as
+        llama-cpp-python's ``Llama.eval`` does (decoding the last id on its own instead changes the
+        arithmetic on some CPUs, and with it a greedy reply). ``progress(done, total, seconds)`` is called
+        after each batch. A Ctrl-C between two batches leaves the cache holding what was evaluated."""
         llama = self._llama
         if self._prompt_cache is not None:
             self._restore(ids)
         llama.keep(min(common_prefix(llama.cached, ids), len(ids) - 1))
         common = len(llama.cached)
         gen.to_evaluate, gen.evaluated = len(ids) - common, 0
-        todo = ids[common:len(ids) - 1]
+        todo = ids[common:]
         step = llama.n_batch
         for done in range(0, len(todo), step):
             llama.eval(todo[done:done + step])
@@ -183,8 +195,6 @@ class LocalEngine:
             sampler = llama.sampler(temp=sampling.temp, top_k=sampling.top_k, top_p=sampling.top_p,
                                     min_p=sampling.min_p, repeat_penalty=sampling.repeat_penalty, seed=seed,
                                     grammar=grammar)
-            llama.eval(ids[-1:])
-            gen.evaluated += 1
             while True:
                 token = llama.sample(sampler)
                 if not gen.record(token, stops):

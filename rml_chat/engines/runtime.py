@@ -12,8 +12,7 @@ llama-cpp-python gives us its build of llama.cpp and its ctypes bindings (``llam
   meanwhile.
 
 ``LlamaModel`` keeps ``Llama``'s settings, so replies stay the same token for token: its model and context
-parameters, batches of ``n_batch`` with logits for the last token only, the last prompt token decoded on its
-own, and the sampler chain ``Llama.generate`` builds::
+parameters, batches of ``n_batch`` with logits for the last token only, and the sampler chain ``Llama.generate`` builds::
 
     penalties (last n, repeat) -> grammar? -> greedy                                 (temp 0)
                                            -> top-k, typical, top-p, min-p, temp, draw  (temp > 0)
@@ -137,11 +136,12 @@ class LlamaModel:
     ids whose keys and values the context holds, in order."""
 
     def __init__(self, weights: Path, *, n_ctx: int, n_batch: int, n_threads: int, n_threads_batch: int,
-                 gpu: tuple[int, str] = (-1, "layer")):
+                 gpu: tuple[int, str] = (-1, "layer"), n_seq: int = 1):
         lib = self._lib = _backend()
         self.model = self.ctx = self._batch = None
         model_params = lib.llama_model_default_params()
-        self.n_gpu_layers = model_params.n_gpu_layers = gpu[0]
+        self.n_gpu_layers = gpu[0]  # without a GPU backend none fit: 0, as llama-cpp-python's Llama passes
+        model_params.n_gpu_layers = gpu[0] if lib.llama_supports_gpu_offload() else 0
         model_params.split_mode = getattr(lib, f"LLAMA_SPLIT_MODE_{gpu[1].upper()}")
         model_params.load_mode = lib.LLAMA_LOAD_MODE_MMAP
         self.model = lib.llama_model_load_from_file(str(weights).encode("utf-8"), model_params)
@@ -161,6 +161,7 @@ class LlamaModel:
         params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, self.n_batch, min(self.n_batch, 512)
         params.n_threads, params.n_threads_batch = n_threads, n_threads_batch
         params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.n_seq_max, params.kv_unified = n_seq, n_seq > 1  # (parallel.py: sequences share every cell)
         params.yarn_attn_factor, params.yarn_beta_fast, params.yarn_beta_slow = 1.0, 32.0, 1.0
         params.no_perf = False
         self.ctx = lib.llama_init_from_model(self.model, params)
@@ -263,9 +264,32 @@ class LlamaModel:
                 chain.add(made)
         return chain
 
-    def sample(self, sampler: Sampler) -> int:
-        """The next id, from the logits of the last id decoded (the chain accepts it)."""
-        return self._lib.llama_sampler_sample(sampler.chain, self.ctx, -1)
+    def sample(self, sampler: Sampler, index: int = -1) -> int:
+        """The next id, from the logits of the last id decoded (``index``: of that batch position; the
+        chain accepts it)."""
+        return self._lib.llama_sampler_sample(sampler.chain, self.ctx, index)
+
+    def decode_seqs(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int],
+                    logits: Sequence[bool]) -> None:
+        """One ``llama_decode`` of tokens of several sequences (parallel.py); the batch's sequence ids go
+        back to 0 after it, as ``eval`` has them."""
+        lib, batch, n = self._lib, self._batch, len(tokens)
+        ctypes.memmove(batch.token, (ctypes.c_int32 * n)(*tokens), 4 * n)
+        ctypes.memmove(batch.pos, (ctypes.c_int32 * n)(*positions), 4 * n)
+        for i in range(n):
+            batch.seq_id[i][0], batch.logits[i] = seqs[i], logits[i]
+        batch.n_tokens = n
+        code = lib.llama_decode(self.ctx, batch)
+        for i in range(n):
+            batch.seq_id[i][0] = 0
+        if code != 0:
+            raise RuntimeError(f"llama_decode returned {code}")
+
+    def seq_copy(self, source: int, target: int, n: int) -> None:
+        self._lib.llama_memory_seq_cp(self._memory, source, target, 0, n)
+
+    def seq_drop(self, seq: int) -> None:
+        self._lib.llama_memory_seq_rm(self._memory, seq, -1, -1)
 
     def can_shift(self) -> bool:
         """Whether this model's memory can move cached cells to other positions (a context shift)."""

@@ -114,6 +114,10 @@ class ServerEngine:
     def load_state(self, path: Path, weights: Path | None) -> tuple[int, str]:
         return 0, _OWN_CACHE
 
+    def lines(self, n: int) -> list:
+        """``n`` connections to the server: its slots (``-np``) run them together."""
+        return [self, *(ServerEngine(self.url) for _ in range(n - 1))]
+
     def use_prompt_cache(self, cache: object) -> None:
         """The server keeps its own prompt cache (``cache_prompt``); ours is not used."""
 

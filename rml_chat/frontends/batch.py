@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -196,8 +198,91 @@ def _count_lines(path: str) -> int | None:
         raise AppError(f"--batch: {path}: {err.strerror}", "input") from None
 
 
+def _failed(text: str, number: int, err: AppError) -> dict:
+    return {"id": _id_of(text, number), "line": number, "ok": False,
+            "error": {"kind": err.kind, "message": one_line(str(err))}}
+
+
+def _summary(done: int, failed: list[int]) -> int:
+    if failed:
+        shown = ", ".join(map(str, failed[:10])) + (" …" if len(failed) > 10 else "")
+        print(f"rml-chat: batch: {done - len(failed)} of {counted(done, 'line')} ran cleanly; not: line "
+              f"{shown}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def run_parallel(session: ChatSession, args: argparse.Namespace) -> int:
+    """``-np N``: N worker threads, each a twin of the session over one of the engine's lines (decoded
+    together: engines/parallel.py); lines are parsed here, in order, and written in input order."""
+    twins = [session.twin(engine) for engine in session.engine.lines(args.parallel)]
+    progress = _Progress(_count_lines(args.batch), sys.stderr)
+    base, constraints = session.sampling, {}
+    jobs: queue.Queue = queue.Queue(maxsize=2 * len(twins))
+    results: dict[int, tuple[int, dict]] = {}
+    ready = threading.Condition()
+
+    def work(twin: ChatSession) -> None:
+        while (item := jobs.get()) is not None:
+            index, job, text = item
+            try:
+                out = run_job(twin, job, base)
+            except AppError as err:
+                out = _failed(text, job.number, err)
+            except Exception as err:  # one line's failure is its own line; the batch goes on
+                out = _failed(text, job.number, AppError(f"internal error ({type(err).__name__}: {err})"))
+            with ready:
+                results[index] = (job.number, out)
+                ready.notify_all()
+
+    for twin in twins:
+        threading.Thread(target=work, args=(twin,), daemon=True).start()
+    written, failed, count = 0, [], 0
+
+    def write_ready(wait_for: int) -> int:
+        nonlocal written
+        with ready:
+            while written < wait_for:
+                while written not in results:
+                    ready.wait()
+                number, out = results.pop(written)
+                if not out["ok"]:
+                    failed.append(number)
+                sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+                sys.stdout.flush()
+                progress.show(number, out.get("completion_tokens", 0))
+                written += 1
+        return written
+
+    try:
+        for number, text in _lines(args.batch):
+            if not text.strip():
+                continue
+            try:
+                jobs.put((count, parse_job(number, text, session, constraints), text))
+            except AppError as err:
+                with ready:
+                    results[count] = (number, _failed(text, number, err))
+                    ready.notify_all()
+            count += 1
+            with ready:
+                ready_now = written
+                while ready_now in results:
+                    ready_now += 1
+            write_ready(ready_now)
+        write_ready(count)
+    except KeyboardInterrupt:
+        progress.clear()
+        print(f"rml-chat: interrupted after {counted(written, 'line')}; the output holds them whole", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    progress.clear()
+    return _summary(written, failed)
+
+
 def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
     """Every line through the one loaded model; returns the exit code."""
+    if args.parallel > 1:
+        return run_parallel(session, args)
     progress = _Progress(_count_lines(args.batch), sys.stderr)
     base = session.sampling
     constraints: dict[str, Constraint] = {}
@@ -213,8 +298,7 @@ def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
                     failed.append(number)
                 progress.show(number, out.get("completion_tokens", 0))
             except AppError as err:
-                out = {"id": _id_of(text, number), "line": number, "ok": False,
-                       "error": {"kind": err.kind, "message": one_line(str(err))}}
+                out = _failed(text, number, err)
                 failed.append(number)
             sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
             sys.stdout.flush()
@@ -226,12 +310,7 @@ def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
     finally:
         session.sampling = base
     progress.clear()
-    if failed:
-        shown = ", ".join(map(str, failed[:10])) + (" …" if len(failed) > 10 else "")
-        print(f"rml-chat: batch: {done - len(failed)} of {counted(done, 'line')} ran cleanly; not: line "
-              f"{shown}", file=sys.stderr)
-        return EXIT_ERROR
-    return EXIT_OK
+    return _summary(done, failed)
 
 
 def _id_of(text: str, number: int) -> object:

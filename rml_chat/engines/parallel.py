@@ -1,0 +1,230 @@
+"""Parallel sequences (``--batch -np N``): N replies decoded together, one ``llama_decode`` a step, under
+different sequence ids of one context, as llama-server's slots are.
+
+Each line still runs through its own chat session (its turn: formatting, stop strings, thoughts, the
+verdict on a schema); what is shared is the engine. ``Decoder`` owns the llama.cpp context and runs in
+its own thread; each session holds a ``Slot`` (the ``Engine`` protocol) whose ``generate`` hands the prompt
+to the decoder and yields the ids sampled for it. A step gathers, for every sequence, its next token (or
+a piece of its prompt) into one batch, decodes it, and samples each sequence that has logits with its own
+sampler chain (its settings, seed and grammar)::
+
+    seq 0   [system prompt]                       evaluated once, copied to each line (llama_memory_seq_cp)
+    seq 1   [system prompt][line 1 ...] -> token   \\
+    seq 2   [system prompt][line 2 ...] -> token    } one batch a step
+    seq 3   [system prompt][line 3 ...] -> token   /
+
+When a line is done its cells are dropped and the next line starts there. The shared prefix (seq 0) is
+the common prefix of the first two prompts, when 16 tokens or more. Sequences share every cell of the
+context (``kv_unified``); each line may use (n_ctx - the shared prefix) / N of it.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from .base import Generation, Progress, Sampling, Shifted, common_prefix
+from .runtime import LlamaModel, Sampler
+
+SHARED_AT_LEAST = 16
+_DONE = object()
+
+
+@dataclass
+class _Stream:
+    prompt: list[int]
+    sampling: Sampling
+    stops: set[int]
+    grammar: str | None
+    gen: Generation
+    out: queue.Queue = field(default_factory=queue.Queue)
+    cancelled: bool = False
+    seq: int = 0
+    pending: list[int] = field(default_factory=list)  # prompt ids not evaluated yet
+    position: int = 0
+    budget: int = 0
+    sampler: Sampler | None = None
+    last: int | None = None  # the id sampled last, to decode next
+
+
+class Decoder:
+    """The context's owner: streams in, one batch a step, ids out (module docstring)."""
+
+    def __init__(self, llama: LlamaModel, slots: int):
+        self.llama, self.slots = llama, slots
+        self._incoming: queue.Queue = queue.Queue()
+        self._active: list[_Stream] = []
+        self._free = list(range(1, slots + 1))
+        self._shared: list[int] = []   # the ids seq 0 holds
+        self._previous: list[int] | None = None
+        self.n_ctx = llama.n_ctx
+        self._thread = threading.Thread(target=self._run, name="decoder", daemon=True)
+        self._thread.start()
+
+    def submit(self, stream: _Stream) -> None:
+        self._incoming.put(stream)
+
+    def _run(self) -> None:
+        while True:
+            stream = None
+            if not self._active or (self._free and not self._incoming.empty()):
+                try:
+                    stream = self._incoming.get(timeout=None if not self._active else 0)
+                except queue.Empty:
+                    stream = None
+            try:
+                if stream is not None:
+                    self._start(stream)
+                    stream = None
+                    continue
+                self._step()
+            except Exception as err:  # every waiting line hears of it, none hangs
+                for waiting in [*self._active, *([stream] if stream is not None else [])]:
+                    waiting.out.put(err)
+                self._active.clear()
+
+    def _start(self, stream: _Stream) -> None:
+        if not self._free:
+            self._incoming.put(stream)
+            return
+        prompt = stream.prompt
+        if not self._shared and self._previous is not None:
+            shared = common_prefix(self._previous, prompt[:-1])
+            if shared >= SHARED_AT_LEAST:
+                self._evaluate_shared(prompt[:shared])
+        self._previous = prompt
+        shared = min(common_prefix(self._shared, prompt), len(prompt) - 1)
+        stream.seq = self._free.pop(0)
+        if shared:
+            self.llama.seq_copy(0, stream.seq, shared)
+        stream.pending, stream.position = prompt[shared:], shared
+        room = (self.n_ctx - len(self._shared)) // self.slots - len(stream.pending)
+        stream.budget = stream.gen.begin(prompt, shared + room + len(stream.pending), stream.sampling)
+        stream.gen.to_evaluate = len(stream.pending)
+        s = stream.sampling
+        seed = s.seed if s.seed >= 0 else random.getrandbits(32)
+        stream.sampler = self.llama.sampler(temp=s.temp, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
+                                            repeat_penalty=s.repeat_penalty, seed=seed, grammar=stream.grammar)
+        if stream.budget <= 0:
+            self._finish(stream)
+            return
+        self._active.append(stream)
+
+    def _evaluate_shared(self, ids: list[int]) -> None:
+        for start in range(0, len(ids), self.llama.n_batch):
+            chunk = ids[start:start + self.llama.n_batch]
+            self.llama.decode_seqs(chunk, range(start, start + len(chunk)), [0] * len(chunk), [False] * len(chunk))
+        self._shared = list(ids)
+
+    def _step(self) -> None:
+        tokens, positions, seqs, logits, owners = [], [], [], [], []
+        room = self.llama.n_batch
+        for stream in list(self._active):
+            if stream.cancelled:
+                self._finish(stream)
+                continue
+            if stream.last is not None:
+                take = [stream.last]
+            else:
+                take = stream.pending[:max(room - 1, 1)] if room > 0 else []
+                stream.pending = stream.pending[len(take):]
+                stream.gen.evaluated += len(take)
+            if not take or room < len(take):
+                continue
+            room -= len(take)
+            wants = stream.last is not None or not stream.pending
+            for i, token in enumerate(take):
+                tokens.append(token)
+                positions.append(stream.position + i)
+                seqs.append(stream.seq)
+                logits.append(wants and i == len(take) - 1)
+            stream.position += len(take)
+            if wants:
+                owners.append((stream, len(tokens) - 1))
+        if not tokens:
+            return
+        self.llama.decode_seqs(tokens, positions, seqs, logits)
+        for stream, index in owners:
+            token = self.llama.sample(stream.sampler, index)
+            if not stream.gen.record(token, stream.stops):
+                self._finish(stream)
+                continue
+            stream.out.put(token)
+            stream.last = token
+            if len(stream.gen.tokens) >= stream.budget:
+                self._finish(stream)
+
+    def _finish(self, stream: _Stream) -> None:
+        if stream in self._active:
+            self._active.remove(stream)
+        if stream.sampler is not None:
+            stream.sampler.close()
+            stream.sampler = None
+        if stream.seq:
+            self.llama.seq_drop(stream.seq)
+            self._free.append(stream.seq)
+            stream.seq = 0
+        stream.out.put(_DONE)
+
+
+class Slot:
+    """One line's engine: the ``Engine`` protocol over the shared decoder (no cache of its own to keep,
+    shift or save: a line's cells are dropped when it is done)."""
+
+    name = "llama.cpp (parallel)"
+
+    def __init__(self, decoder: Decoder, engine: object):
+        self._decoder, self._engine = decoder, engine
+        self.n_ctx = decoder.n_ctx
+        self.threads = getattr(engine, "threads", "")
+        self.placement = getattr(engine, "placement", "")
+
+    def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int], gen: Generation,
+                 progress: Progress | None = None, grammar: str | None = None) -> Iterator[int]:
+        stream = _Stream(list(ids), sampling, set(stop_ids), grammar, gen)
+        self._decoder.submit(stream)
+        try:
+            while (item := stream.out.get()) is not _DONE:
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+        finally:
+            stream.cancelled = True  # a stop string or the caller's break: the decoder drops the line
+            gen.finished = time.perf_counter()
+
+    def cached_ids(self) -> list[int]:
+        return []
+
+    def reset(self) -> None:
+        pass
+
+    def shift(self, ids: Sequence[int]) -> Shifted:
+        return Shifted(-1, "a parallel line keeps no cache of its own")
+
+    def save_state(self, path, weights) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+        return 0, "a parallel line keeps no state of its own"
+
+    def load_state(self, path, weights) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+        return 0, "a parallel line keeps no state of its own"
+
+    def use_prompt_cache(self, cache: object) -> None:
+        pass
+
+    def keep_prompt(self) -> str:
+        return ""
+
+    def grammar_problem(self, gbnf: str) -> str:
+        return self._engine.grammar_problem(gbnf)  # type: ignore[attr-defined]
+
+    def reference_tokenize(self, text: str, special: bool) -> list[int]:
+        return self._engine.reference_tokenize(text, special)  # type: ignore[attr-defined]
+
+    def check_vocabulary(self, tokenizer: object, source: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
