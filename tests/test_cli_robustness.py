@@ -76,7 +76,8 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_
               "stop": [""], "context_shift": ["yes", "1"], "reasoning_budget": ["-2", "lots"],
               "hide_thinking": ["yes"], "reasoning_effort": ["HIGH", "very high", "x" * 30],
               "thinking_display": ["collapsed"], "prompt_cache": ["maybe"],
-              "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"]}
+              "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"],
+              "parallel": ["0", "65", "four"]}
 
 
 @pytest.mark.offline
