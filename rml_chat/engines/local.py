@@ -159,18 +159,18 @@ class LocalEngine:
         return self._llama.grammar_problem(gbnf)
 
     def evaluate(self, ids: Sequence[int], gen: Generation, progress: Progress | None = None) -> None:
-        """Evaluate the prompt's ids after the longest prefix the cache holds (a whole prompt in the cache:
-        its last id again, for its logits), in batches of ``n_batch``, the last with logits: as
-        llama-cpp-python's ``Llama.eval`` does (decoding the last id on its own instead changes the
-        arithmetic on some CPUs, and with it a greedy reply). ``progress(done, total, seconds)`` is called
-        after each batch. A Ctrl-C between two batches leaves the cache holding what was evaluated."""
+        """Evaluate the prompt's ids after the longest prefix the cache holds, in batches, all but the last
+        (``generate`` decodes that one on its own and samples from it; llama-cpp-python 0.3.36's ``Llama``
+        decodes it with the rest, which on some CPUs changes a greedy reply: tests/test_runtime.py).
+        ``progress(done, total, seconds)`` is called after each batch. A Ctrl-C between two batches leaves
+        the cache holding what was evaluated."""
         llama = self._llama
         if self._prompt_cache is not None:
             self._restore(ids)
         llama.keep(min(common_prefix(llama.cached, ids), len(ids) - 1))
         common = len(llama.cached)
         gen.to_evaluate, gen.evaluated = len(ids) - common, 0
-        todo = ids[common:]
+        todo = ids[common:len(ids) - 1]
         step = llama.n_batch
         for done in range(0, len(todo), step):
             llama.eval(todo[done:done + step])
@@ -195,6 +195,8 @@ class LocalEngine:
             sampler = llama.sampler(temp=sampling.temp, top_k=sampling.top_k, top_p=sampling.top_p,
                                     min_p=sampling.min_p, repeat_penalty=sampling.repeat_penalty, seed=seed,
                                     grammar=grammar)
+            llama.eval(ids[-1:])  # the last id on its own (the evaluation of a shifted or restored prefix matches it)
+            gen.evaluated += 1
             while True:
                 token = llama.sample(sampler)
                 if not gen.record(token, stops):

@@ -26,6 +26,9 @@ ENVIRONMENT = {
     "RML_CHAT_HISTORY": "the REPL's input history file (default ~/.local/share/rml-chat/history)",
     "RML_CHAT_SESSIONS": "where the REPL autosaves conversations (default ~/.local/share/rml-chat/sessions)",
     "RML_CHAT_SESSIONS_MAX": "the default of --sessions-max (1G)",
+    "RML_CHAT_PROMPT_CACHE": "the prompt cache of -p, --batch and --check: a folder, or off (default "
+                             "~/.cache/rml-chat/prompt-cache)",
+    "RML_CHAT_PROMPT_CACHE_MAX": "its size (2G; the least recently used entry goes first)",
     "RML_CHAT_ACCEL": "off: the tokenizer's reference path alone (no C loops, numpy readers or table cache)",
     "RML_CHAT_NATIVE": "off: the tokenizer's Python merge loops instead of the C ones",
 }
