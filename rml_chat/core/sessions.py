@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engines.base import state_path
+from ..engines.base import prune_oldest, state_path
 from .conversation import ChatError
 
 DEFAULT_CAP = "1G"
@@ -171,17 +171,4 @@ def prune_states(cap: int, newest: Path | None = None) -> list[Path]:
     ``cap`` bytes; ``newest`` (the state just written) goes last, only when it alone is over the cap. The
     states removed; a file that can't be removed is passed over."""
     folder = sessions_dir()
-    if not folder.is_dir():
-        return []
-    files = [(p, p.stat()) for p in folder.iterdir() if p.is_file()]
-    total = sum(st.st_size for _, st in files)
-    removed = []
-    states = sorted((f for f in files if f[0].suffix == ".kv"), key=lambda f: (f[0] == newest, f[1].st_mtime))
-    for path, st in states:
-        if total <= cap:
-            break
-        with contextlib.suppress(OSError):
-            path.unlink()
-            total -= st.st_size
-            removed.append(path)
-    return removed
+    return prune_oldest(folder, cap, newest) if folder.is_dir() else []

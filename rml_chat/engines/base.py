@@ -12,6 +12,7 @@ one call did (counts, times, the stop reason).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -195,3 +196,23 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def prune_oldest(folder: Path, cap: int, newest: Path | None = None) -> list[Path]:
+    """Delete the oldest ``*.kv`` states of ``folder`` (the sessions', the prompt cache's) until its files
+    together are within ``cap`` bytes; ``newest`` (the state just written) goes last, only when it alone is
+    over the cap. The states removed; a file that can't be removed is passed over."""
+    try:
+        files = [(p, p.stat()) for p in folder.iterdir() if p.is_file()]
+    except OSError:
+        return []
+    total = sum(st.st_size for _, st in files)
+    removed = []
+    for path, st in sorted((f for f in files if f[0].suffix == ".kv"), key=lambda f: (f[0] == newest, f[1].st_mtime)):
+        if total <= cap:
+            break
+        with contextlib.suppress(OSError):
+            path.unlink()
+            total -= st.st_size
+            removed.append(path)
+    return removed

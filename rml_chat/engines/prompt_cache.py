@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import kv_cache
-from .base import common_prefix
+from .base import common_prefix, prune_oldest
 
 WORTH_RESTORING = 16   # tokens of evaluation a restore must save (it wins from there: docs/performance.md)
 WORTH_KEEPING = 64     # tokens a new state must hold beyond the entry it came from (a file per run costs disk)
@@ -50,20 +50,28 @@ class PromptCache:
     def __init__(self, folder: Path, cap: int = DEFAULT_CAP, say: Callable[[str], None] = lambda _: None):
         self.folder, self.cap, self.say = folder, cap, say
         self.restored_from: Hit | None = None
+        self._headers: list[tuple[Path, dict]] | None = None  # read once a run: a batch asks every line
+
+    def _entries(self) -> list[tuple[Path, dict]]:
+        if self._headers is None:
+            self._headers = []
+            try:
+                paths = sorted(self.folder.glob("*.kv"))
+            except OSError:
+                paths = []
+            for path in paths:
+                header = kv_cache.read_header(path)
+                if header is None:
+                    self.say(f"prompt cache: {path.name} passed over: not one of rml-chat's state files")
+                else:
+                    self._headers.append((path, header))
+        return self._headers
 
     def best(self, stamp: dict, ids: Sequence[int], better_than: int) -> Hit | None:
         """The entry of these weights and context size that shares the longest prefix with ``ids``, when
         it shares ``WORTH_RESTORING`` more than ``better_than`` (what the context holds already)."""
         best: Hit | None = None
-        try:
-            entries = sorted(self.folder.glob("*.kv"))
-        except OSError:
-            return None
-        for path in entries:
-            header = kv_cache.read_header(path)
-            if header is None:
-                self.say(f"prompt cache: {path.name} passed over: not one of rml-chat's state files")
-                continue
+        for path, header in self._entries():
             shared = common_prefix(header["ids"], ids)
             if shared < better_than + WORTH_RESTORING or (best is not None and shared <= best.shared):
                 continue
@@ -92,18 +100,6 @@ class PromptCache:
             kv_cache.write_state(self.folder / name, state, stamp, ids)
         except OSError as err:
             return f"the prompt cache can't be written ({err.strerror or err})"
-        self._prune(self.folder / name)
+        prune_oldest(self.folder, self.cap, self.folder / name)
+        self._headers = None
         return ""
-
-    def _prune(self, newest: Path) -> None:
-        try:
-            files = [(p, p.stat()) for p in self.folder.glob("*.kv")]
-        except OSError:
-            return
-        total = sum(st.st_size for _, st in files)
-        for path, st in sorted(files, key=lambda f: (f[0] == newest, f[1].st_mtime)):
-            if total <= self.cap:
-                break
-            with contextlib.suppress(OSError):
-                path.unlink()
-                total -= st.st_size

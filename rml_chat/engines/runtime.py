@@ -12,7 +12,8 @@ llama-cpp-python gives us its build of llama.cpp and its ctypes bindings (``llam
   meanwhile.
 
 ``LlamaModel`` keeps ``Llama``'s settings, so replies stay the same token for token: its model and context
-parameters, batches of ``n_batch`` with logits for the last token only, and the sampler chain ``Llama.generate`` builds::
+parameters, batches of ``n_batch`` with logits for the last token only, and the sampler chain
+``Llama.generate`` builds::
 
     penalties (last n, repeat) -> grammar? -> greedy                                 (temp 0)
                                            -> top-k, typical, top-p, min-p, temp, draw  (temp > 0)
@@ -172,8 +173,7 @@ class LlamaModel:
         self.n_vocab = lib.llama_vocab_n_tokens(self.vocab)
         self._memory = lib.llama_get_memory(self.ctx)
         self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
-        for i in range(self.n_batch):  # one sequence, 0, for every token
-            self._batch.seq_id[i][0] = 0
+        for i in range(self.n_batch):  # one sequence for every token (decode_seqs says which)
             self._batch.n_seq_id[i] = 1
         self.cached: list[int] = []
 
@@ -230,19 +230,11 @@ class LlamaModel:
 
     def eval(self, ids: Sequence[int]) -> None:
         """Decode ``ids`` after the cached ones, ``n_batch`` at a time, logits for the last of each."""
-        lib, batch = self._lib, self._batch
-        lib.llama_memory_seq_rm(self._memory, 0, len(self.cached), -1)  # as Llama.eval: nothing stale after
+        self._lib.llama_memory_seq_rm(self._memory, 0, len(self.cached), -1)  # as Llama.eval: nothing stale after
         for start in range(0, len(ids), self.n_batch):
             chunk = list(ids[start:start + self.n_batch])
             n, past = len(chunk), len(self.cached)
-            ctypes.memmove(batch.token, (ctypes.c_int32 * n)(*chunk), 4 * n)
-            ctypes.memmove(batch.pos, (ctypes.c_int32 * n)(*range(past, past + n)), 4 * n)
-            ctypes.memset(batch.logits, 0, n)
-            batch.logits[n - 1] = 1
-            batch.n_tokens = n
-            code = lib.llama_decode(self.ctx, batch)
-            if code != 0:
-                raise RuntimeError(f"llama_decode returned {code}")
+            self.decode_seqs(chunk, range(past, past + n), [0] * n, [False] * (n - 1) + [True])
             self.cached.extend(chunk)
 
     def sampler(self, *, temp: float, top_k: int, top_p: float, min_p: float, repeat_penalty: float,
@@ -271,17 +263,16 @@ class LlamaModel:
 
     def decode_seqs(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int],
                     logits: Sequence[bool]) -> None:
-        """One ``llama_decode`` of tokens of several sequences (parallel.py); the batch's sequence ids go
-        back to 0 after it, as ``eval`` has them."""
+        """One ``llama_decode`` of tokens (at most ``n_batch``), each of its sequence (0 for ``eval``;
+        several: parallel.py), with logits where ``logits`` says."""
         lib, batch, n = self._lib, self._batch, len(tokens)
         ctypes.memmove(batch.token, (ctypes.c_int32 * n)(*tokens), 4 * n)
         ctypes.memmove(batch.pos, (ctypes.c_int32 * n)(*positions), 4 * n)
+        ctypes.memmove(batch.logits, (ctypes.c_int8 * n)(*logits), n)
         for i in range(n):
-            batch.seq_id[i][0], batch.logits[i] = seqs[i], logits[i]
+            batch.seq_id[i][0] = seqs[i]
         batch.n_tokens = n
         code = lib.llama_decode(self.ctx, batch)
-        for i in range(n):
-            batch.seq_id[i][0] = 0
         if code != 0:
             raise RuntimeError(f"llama_decode returned {code}")
 
