@@ -30,6 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fetch_test_data as fetch  # noqa: E402  (the sdist, the cache folder, the installed version)
 
+from rml_chat.engines import cpu_quirks  # noqa: E402  (fetch_test_data puts the project on the path)
+
 FLAGS = ["-DGGML_RPC=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
          "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DCMAKE_BUILD_TYPE=Release"]
 TARGETS = ("llama-server", "ggml-rpc-server")
@@ -136,6 +138,8 @@ def start(model: Path, workers: int = 2, port: int | None = None, ctx: int = 409
             _wait_for_port(address, timeout)
         command = [str(binary("llama-server")), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
                    "-c", str(ctx), "-t", str(threads), "--no-webui", "-np", "1"]
+        if cpu_quirks.no_extra_buffers():
+            command += ["--no-repack"]  # (llama.cpp's AMX kernels crash: rml_chat/engines/cpu_quirks.py)
         if log:
             command += ["-lv", "4"]  # the log then says which device holds which layers
         if addresses:

@@ -23,12 +23,40 @@ def model():
     return load_model(str(model_path("smollm2")))
 
 
+def _oracle(weights) -> object:
+    """llama-cpp-python's ``Llama`` over the weights, evaluating a prompt as our engine does: all but the last
+    id in batches, then the last on its own. ``Llama`` 0.3.36 decodes the last id with the rest; on some
+    CPUs (this project's AMD EPYC machines) a batch's size changes the arithmetic enough to change a greedy
+    reply, so the schedule is made the same and what is compared is the sampling (docs/performance.md). On
+    a CPU with AMX it loads without llama.cpp's extra buffers, as ours does (engines/cpu_quirks.py)."""
+    from llama_cpp import Llama, llama_cpp
+
+    from rml_chat.engines import cpu_quirks
+
+    class LastIdAlone(Llama):
+        def eval(self, tokens) -> None:
+            if len(tokens) > 1:
+                super().eval(tokens[:-1])
+            super().eval(tokens[-1:])
+
+    defaults = llama_cpp.llama_model_default_params
+
+    def params():
+        made = defaults()
+        made.use_extra_bufts = not cpu_quirks.no_extra_buffers()
+        return made
+
+    llama_cpp.llama_model_default_params = params
+    try:
+        return LastIdAlone(model_path=str(weights), n_ctx=1024, n_batch=512, n_threads=2, n_threads_batch=2,
+                           verbose=False)
+    finally:
+        llama_cpp.llama_model_default_params = defaults
+
+
 def _theirs(model, sampling: Sampling, prompts: list[list[int]]) -> list[list[int]]:
     """llama-cpp-python's own loop: ``Llama.generate`` on the same prompt ids, one ``Llama`` for all turns."""
-    from llama_cpp import Llama
-
-    llm = Llama(model_path=str(model.weights), n_ctx=1024, n_batch=512, n_threads=2, n_threads_batch=2,
-                verbose=False)
+    llm = _oracle(model.weights)
     replies = []
     try:
         for ids in prompts:

@@ -24,7 +24,7 @@ def test_the_gpu_layers_reach_llama_cpp_and_the_cpu_build_says_where_they_went()
     engine = LocalEngine(model_path("smollm2"), n_ctx=512, n_threads=2, gpu=(7, "row"))
     try:
         assert engine._llama.n_gpu_layers == 7
-        assert engine.placement == "CPU only: this llama.cpp build has no GPU backend"
+        assert engine.placement.startswith("CPU only: this llama.cpp build has no GPU backend")
     finally:
         engine.close()
     runs = [json.loads(_cli(str(model_path("smollm2")), "-p", "Name a colour.", "-n", "12", "--temp", "0", "-ngl", n,
@@ -32,6 +32,21 @@ def test_the_gpu_layers_reach_llama_cpp_and_the_cpu_build_says_where_they_went()
     assert runs[0]["reply"] == runs[1]["reply"] and runs[0]["completion_tokens"] == runs[1]["completion_tokens"]
     verbose = _cli(str(model_path("smollm2")), "-p", "Hi", "-n", "1", "--verbose")
     assert "layers: CPU only: this llama.cpp build has no GPU backend" in verbose.stderr
+
+
+def test_llama_cpps_extra_cpu_buffers_are_left_off_where_asked_or_where_its_amx_kernels_would_crash(monkeypatch) -> None:
+    """On a CPU with AMX, llama.cpp's AMX product crashes on the first batch (engines/cpu_quirks.py): the
+    weights load without the extra buffers there, or anywhere $RML_CHAT_CPU_REPACK=off says so."""
+    from rml_chat.engines import cpu_quirks
+
+    monkeypatch.setenv(cpu_quirks.ENV, "on")
+    assert cpu_quirks.no_extra_buffers() == ""
+    monkeypatch.setenv(cpu_quirks.ENV, "auto")
+    assert bool(cpu_quirks.no_extra_buffers()) == ("amx_int8" in cpu_quirks.cpu_flags())
+    monkeypatch.setenv(cpu_quirks.ENV, "off")
+    verbose = _cli(str(model_path("smollm2")), "-p", "Name a colour.", "-n", "4", "--temp", "0", "--verbose")
+    assert verbose.returncode == 0 and "no extra CPU buffers: $RML_CHAT_CPU_REPACK=off" in verbose.stderr
+    assert "AMX model buffer" not in verbose.stderr and "CPU_REPACK model buffer" not in verbose.stderr
 
 
 def test_a_messages_line_replies_as_the_same_conversation_resumed(tmp_path) -> None:

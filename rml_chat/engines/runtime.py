@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from . import memory
+from . import cpu_quirks, memory
 
 _COMPLETING = threading.Lock()
 
@@ -145,6 +145,7 @@ class LlamaModel:
         model_params.n_gpu_layers = gpu[0] if lib.llama_supports_gpu_offload() else 0
         model_params.split_mode = getattr(lib, f"LLAMA_SPLIT_MODE_{gpu[1].upper()}")
         model_params.load_mode = lib.LLAMA_LOAD_MODE_MMAP
+        model_params.use_extra_bufts = not cpu_quirks.no_extra_buffers()
         self.model = lib.llama_model_load_from_file(str(weights).encode("utf-8"), model_params)
         if not self.model:
             raise LoadError(f"failed to load model from file: {weights}")
@@ -180,8 +181,9 @@ class LlamaModel:
     def placement(self) -> str:
         """Where the layers went: "CPU only: …" or "31/31 layers on the GPU" (llama.cpp's count: the
         repeating layers and the output layer)."""
+        quirk = cpu_quirks.no_extra_buffers()
         if not self._lib.llama_supports_gpu_offload():
-            return "CPU only: this llama.cpp build has no GPU backend"
+            return "CPU only: this llama.cpp build has no GPU backend" + (f"; no extra CPU buffers: {quirk}" if quirk else "")
         total = self._lib.llama_model_n_layer(self.model) + 1
         on_gpu = total if self.n_gpu_layers < 0 else min(self.n_gpu_layers, total)
         return f"{on_gpu}/{total} layers on the GPU"
