@@ -25,7 +25,8 @@ from .. import text_input
 from ..errors import AppError
 from ..words import counted
 
-ROLES = ("user", "assistant")
+ROLES = ("user", "assistant", "tool")
+TOOL_KEYS = ("tool_calls", "tool_call_id", "name")  # a call an assistant made, and the result that answers it
 
 
 class ChatError(AppError):
@@ -55,8 +56,9 @@ class Conversation:
         """The window: the system message, then the messages from ``window_start`` on; a reply's thought
         handed to the template the way it takes one (``reasoning``), so that it drops or keeps it."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [reasoning.message(m["content"], m["reasoning"]) if reasoning and "reasoning" in m else
-                       {"role": m["role"], "content": m["content"]} for m in self.messages[self.window_start:]]
+        return head + [{**(reasoning.message(m["content"], m["reasoning"]) if reasoning and "reasoning" in m else
+                           {"role": m["role"], "content": m["content"]}), **{k: m[k] for k in TOOL_KEYS if k in m}}
+                       for m in self.messages[self.window_start:]]
 
     def next_window_start(self) -> int | None:
         """Where the window starts once its oldest exchange leaves it (None: one exchange or less is left)."""
@@ -93,10 +95,14 @@ class Conversation:
         messages = []
         for i, m in enumerate(data["messages"]):
             if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
-                raise ChatError(f"{source}: message {i} needs a role user/assistant and a string content")
+                raise ChatError(f"{source}: message {i} needs a role user/assistant/tool and a string content")
             if m.get("reasoning") is not None and not (m["role"] == "assistant" and isinstance(m["reasoning"], str)):
                 raise ChatError(f"{source}: message {i}: 'reasoning' is an assistant's thought, a string")
-            messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut", "reasoning")})
+            calls = m.get("tool_calls")
+            if calls is not None and not (m["role"] == "assistant" and isinstance(calls, list) and all(
+                    isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls)):
+                raise ChatError(f"{source}: message {i}: 'tool_calls' is an assistant's list of calls")
+            messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut", "reasoning", *TOOL_KEYS)})
         system = data.get("system")
         if system is not None and not isinstance(system, str):
             raise ChatError(f"{source}: 'system' must be a string or null")

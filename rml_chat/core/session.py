@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from ..engines.base import Engine, Generation, Progress, Sampling, common_prefix
 from ..errors import AppError
@@ -26,9 +27,18 @@ from .model import Model
 from .reply import Reply
 from .structured import Constraint, Outcome, judge
 
-__all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "Conversation", "TurnResult"]
+__all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "Conversation", "Toolbox", "TurnResult"]
 
 OVERFLOW_POLICIES = ("drop-oldest", "error")
+
+
+class Toolbox(Protocol):
+    """What a session holds of its tools (rml_chat/tools/toolbox.py)."""
+
+    def definitions(self) -> list[dict]: ...
+
+    def exchange(self, session: ChatSession, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
+                 progress: Progress | None, think: Callable[[str], None] | None) -> TurnResult: ...
 
 
 @dataclass
@@ -44,6 +54,7 @@ class TurnResult:
     reasoning: str = ""  # the thought, as shown (a reasoning model's; "" for the rest)
     reasoning_tokens: int = 0  # the reply's tokens inside the thought
     context_tokens: int = -1  # the context in use at the end (-1: the prompt and the reply's tokens)
+    tool_calls: list[dict] = field(default_factory=list)  # {name, arguments, result} of the turn's calls
 
     def cut_note(self, n_ctx: int, repl: bool = False) -> str:
         """"" for a reply that ended as the model ended it, else what cut it: -n, a full context, a stop
@@ -91,6 +102,7 @@ class ChatSession:
         self.hide_thinking = False  # front ends leave the thought out of what they show
         self.thinking_display = "full"  # the REPL's: the thought whole, or one line (frontends/thought_view.py)
         self.ctrl_c_ends_thought = False  # the REPL's: the first Ctrl-C during a thought ends the thought
+        self.toolbox: Toolbox | None = None  # tools the model may call (rml_chat/tools): their turns run there
         reasoning = model.reasoning
         if reasoning is not None:  # no stop that opens the close marker (gpt-oss: <|end|> ends the analysis)
             self.stop_strings = tuple(s for s in self.stop_strings if not reasoning.close.startswith(s))
@@ -109,9 +121,19 @@ class ChatSession:
 
     def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
         encoder = self.model.encoder
+        tools = self.toolbox.definitions() if self.toolbox is not None else None
         segments = encoder.format(self.conversation.for_prompt(self.model.reasoning), add_generation_prompt,
-                                  thinking=self.thinking, effort=self.reasoning_effort)
+                                  thinking=self.thinking, effort=self.reasoning_effort,
+                                  **({"tools": tools} if tools else {}))
         return encoder.encode(segments)
+
+    def exchange(self, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
+                 progress: Progress | None = None, think: Callable[[str], None] | None = None) -> TurnResult:
+        """The user's message and everything it leads to: ``turn``, or with tools, the turns of the calls
+        the model makes and of their results (``Toolbox.exchange``)."""
+        if self.toolbox is None or not self.toolbox.definitions():
+            return self.turn(text, emit, notify, progress, think=think)
+        return self.toolbox.exchange(self, text, emit, notify, progress, think)
 
     def reply_room(self) -> int:
         """Tokens kept free for the reply when deciding whether a prompt fits."""

@@ -127,6 +127,14 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                                                                     "(inline JSON, or @FILE)")
     shape.add_argument("--grammar", metavar="GBNF", help="the reply follows this GBNF grammar (inline, or @FILE)")
     shape.add_argument("--grammar-file", metavar="FILE", help="the reply follows the GBNF grammar in FILE")
+    tools = p.add_argument_group("tools (docs/tools.md): the model calls functions; nothing runs without consent")
+    tools.add_argument("--functions", metavar="FILE.py", action="append", default=[],
+                       help="the public functions of a Python file are tools (type hints make their schemas)")
+    tools.add_argument("--tools-approve", action="store_true",
+                       help="-p and --batch: run the calls the model makes (without it each is refused)")
+    tools.add_argument("--tool-choice", choices=("auto", "required", "none"), default="auto",
+                       help="auto: the model decides; required: the reply is a call (a grammar from the tools' "
+                            "schemas); none: no call runs (default: auto)")
     groups = {SAMPLING: p.add_argument_group(SAMPLING), CONTEXT: p.add_argument_group(CONTEXT),
               OUTPUT: p.add_argument_group(OUTPUT)}
     for row in SETTINGS:

@@ -224,7 +224,7 @@ class Repl:
                 view.thought(chunk)
 
         try:
-            result = self.session.turn(text, emit, lambda line: self._say(dim(line)), progress, think=think)
+            result = self.session.exchange(text, emit, lambda line: self._say(dim(line)), progress, think=think)
         except KeyboardInterrupt:
             progress.clear()
             if self.session.conversation.unanswered() is not None:

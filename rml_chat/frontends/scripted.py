@@ -29,6 +29,7 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "reply": result.reply,
         "reasoning": result.reasoning if session.model.reasoning is not None else None,
         "reasoning_tokens": result.reasoning_tokens,
+        **({"tool_calls": result.tool_calls} if session.toolbox is not None else {}),
         "model": session.model.name,
         "chat_format": session.model.detection.format.name,
         "prompt_tokens": g.prompt_tokens,
@@ -105,7 +106,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
 
     thinking = ThoughtOnStderr(session.hide_thinking or args.json, progress)
     try:
-        result = session.turn(text, emit, notify, progress, think=thinking.write)
+        result = session.exchange(text, emit, notify, progress, think=thinking.write)
         thinking.end()
     except KeyboardInterrupt:
         progress.clear()

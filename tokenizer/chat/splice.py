@@ -72,12 +72,14 @@ def _mark(content: str, cores: list[str], reasoning: bool) -> str:
 
 def write_spliced(template: str, messages: Sequence[Mapping[str, object]], add_generation_prompt: bool = True, *,
                   bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
-                  now: datetime.datetime | None = None, effort: str | None = None) -> list[Segment]:
+                  now: datetime.datetime | None = None, effort: str | None = None,
+                  tools: Sequence[Mapping[str, object]] | None = None) -> list[Segment]:
     """The template's prompt for ``messages`` as segments, contents literal (see the module docstring);
-    ``effort`` is the template's ``reasoning_effort``."""
+    ``effort`` is the template's ``reasoning_effort``, ``tools`` its tool definitions."""
     tpl = compiled(template)
     now = now or datetime.datetime.now()
-    options = {"bos_token": bos_token, "eos_token": eos_token, "thinking": thinking, "now": now, "effort": effort}
+    options = {"bos_token": bos_token, "eos_token": eos_token, "thinking": thinking, "now": now, "effort": effort,
+               "tools": tools}
     cores: list[str] = []
     marked = [{**m, "content": _mark(m["content"], cores, m.get("role") == "assistant")}
               if isinstance(m.get("content"), str) else dict(m) for m in messages]

@@ -1,0 +1,38 @@
+"""The session's tools from the flags: the functions files, the template's call syntax, the consent rule
+of a script (``--tools-approve``) and where a call's line goes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from tokenizer.chat.template import compiled
+from tokenizer.chat.tool_calls import derive
+
+from ..core.session import ChatSession
+from ..errors import UsageError
+from ..tools.functions import load_functions
+from ..tools.toolbox import Toolbox
+
+
+def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[str], None]) -> None:
+    """Tools for the session, or UsageError where the model's template can't take them (it is not made up)."""
+    tools = [tool for path in args.functions for tool in load_functions(path)]
+    model = session.model
+    template = model.detection.format.template
+    if template is None:
+        raise UsageError("--functions: the model's chat format has no template, so it has no way to be told of "
+                         "tools (none is made up)")
+    stops = [model.tokenizer.id_to_token(i) for i in model.stop_ids] + list(model.encoder.stop_strings)
+    close = model.reasoning.close if model.reasoning is not None else ""
+    syntax, why = derive(compiled(template), stops, model.encoder.bos_text or "<s>", model.encoder.eos_text or "</s>",
+                         thought_close=close)
+    if syntax is None:
+        raise UsageError(f"--functions: {why}")
+    scripted = args.prompt is not None or args.batch is not None or not sys.stdin.isatty()
+    box = Toolbox(tools, syntax, choice=args.tool_choice, approve=lambda call: args.tools_approve if scripted else False)
+    box.shown = lambda line: print(line, file=sys.stderr)
+    session.toolbox = box
+    if args.verbose:
+        say(f"tools: {', '.join(box.tools)} (calls written as {syntax.trigger()!r}…)")

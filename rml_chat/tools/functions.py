@@ -1,0 +1,85 @@
+"""``--functions FILE.py``: a Python file's public functions as tools (llm's convention).
+
+Each function defined in the file whose name does not start with ``_`` becomes a tool: its name, its
+docstring as the description, and a JSON Schema of its parameters built from the signature's type hints
+(``str`` string, ``int`` integer, ``float`` number, ``bool`` boolean, ``list`` array, ``dict`` object; a
+parameter with a default is optional). Example::
+
+    def get_weather(city: str, days: int = 1) -> str:
+        '''The weather of a city.'''
+    -> {"name": "get_weather", "description": "The weather of a city.", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}
+
+The file runs when it is loaded, as ``llm --functions`` runs it: it is the user's own code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+
+JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what the template is told of it, and how to run it (``run(arguments)``)."""
+
+    name: str
+    description: str
+    parameters: dict
+    run: Callable[[dict], object]
+    source: str
+
+    def definition(self) -> dict:
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+
+def _schema(hint: object) -> dict:
+    origin = typing.get_origin(hint) or hint
+    kind = JSON_TYPES.get(origin)  # type: ignore[call-overload]
+    return {"type": kind} if kind else {}
+
+
+def tool_of(function: Callable, source: str) -> Tool:
+    """A function as a tool, its schema read off its signature."""
+    hints = typing.get_type_hints(function)
+    properties, required = {}, []
+    for name, parameter in inspect.signature(function).parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        properties[name] = _schema(hints.get(name, str))
+        if parameter.default is parameter.empty:
+            required.append(name)
+    schema = {"type": "object", "properties": properties, "required": required}
+    return Tool(function.__name__, inspect.getdoc(function) or "", schema, lambda arguments: function(**arguments),
+                source)
+
+
+def load_functions(path: str) -> list[Tool]:
+    """The public functions of a Python file as tools; UsageError for a file that can't be read or run."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise UsageError(f"--functions {path}: no such file")
+    spec = importlib.util.spec_from_file_location(f"rml_chat_functions_{file.stem}", file)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"--functions {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # the user's code: whatever it raises is one line
+        raise UsageError(f"--functions {path}: the file failed to run ({type(err).__name__}: {err})") from None
+    except SystemExit:
+        raise UsageError(f"--functions {path}: the file called exit() while loading") from None
+    tools = [tool_of(f, f"--functions {file.name}") for name, f in vars(module).items()
+             if inspect.isfunction(f) and f.__module__ == module.__name__ and not name.startswith("_")]
+    if not tools:
+        raise UsageError(f"--functions {path}: the file defines no public function")
+    return tools

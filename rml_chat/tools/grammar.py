@@ -1,0 +1,67 @@
+"""The grammar of a tool call: the template's call syntax around one tool's name and the JSON of its
+arguments, as that tool's schema allows (llama.cpp's converter makes each schema's rules).
+
+Worked example, one tool ``get_weather`` under Qwen 2.5's syntax::
+
+    root ::= "<tool_call>\\n{\\"name\\": \\"" call "}\\n</tool_call>"
+    call ::= t0-call
+    t0-call ::= "get_weather" "\\", \\"arguments\\": " t0-root
+    t0-root ::= "{" space t0-city-kv "}" space  ...     (the converter's rules, each name prefixed t0-)
+
+Each tool's rules are renamed apart (``t0-``, ``t1-`` …), so that two schemas' ``root`` or ``string``
+never meet. An id the template writes is nine letters and digits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+
+from tokenizer.chat.tool_calls import _COUNT_HOLE, _ID_HOLE, CallSyntax
+
+from .functions import Tool
+
+_RULE = re.compile(r"^([A-Za-z0-9-]+)\s*::=", re.M)
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z0-9-]+|.', re.S)
+
+
+def literal(text: str) -> str:
+    """Text as GBNF (an id hole as nine letters and digits)."""
+    holes = {_ID_HOLE: "[A-Za-z0-9]{9}", _COUNT_HOLE: "[0-9]"}
+    parts = [holes.get(piece) or json.dumps(piece, ensure_ascii=False)
+             for piece in re.split(f"([{_ID_HOLE}{_COUNT_HOLE}])", text) if piece]
+    return " ".join(parts) or '""'
+
+
+def renamed(gbnf: str, prefix: str) -> str:
+    """Every rule of ``gbnf`` prefixed, where it is defined and where it is used (never inside a literal)."""
+    names = set(_RULE.findall(gbnf))
+    return "".join(prefix + t if t in names else t for t in _TOKEN.findall(gbnf))
+
+
+def spaced_as_tojson(gbnf: str, prefix: str) -> str:
+    """The converter's optional spaces made the one space templates' ``tojson`` writes (``{"a": 1, "b": 2}``),
+    so that the call the model writes is the call the template writes back: the cache keeps it."""
+    space = f"{prefix}space"
+    gbnf = gbnf.replace(f'":" {space}', '": "').replace(f'"," {space}', '", "')
+    return re.sub(rf"^{space} ::= .*$", f'{space} ::= ""', gbnf, flags=re.M)
+
+
+def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Callable[[str], str],
+                 several: bool = False) -> str:
+    """A call of ``tools`` as the template writes it, nothing before or after (``several``: one or more,
+    where the template writes several in one message; a small model may then never stop)."""
+    rules = []
+    for i, tool in enumerate(tools):
+        arguments = f"t{i}-root"
+        if syntax.quoted:  # the arguments are a JSON string holding the JSON: any string
+            arguments = f"t{i}-quoted"
+            rules.append(f't{i}-quoted ::= "\\"" ([^"\\\\] | "\\\\" ["\\\\/bfnrtu])* "\\""')
+        else:
+            rules.append(spaced_as_tojson(renamed(schema_to_gbnf(json.dumps(tool.parameters)), f"t{i}-"), f"t{i}-"))
+        rules.append(f"t{i}-call ::= {literal(tool.name)} {literal(syntax.after_name)} {arguments}")
+    calls = " | ".join(f"t{i}-call" for i in range(len(tools)))
+    more = f" ( {literal(syntax.between)} call )*" if several and syntax.between is not None else ""
+    head = f"root ::= {literal(syntax.opening.strip())} call{more} {literal(syntax.closing)}\ncall ::= {calls}\n"
+    return head + "\n".join(rules) + "\n"

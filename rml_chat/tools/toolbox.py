@@ -1,0 +1,160 @@
+"""The tools of a session and the turns they take: a call parsed off the reply by the template's own
+syntax, run with the user's consent and a timeout, its result handed back as the template's tool message,
+and the model's next turn generated after it (the cache holds the conversation: only the call's end and
+the result are evaluated).
+
+Nothing runs without consent: ``approve(call)`` answers for each call (the REPL asks the user; ``-p`` and
+``--batch`` allow calls only with ``--tools-approve``). A refused, failed, hung or interrupted call is
+the tool's result, an error text the model reads, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from tokenizer.chat.errors import ChatFormatError
+from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
+
+from ..core.session import ChatSession, TurnResult
+from ..core.structured import Constraint
+from ..engines.base import Progress
+from ..engines.runtime import schema_to_gbnf
+from .functions import Tool
+from .grammar import call_grammar
+
+CHOICES = ("auto", "required", "none")
+MAX_CALLS = 8  # a turn's calls: more get an error result, and the model answers
+
+
+class Toolbox:
+    """Tools by name, those switched on (``/tools``), the template's call syntax and the consent rule."""
+
+    def __init__(self, tools: Sequence[Tool], syntax: CallSyntax, *, choice: str = "auto", timeout: float = 30.0,
+                 approve: Callable[[ToolCall], bool] = lambda call: False):
+        self.tools = {t.name: t for t in tools}
+        self.enabled = set(self.tools)
+        self.syntax, self.choice, self.timeout, self.approve = syntax, choice, timeout, approve
+        self.shown: Callable[[str], None] = lambda line: None  # where a call's one line goes
+        self._next_id = 0
+
+    def definitions(self) -> list[dict]:
+        return [t.definition() for name, t in self.tools.items() if name in self.enabled]
+
+    def grammar(self) -> str:
+        return call_grammar(self.syntax, [t for n, t in self.tools.items() if n in self.enabled], schema_to_gbnf)
+
+    def exchange(self, session: ChatSession, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
+                 progress: Progress | None, think: Callable[[str], None] | None) -> TurnResult:
+        """The user's turn, then a turn after each round of calls, until the model answers without one."""
+        constraint = Constraint(self.grammar(), None, "--tool-choice required") if self.choice == "required" else None
+        hider = CallHider(emit, self.syntax.trigger())
+        result = session.turn(text, hider.write, notify, progress, constraint=constraint, think=think)
+        records: list[dict] = []
+        while self.choice != "none":
+            hider.reset()
+            calls = self._calls(session, notify)
+            if not calls:
+                break
+            for call in calls:
+                outcome = self.run(call) if len(records) < MAX_CALLS else \
+                    f"error: this turn's limit of {MAX_CALLS} tool calls is reached; answer without more calls"
+                records.append({"name": call.name, "arguments": call.arguments, "result": outcome})
+                session.conversation.messages.append(tool_message(call, outcome))
+            result = session.turn(None, hider.write, notify, progress, think=think)
+        hider.reset()
+        result.tool_calls = records
+        return result
+
+    def _calls(self, session: ChatSession, notify: Callable[[str], None]) -> list[ToolCall]:
+        """The calls of the reply just recorded, its message rewritten as the template takes a call."""
+        message = session.conversation.messages[-1] if session.conversation.messages else {}
+        if message.get("role") != "assistant" or message.get("cut"):
+            return []
+        try:
+            content, calls = self.syntax.parse(message["content"])
+        except ChatFormatError as err:
+            notify(f"tools: {err}; the reply is kept as text")
+            return []
+        calls = [replace(c, id=self._new_id()) for c in calls]
+        if calls:
+            message["content"], message["tool_calls"] = content, render_calls(calls)
+        return calls
+
+    def _new_id(self) -> str:
+        self._next_id += 1
+        return f"call{self._next_id:05d}"  # nine letters and digits, as Mistral's templates want
+
+    def run(self, call: ToolCall) -> str:
+        """The call's result as text: the tool's, or an error text (unknown, refused, raised, timed out)."""
+        line = f"{call.name}({json.dumps(call.arguments, ensure_ascii=False)})"
+        tool = self.tools.get(call.name)
+        if tool is None or call.name not in self.enabled:
+            return self._said(line, f"error: there is no tool {call.name!r}; the tools are {', '.join(sorted(self.enabled))}")
+        if not self.approve(call):
+            return self._said(line, "error: the user did not allow this call")
+        box: dict[str, object] = {}
+
+        def work() -> None:
+            try:
+                box["value"] = tool.run(call.arguments)
+            except BaseException as err:  # the tool's own failure is its result
+                box["error"] = f"{type(err).__name__}: {err}"
+
+        worker = threading.Thread(target=work, daemon=True, name=f"tool {call.name}")
+        worker.start()
+        try:
+            worker.join(self.timeout)
+        except KeyboardInterrupt:
+            return self._said(line, "error: the user interrupted the call")
+        if worker.is_alive():
+            return self._said(line, f"error: the tool did not answer within {self.timeout:g} s")
+        if "error" in box:
+            return self._said(line, f"error: the tool raised {box['error']}")
+        return self._said(line, _as_text(box.get("value")))
+
+    def _said(self, line: str, outcome: str) -> str:
+        self.shown(f"tool call: {line} -> {outcome if len(outcome) <= 120 else outcome[:117] + '...'}")
+        return outcome
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as err:
+        return f"error: the tool's result is not JSON ({err})"
+
+
+class CallHider:
+    """The stream with a call's text held back: text passes until the call's opening appears (a tail that
+    may be its start waits), and what follows it is the call, shown as one line instead."""
+
+    def __init__(self, emit: Callable[[str], None], trigger: str):
+        self.emit, self.trigger = emit, trigger
+        self.held, self.in_call = "", False
+
+    def write(self, text: str) -> None:
+        if self.in_call or not self.trigger:
+            if not self.trigger:
+                self.emit(text)
+            return
+        self.held += text
+        at = self.held.find(self.trigger)
+        if at >= 0:
+            self.emit(self.held[:at].rstrip())
+            self.held, self.in_call = "", True
+            return
+        keep = next((n for n in range(min(len(self.trigger) - 1, len(self.held)), 0, -1)
+                     if self.trigger.startswith(self.held[-n:])), 0)
+        self.emit(self.held[:len(self.held) - keep])
+        self.held = self.held[len(self.held) - keep:]
+
+    def reset(self) -> None:
+        """A reply ended: what was held that opened no call is the reply's."""
+        if self.held and not self.in_call:
+            self.emit(self.held)
+        self.held, self.in_call = "", False

@@ -1,0 +1,194 @@
+"""Tools: the call syntax read off every tool-use template of llama.cpp's set (a rendered call parses back
+to the same calls), a functions file as tools, and real turns on SmolLM2's weights under tool-use
+templates (copies of its GGUF): the model calls through the grammar, the tool runs (or is refused), the
+result goes back as the template's tool message, and the prompt is byte for byte jinja2's rendering of
+the same conversation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import fetch, model_path
+
+from rml_chat.tools.functions import load_functions, tool_of
+from rml_chat.tools.toolbox import Toolbox
+from tokenizer.chat.template import ChatTemplate
+from tokenizer.chat.tool_calls import CallSyntax, ToolCall, derive, reply_start
+
+WEATHER = '''
+def get_weather(city: str, days: int = 1) -> str:
+    """The weather of a city."""
+    return f"Sunny, 21 C in {city}"
+
+
+def _helper() -> None:
+    pass
+'''
+#: templates whose call syntax is read (the rest write arguments one by one, or refuse tools: named below)
+READ = ("Qwen-Qwen2.5-7B-Instruct", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "meta-llama-Llama-3.2-3B-Instruct",
+        "Mistral-Small-3.2-24B-Instruct-2506", "openai-gpt-oss-120b", "Qwen-Qwen3-0.6B", "deepseek-ai-DeepSeek-V3.1",
+        "moonshotai-Kimi-K2", "upstage-Solar-Open-100B", "ibm-granite-granite-4.0", "mistralai-Mistral-Nemo-Instruct-2407")
+STOPS = ["<|im_end|>", "<|eot_id|>", "</s>", "<|eom_id|>", "<|end_of_text|>", "<|end|>", "<|call|>", "<|calls|>",
+         "<｜end▁of▁sentence｜>", "<|END_OF_TURN_TOKEN|>"]
+
+
+def _templates() -> dict[str, str]:
+    folder = fetch.models_dir() / "templates"
+    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.jinja"))
+            if "tool_calls" in p.read_text(encoding="utf-8")}
+
+
+def _reparsed(template: ChatTemplate, syntax: CallSyntax, calls: list[ToolCall]) -> list[ToolCall]:
+    """The calls rendered by the template itself, then parsed back by the syntax read off it."""
+    user = [{"role": "user", "content": "Weather?"}]
+    tools = [{"type": "function", "function": {"name": c.name, "description": "", "parameters": {"type": "object"}}}
+             for c in calls]
+    rendered = [{"id": "abc123XYZ", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in calls]
+    prompt = template.render(user, True, tools=tools)
+    text = template.render(user + [{"role": "assistant", "content": "", "tool_calls": rendered}], False, tools=tools)
+    reply = text[reply_start(prompt, text):]
+    return syntax.parse(reply.split(syntax.lead)[-1] if syntax.lead else reply)[1]
+
+
+def test_every_tool_use_template_has_its_call_syntax_read_or_a_reason_named() -> None:
+    calls = [ToolCall("get_weather", {"city": "Oslo", "days": 3}), ToolCall("get_time", {"zone": "UTC"})]
+    read, unread = [], {}
+    for name, source in _templates().items():
+        template = ChatTemplate(source)
+        syntax, why = derive(template, STOPS, thought_close="</think>")
+        if syntax is None:
+            assert why, name
+            unread[name] = why
+            continue
+        read.append(name)
+        want = calls if syntax.between is not None else calls[:1]
+        got = _reparsed(template, syntax, want)
+        assert [(c.name, c.arguments) for c in got] == [(c.name, c.arguments) for c in want], name
+    assert set(READ) <= set(read) and len(read) >= 30, (read, unread)
+    assert "one by one" in unread["Qwen3-Coder"] and "own tag" not in unread["Qwen3-Coder"]
+    assert unread["deepseek-ai-DeepSeek-R1-Distill-Llama-8B"] == "the template renders no tool calls"
+
+
+def test_a_functions_file_gives_its_public_functions_with_schemas_from_their_signatures(tmp_path) -> None:
+    path = tmp_path / "fns.py"
+    path.write_text(WEATHER)
+    (tool,) = load_functions(str(path))
+    assert tool.definition() == {"type": "function", "function": {
+        "name": "get_weather", "description": "The weather of a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                       "required": ["city"]}}}
+    assert tool.run({"city": "Oslo"}) == "Sunny, 21 C in Oslo"
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise ValueError('no')\n")
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--functions", str(bad), "-p", "x"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "the file failed to run (ValueError: no)" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_raising_a_hanging_and_an_unknown_tool_each_end_the_call_with_an_error_the_model_reads() -> None:
+    def boom(x: str) -> str:
+        raise RuntimeError("disk on fire")
+
+    def hang(x: str) -> str:
+        time.sleep(30)
+        return "late"
+
+    def odd(x: str) -> object:
+        return {1, 2}
+
+    syntax = CallSyntax("<tool_call>", "|", "</tool_call>")
+    box = Toolbox([tool_of(f, "test") for f in (boom, hang, odd)], syntax, timeout=0.5, approve=lambda call: True)
+    shown: list[str] = []
+    box.shown = shown.append
+    assert box.run(ToolCall("boom", {"x": "1"})) == "error: the tool raised RuntimeError: disk on fire"
+    started = time.perf_counter()
+    assert box.run(ToolCall("hang", {"x": "1"})) == "error: the tool did not answer within 0.5 s"
+    assert time.perf_counter() - started < 5
+    assert box.run(ToolCall("odd", {"x": "1"})).startswith("error: the tool's result is not JSON")
+    assert box.run(ToolCall("nope", {})).startswith("error: there is no tool 'nope'")
+    assert Toolbox(box.tools.values(), syntax).run(ToolCall("boom", {"x": "1"})) == "error: the user did not allow this call"
+    assert shown[0] == 'tool call: boom({"x": "1"}) -> error: the tool raised RuntimeError: disk on fire'
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("tools")
+    made = {}
+    for family, name in (("qwen2.5", "Qwen-Qwen2.5-7B-Instruct"), ("llama3.2", "meta-llama-Llama-3.2-3B-Instruct"),
+                         ("hermes3", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use")):
+        target = folder / f"{family}.gguf"
+        subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(target),
+                        "--chat-template-file", str(fetch.models_dir() / "templates" / f"{name}.jinja"), "--force"],
+                       check=True, capture_output=True)
+        made[family] = str(target)
+    (folder / "fns.py").write_text(WEATHER)
+    made["functions"] = str(folder / "fns.py")
+    return made
+
+
+def _ask(copies: dict[str, str], family: str, *flags: str) -> tuple[dict, str]:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", copies[family], "--functions", copies["functions"],
+                           "--tool-choice", "required", "-p", "What is the weather in Paris?", "-n", "48", "--temp", "0",
+                           "--json", *flags], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "llama3.2", "hermes3"])
+def test_the_model_calls_through_the_grammar_and_the_approved_result_goes_back(copies, family: str) -> None:
+    out, said = _ask(copies, family, "--tools-approve")
+    assert out["tool_calls"] and out["tool_calls"][0] == {
+        "name": "get_weather", "arguments": out["tool_calls"][0]["arguments"], "result": "Sunny, 21 C in Paris"}
+    assert out["tool_calls"][0]["arguments"]["city"] == "Paris"
+    assert "tool call: get_weather(" in said and out["stop_reason"] in ("stop", "length")
+    # the second turn's prompt held the call and the result, and reused the first turn's cache
+    assert out["prompt_tokens_reused"] > out["prompt_tokens"] / 2
+
+
+def test_a_script_without_tools_approve_refuses_the_call_and_the_model_is_told(copies) -> None:
+    out, said = _ask(copies, "qwen2.5")
+    assert out["tool_calls"][0]["result"] == "error: the user did not allow this call"
+    assert "-> error: the user did not allow this call" in said
+
+
+def test_the_prompt_with_a_call_and_its_result_is_jinja2s_rendering_of_the_same_conversation(copies) -> None:
+    from rml_chat.core.model import load_model
+    from rml_chat.core.session import ChatSession
+    from rml_chat.engines.base import Sampling
+    from rml_chat.engines.local import LocalEngine
+
+    model = load_model(copies["qwen2.5"])
+    engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2)
+    try:
+        session = ChatSession(model, engine, Sampling(temp=0.0, max_tokens=48))
+        syntax, _ = derive(ChatTemplate(model.tokenizer.chat_template), ["<|im_end|>"])
+        tools = load_functions(copies["functions"])
+        session.toolbox = Toolbox(tools, syntax, choice="required", approve=lambda call: True)
+        prompts: list[list[int]] = []
+        generate = engine.generate
+        engine.generate = lambda ids, *a, **k: (prompts.append(list(ids)), generate(ids, *a, **k))[1]
+        result = session.exchange("What is the weather in Paris?", lambda t: None, lambda t: None)
+        assert result.tool_calls and len(prompts) == 2
+        messages = session.conversation.for_prompt()[:-1]  # the conversation the second prompt was made of
+        assert messages[1]["tool_calls"] and messages[-1]["role"] == "tool"
+        expected = ChatTemplate(model.tokenizer.chat_template).render(
+            messages, True, tools=[t.definition() for t in tools], bos_token="<|im_start|>", eos_token="<|im_end|>")
+        assert model.tokenizer.decode(prompts[1]) == expected
+        assert prompts[1] == model.encoder.encode(model.encoder.format(messages, tools=[t.definition() for t in tools]))
+    finally:
+        engine.close()
+
+
+def test_a_template_that_renders_no_calls_is_refused_at_start_in_one_line(tmp_path) -> None:
+    fns = tmp_path / "fns.py"
+    fns.write_text(WEATHER)
+    done = subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "--functions", str(fns),
+                           "-p", "x"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "--functions: the template renders no tool calls" in done.stderr

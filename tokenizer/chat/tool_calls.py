@@ -1,0 +1,231 @@
+"""How a template writes a tool call, read off its own renderings, and a reply parsed by that shape.
+
+Nothing here is a list of families. The template renders an assistant message holding one call and one
+holding two, with a tool name, arguments and an id no template writes (``NAME``, ``ARGS``, ``ID``
+below), after the same user message with the generation prompt. Where the renderings part from that
+prompt, the call's text begins; it is cut around the name and the arguments' JSON::
+
+    Qwen 2.5   <tool_call>\\n{"name": "NAME", "arguments": ARGS}\\n</tool_call><|im_end|>\\n
+    Llama 3.2  {"name": "NAME", "parameters": ARGS}<|eot_id|>
+    Mistral    [TOOL_CALLS]NAME[ARGS]ARGS</s>
+    -> opening '<tool_call>\\n{"name": "', after_name '", "arguments": ', closing '}\\n</tool_call>'
+
+``between`` is the text from the first call's arguments to the second call's name (``}\\n</tool_call>\\n
+<tool_call>\\n{"name": "`` for Qwen; ``", {"name": "`` where calls share one list). The closing stops
+where the template ends the turn (the stop texts given). An id the template writes (Solar Open, Mistral
+Nemo) is a hole that takes any id the model writes.
+
+Arguments written as JSON (``tojson``) are what this reads; a template that writes each argument as its
+own tag (Qwen3-Coder's ``<parameter=city>``, GLM's ``<arg_key>``) or as a Python call (LFM2) is named as
+such by ``derive``'s reason, not guessed at.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .errors import ChatFormatError
+from .template import ChatTemplate
+
+NAMES = ("xq_tool_one", "xq_tool_two")
+ARGS = ({"xq_key": "xq_value"}, {"xq_key": "xq_other"})
+CALL_ID = "xq1234567"  # nine letters and digits: Mistral's templates refuse any other id
+_ID_HOLE = "\0"
+_COUNT_HOLE = "\1"  # a call's number (0, 1, …)
+_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
+_PROBE_TOOLS = [{"type": "function", "function": {"name": n, "description": "A probe.", "parameters": {
+    "type": "object", "properties": {"xq_key": {"type": "string"}}, "required": ["xq_key"]}}} for n in NAMES]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class CallSyntax:
+    """One template's call shape: ``opening NAME after_name ARGS (between NAME after_name ARGS)* closing``
+    (an id hole, ``\\0``, in any piece takes an id); ``quoted``: the arguments are a JSON string of JSON."""
+
+    opening: str
+    after_name: str
+    closing: str
+    between: str | None = None  # None: one call per message
+    quoted: bool = False
+    lead: str = ""  # what the template writes before the opening that the model does not (an empty thought)
+    _patterns: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def _piece(self, text: str) -> re.Pattern[str]:
+        made = self._patterns.get(text)
+        if made is None:
+            made = self._patterns[text] = re.compile(r"\s*" +
+                r"\s*".join({_ID_HOLE: r"[\w\-]+", _COUNT_HOLE: r"\d+"}.get(part) or re.escape(part)
+                           for part in _split_hole(text.strip()))
+                if text.strip() else "")
+        return made
+
+    def trigger(self) -> str:
+        """The text that opens a call, up to an id hole (what a lazy grammar waits for)."""
+        return self.opening.strip().split(_ID_HOLE)[0]
+
+    def parse(self, text: str) -> tuple[str, list[ToolCall]]:
+        """(the text before the first call, the calls), or (text, []) where no call opens. A call whose
+        arguments are no JSON object raises ChatFormatError naming it::
+
+            >>> s = CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>')
+            >>> s.parse('Let me look.\\n<tool_call>\\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\\n</tool_call>')
+            ('Let me look.', [ToolCall(name='get_weather', arguments={'city': 'Oslo'}, id='')])
+        """
+        start = text.find(self.trigger()) if self.trigger() else -1
+        if start < 0:
+            return text, []
+        content, rest, calls = text[:start].rstrip(), text[start:], []
+        piece = self._piece(self.opening)
+        while True:
+            found = piece.match(rest)
+            if found is None:
+                break
+            rest = rest[found.end():].lstrip() if self.opening.strip() else rest
+            name = _NAME_RE.match(rest)
+            if name is None:
+                raise ChatFormatError(f"a tool call opens but names no tool: {rest[:40]!r}")
+            rest = rest[name.end():]
+            glue = self._piece(self.after_name).match(rest)
+            if glue is None:
+                raise ChatFormatError(f"tool call {name.group()!r}: {self.after_name.strip()!r} expected after the name")
+            arguments, rest = _json_arguments(rest[glue.end():].lstrip(), self.quoted, name.group())
+            calls.append(ToolCall(name.group(), arguments))
+            if self.between is None:
+                break
+            piece = self._piece(self.between)
+        return content, calls
+
+
+def _split_hole(text: str) -> list[str]:
+    parts: list[str] = []
+    for i, part in enumerate(re.split(f"([{_ID_HOLE}{_COUNT_HOLE}])", text)):
+        parts += [part] if i % 2 else [p for p in re.split(r"\s+", part) if p]
+    return parts
+
+
+def _counted(first: str, second: str) -> str:
+    """``first`` with a call's number in it made a hole, where the second call's text differs from it
+    only there (Kimi K2's ``functions.NAME:0`` and ``:1``)."""
+    a, b = re.sub(r"\d+", _COUNT_HOLE, first), re.sub(r"\d+", _COUNT_HOLE, second)
+    return a if a == b and first != second else first
+
+
+def _json_arguments(text: str, quoted: bool, name: str) -> tuple[dict, str]:
+    """The arguments' JSON at the start of ``text``, and what follows it."""
+    try:
+        value, end = json.JSONDecoder().raw_decode(text)
+        if quoted and isinstance(value, str):
+            value = json.loads(value)
+    except json.JSONDecodeError as err:
+        raise ChatFormatError(f"tool call {name!r}: its arguments are not JSON ({err.msg} at {err.pos})") from None
+    if not isinstance(value, dict):
+        raise ChatFormatError(f"tool call {name!r}: its arguments are {type(value).__name__}, not an object")
+    return value, text[end:]
+
+
+def _call(i: int, arguments: object) -> dict:
+    return {"id": CALL_ID, "type": "function", "function": {"name": NAMES[i], "arguments": arguments}}
+
+
+def _renders(template: ChatTemplate, bos: str, eos: str) -> tuple[str, str, str | None, bool] | str:
+    """(the generation prompt's rendering, one call's, two calls', arguments quoted), or why none."""
+    user = [{"role": "user", "content": "Which tool?"}]
+    options = {"bos_token": bos, "eos_token": eos, "tools": _PROBE_TOOLS}
+    try:
+        prompt = template.render(user, True, **options)
+    except ChatFormatError as err:
+        return f"the template refuses tools ({err})"
+    why = "the template renders no tool calls"
+    for quoted in (False, True):
+        args = [json.dumps(a) if quoted else a for a in ARGS]
+        try:
+            one = template.render(user + [{"role": "assistant", "content": "", "tool_calls": [_call(0, args[0])]}],
+                                  False, **options)
+        except ChatFormatError as err:
+            why = f"the template can't render a call ({err})"
+            continue
+        if NAMES[0] not in one:
+            continue
+        try:
+            two = template.render(user + [{"role": "assistant", "content": "", "tool_calls": [
+                _call(0, args[0]), _call(1, args[1])]}], False, **options)
+        except ChatFormatError:
+            two = None
+        return prompt, one, two, quoted
+    return why
+
+
+def reply_start(prompt: str, rendered: str) -> int:
+    """Where an assistant message's own text starts in ``rendered``, the conversation with it, after
+    ``prompt``, the same conversation with the generation prompt: where they part, or, where the prompt
+    opens what the message does not (a thought), the end of the line or marker before that."""
+    common = 0
+    while common < min(len(prompt), len(rendered)) and prompt[common] == rendered[common]:
+        common += 1
+    if common < len(prompt):
+        common = max(prompt.rfind("\n", 0, common), prompt.rfind(">", 0, common)) + 1
+    return common
+
+
+def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", eos: str = "</s>",
+           thought_close: str = "") -> tuple[CallSyntax | None, str]:
+    """The template's call shape, or (None, why not). ``stops``: the texts that end a reply (the turn's
+    end is cut from the closing); ``thought_close``: a reasoning template's close marker (an empty thought
+    the template writes before a call is not the model's to write)."""
+    renders = _renders(template, bos, eos)
+    if isinstance(renders, str):
+        return None, renders
+    prompt, one, two, quoted = renders
+    common = reply_start(prompt, one)
+    text = one[common:].replace(CALL_ID, _ID_HOLE)
+    at = text.find(NAMES[0])
+    spelled = [json.dumps(json.dumps(ARGS[0])) if quoted else json.dumps(ARGS[0])]
+    args_at = next(((text.find(s, at), s) for s in spelled if text.find(s, at) >= 0), None)
+    if args_at is None:
+        shape = "one by one (a key, then its value)" if "xq_key" in text and "xq_value" in text else "its own way"
+        return None, f"the template writes a call's arguments {shape}, not as one JSON object (not read yet)"
+    lead, opening = "", text[:at]
+    if thought_close and thought_close.strip() in opening:
+        cut = opening.index(thought_close.strip()) + len(thought_close.strip())
+        lead, opening = opening[:cut], opening[cut:]
+    after_name = text[at + len(NAMES[0]):args_at[0]]
+    tail = text[args_at[0] + len(args_at[1]):]
+    ends = [tail.find(s) for s in stops if s and tail.find(s) >= 0]
+    closing = tail[:min(ends)] if ends else tail
+    between = None
+    if two is not None:
+        second = two[common:].replace(CALL_ID, _ID_HOLE)
+        first_end = second.find(args_at[1], at) + len(args_at[1])
+        name_two = second.find(NAMES[1], first_end)
+        if first_end >= len(args_at[1]) and name_two >= 0:
+            between = second[first_end:name_two]
+            after_two = second[name_two + len(NAMES[1]):second.find(json.dumps(ARGS[1])[:8], name_two)]
+            after_name = _counted(after_name, after_two)
+    if not _NAME_RE.fullmatch(NAMES[0]) or not opening.strip() and not after_name.strip():
+        return None, "the template writes a call with nothing around its name"
+    return CallSyntax(opening, after_name, closing, between, quoted, lead), ""
+
+
+def render_calls(calls: Sequence[ToolCall]) -> list[dict]:
+    """Calls as a message's ``tool_calls`` (OpenAI's shape, arguments an object: as transformers hands them)."""
+    return [{"id": c.id or f"call{i:05d}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for i, c in enumerate(calls)]
+
+
+def tool_message(call: ToolCall, result: str) -> dict:
+    """A tool's result as the message templates read it (``tool_call_id`` and ``name`` for those that ask)."""
+    return {"role": "tool", "content": result, "tool_call_id": call.id or "call00000", "name": call.name}
+
+
+def describe(tools: Sequence[Mapping[str, object]]) -> list[str]:
+    return [str(t.get("function", {}).get("name", "?")) for t in tools]  # type: ignore[union-attr]
