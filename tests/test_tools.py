@@ -121,7 +121,8 @@ def copies(tmp_path_factory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("tools")
     made = {}
     for family, name in (("qwen2.5", "Qwen-Qwen2.5-7B-Instruct"), ("llama3.2", "meta-llama-Llama-3.2-3B-Instruct"),
-                         ("hermes3", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use")):
+                         ("hermes3", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"), ("qwen3", "Qwen-Qwen3-0.6B"),
+                         ("mistral3.2", "Mistral-Small-3.2-24B-Instruct-2506"), ("gpt-oss", "openai-gpt-oss-120b")):
         target = folder / f"{family}.gguf"
         subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(target),
                         "--chat-template-file", str(fetch.models_dir() / "templates" / f"{name}.jinja"), "--force"],
@@ -134,13 +135,13 @@ def copies(tmp_path_factory) -> dict[str, str]:
 
 def _ask(copies: dict[str, str], family: str, *flags: str) -> tuple[dict, str]:
     done = subprocess.run([sys.executable, "-m", "rml_chat", copies[family], "--functions", copies["functions"],
-                           "--tool-choice", "required", "-p", "What is the weather in Paris?", "-n", "48", "--temp", "0",
+                           "--tool-choice", "required", "-p", "What is the weather in Paris?", "-n", "96", "--temp", "0",
                            "--json", *flags], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), done.stderr
 
 
-@pytest.mark.parametrize("family", ["qwen2.5", "llama3.2", "hermes3"])
+@pytest.mark.parametrize("family", ["qwen2.5", "llama3.2", "hermes3", "qwen3", "mistral3.2", "gpt-oss"])
 def test_the_model_calls_through_the_grammar_and_the_approved_result_goes_back(copies, family: str) -> None:
     out, said = _ask(copies, family, "--tools-approve")
     assert out["tool_calls"] and out["tool_calls"][0] == {
@@ -171,16 +172,25 @@ def test_the_prompt_with_a_call_and_its_result_is_jinja2s_rendering_of_the_same_
         tools = load_functions(copies["functions"])
         session.toolbox = Toolbox(tools, syntax, choice="required", approve=lambda call: True)
         prompts: list[list[int]] = []
+        cached: list[list[int]] = []
         generate = engine.generate
-        engine.generate = lambda ids, *a, **k: (prompts.append(list(ids)), generate(ids, *a, **k))[1]
+        engine.generate = lambda ids, *a, **k: (prompts.append(list(ids)), cached.append(engine.cached_ids()),
+                                                generate(ids, *a, **k))[2]
         result = session.exchange("What is the weather in Paris?", lambda t: None, lambda t: None)
         assert result.tool_calls and len(prompts) == 2
         messages = session.conversation.for_prompt()[:-1]  # the conversation the second prompt was made of
         assert messages[1]["tool_calls"] and messages[-1]["role"] == "tool"
+        definitions = [t.definition() for t in tools]
         expected = ChatTemplate(model.tokenizer.chat_template).render(
-            messages, True, tools=[t.definition() for t in tools], bos_token="<|im_start|>", eos_token="<|im_end|>")
+            messages, True, tools=definitions, bos_token="<|im_start|>", eos_token="<|im_end|>")
         assert model.tokenizer.decode(prompts[1]) == expected
-        assert prompts[1] == model.encoder.encode(model.encoder.format(messages, tools=[t.definition() for t in tools]))
+        # the call's tokens are the model's own (the grammar let it split them its way): the prompt goes on
+        # from all the cache held, and only the call's end and the result were evaluated
+        assert prompts[1][:len(cached[1])] == cached[1] and len(cached[1]) > len(prompts[0])
+        canonical = model.encoder.encode(model.encoder.format(messages, tools=definitions))
+        tail = model.tokenizer.decode(prompts[1][len(cached[1]):])
+        assert tail.startswith("<|im_end|>") and "Sunny, 21 C in Paris" in tail
+        assert result.generation.evaluated == len(prompts[1]) - len(cached[1]) < len(canonical) - len(prompts[0])
     finally:
         engine.close()
 
@@ -192,3 +202,63 @@ def test_a_template_that_renders_no_calls_is_refused_at_start_in_one_line(tmp_pa
                            "-p", "x"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "--functions: the template renders no tool calls" in done.stderr
+
+
+def test_the_repl_asks_before_each_call_and_always_means_this_tool_this_session(copies, tmp_path) -> None:
+    from test_repl import Terminal
+
+    saved = tmp_path / "tools.json"
+    term = Terminal(tmp_path, copies["qwen2.5"], "--functions", copies["functions"], "--tool-choice", "required",
+                    "--temp", "0", "-n", "40", model=False)
+    term.prompt_ready()
+
+    def turn(message: bytes, answer: bytes | None, shown: bytes) -> bytes:
+        """A message, the answer to the question it raises (None: no question is awaited), what it showed."""
+        start = len(term.output)
+        term.send(message + b"\r")
+        if answer is not None:
+            term.read_until(lambda out: b'? [y]es, [n]o, [a]lways for get_weather: ' in out[start:])
+            term.send(answer + b"\r")
+        term.read_until(lambda out: shown in out[start:] and out.endswith(b"> "))
+        term.prompt_ready()
+        return term.output[start:]
+
+    assert b'run get_weather({"city": "Paris"})?' in turn(b"What is the weather in Paris?", b"n",
+                                                          b"-> error: the user did not allow this call")
+    turn(b"And in Oslo?", b"a", b"-> Sunny, 21 C in ")
+    assert b"[y]es, [n]o" not in turn(b"And in Rome?", None, b"-> Sunny, 21 C in ")  # always: not asked again
+    term.send(b"/tools\r")
+    term.read_until(lambda out: b"get_weather  (--functions fns.py)  The weather of a city." in out)
+    term.prompt_ready()
+    term.send(f"/save {saved}\r".encode())
+    term.read_until(lambda out: b"saved " in out)
+    term.prompt_ready()
+    assert term.finish() == 0
+    messages = json.loads(saved.read_text())["messages"]
+    assert [m["role"] for m in messages[:4]] == ["user", "assistant", "tool", "assistant"]
+    assert messages[1]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Paris"}}
+    assert messages[2] == {"role": "tool", "content": "error: the user did not allow this call",
+                           "tool_call_id": messages[1]["tool_calls"][0]["id"], "name": "get_weather"}
+
+
+def test_a_lazy_grammar_leaves_the_text_free_until_its_trigger_and_then_holds_it() -> None:
+    """--tool-choice auto: llama.cpp's lazy grammar sampler, from the call's opening on. Shown on a word the
+    model writes anyway: after it, the grammar writes the rest, and the turn ends where the grammar does."""
+    from rml_chat.core.model import load_model
+    from rml_chat.engines.base import Generation, LazyGrammar, Sampling
+    from rml_chat.engines.local import LocalEngine
+
+    model = load_model(str(model_path("smollm2")))
+    ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": "Name the capital of France in one sentence."}]))
+    engine = LocalEngine(model.weights, n_ctx=1024, n_threads=2)
+    try:
+        free = model.tokenizer.decode(list(engine.generate(ids, Sampling(temp=0.0, max_tokens=24), model.stop_ids,
+                                                           Generation())))
+        assert "Paris" in free
+        held = LazyGrammar('root ::= "Paris (a lazy grammar wrote this)."', ["Paris"])
+        gen = Generation()
+        out = model.tokenizer.decode(list(engine.generate(ids, Sampling(temp=0.0, max_tokens=48), model.stop_ids,
+                                                          gen, grammar=held)))
+    finally:
+        engine.close()
+    assert out == free[:free.index("Paris")] + "Paris (a lazy grammar wrote this)." and gen.stop_reason == "stop"

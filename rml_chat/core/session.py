@@ -37,6 +37,10 @@ class Toolbox(Protocol):
 
     def definitions(self) -> list[dict]: ...
 
+    def listing(self) -> list[str]: ...
+
+    def switch(self, name: str, on: bool) -> str: ...
+
     def exchange(self, session: ChatSession, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
                  progress: Progress | None, think: Callable[[str], None] | None) -> TurnResult: ...
 
@@ -103,6 +107,7 @@ class ChatSession:
         self.thinking_display = "full"  # the REPL's: the thought whole, or one line (frontends/thought_view.py)
         self.ctrl_c_ends_thought = False  # the REPL's: the first Ctrl-C during a thought ends the thought
         self.toolbox: Toolbox | None = None  # tools the model may call (rml_chat/tools): their turns run there
+        self.prompt_filter: Callable[[list[int]], list[int]] | None = None  # (a tool call's own ids kept)
         reasoning = model.reasoning
         if reasoning is not None:  # no stop that opens the close marker (gpt-oss: <|end|> ends the analysis)
             self.stop_strings = tuple(s for s in self.stop_strings if not reasoning.close.startswith(s))
@@ -125,7 +130,8 @@ class ChatSession:
         segments = encoder.format(self.conversation.for_prompt(self.model.reasoning), add_generation_prompt,
                                   thinking=self.thinking, effort=self.reasoning_effort,
                                   **({"tools": tools} if tools else {}))
-        return encoder.encode(segments)
+        ids = encoder.encode(segments)
+        return self.prompt_filter(ids) if self.prompt_filter is not None else ids
 
     def exchange(self, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
                  progress: Progress | None = None, think: Callable[[str], None] | None = None) -> TurnResult:

@@ -107,6 +107,30 @@ class Shifted:
     why: str = ""
 
 
+class LazyGrammar(str):
+    """GBNF that applies from the first of its trigger texts on, the text before it free (llama.cpp's lazy
+    grammar sampler; a tool call's opening): ``LazyGrammar(gbnf, ("<tool_call>",))`` is still the GBNF text."""
+
+    triggers: tuple[str, ...]
+
+    def __new__(cls, gbnf: str, triggers: Sequence[str]) -> LazyGrammar:
+        made = super().__new__(cls, gbnf)
+        made.triggers = tuple(triggers)
+        return made
+
+
+def triggers_of(grammar: str | None) -> tuple[str, ...]:
+    """A lazy grammar's trigger texts; () for a grammar that applies from the first token."""
+    return getattr(grammar, "triggers", ())
+
+
+def trigger_patterns(grammar: str | None) -> list[bytes]:
+    """A lazy grammar's triggers as llama.cpp's patterns: ECMAScript regexes whose first group is where
+    the grammar starts (llama-grammar.cpp; std::regex refuses Python's escapes of letters)."""
+    return [("(" + "".join("\\" + ch if ch in "\\^$.|?*+()[]{}/" else ch for ch in t) + ")").encode()
+            for t in triggers_of(grammar)]
+
+
 @runtime_checkable
 class Engine(Protocol):
     """Evaluates token ids and samples the reply's, keeping a cache of the prompt so far."""
@@ -119,8 +143,8 @@ class Engine(Protocol):
     def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int], gen: Generation,
                  progress: Progress | None = None, grammar: str | None = None) -> Iterator[int]:
         """Yield sampled ids for prompt ``ids`` until a stop id (not yielded), ``max_tokens`` or a full
-        context; ``grammar`` (GBNF) constrains them. ``gen`` records counts, times, the stop reason; a
-        KeyboardInterrupt marks it "interrupted" and leaves the cache holding what it says."""
+        context; ``grammar`` (GBNF; a ``LazyGrammar`` from its trigger on) constrains them. ``gen`` records
+        counts, times, the stop reason; a KeyboardInterrupt marks it "interrupted" and leaves the cache holding what it says."""
         ...
 
     def cached_ids(self) -> list[int]:

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import cpu_quirks, memory
+from .base import trigger_patterns
 
 _COMPLETING = threading.Lock()
 
@@ -245,7 +246,12 @@ class LlamaModel:
         lib = self._lib
         chain = Sampler(lib)
         chain.add(lib.llama_sampler_init_penalties(self.n_vocab, 64, repeat_penalty, 0.0, 0.0))
-        if grammar is not None:
+        patterns = trigger_patterns(grammar)
+        if patterns:
+            chain.add(lib.llama_sampler_init_grammar_lazy_patterns(
+                self.vocab, grammar.encode("utf-8"), b"root", (ctypes.c_char_p * len(patterns))(*patterns),
+                len(patterns), None, 0))
+        elif grammar is not None:
             chain.add(lib.llama_sampler_init_grammar(self.vocab, grammar.encode("utf-8"), b"root"))
         if temp < 0:
             chain.add(lib.llama_sampler_init_dist(seed))

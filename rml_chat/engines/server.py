@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import AppError
-from .base import Generation, Progress, Sampling, Shifted, common_prefix
+from .base import Generation, Progress, Sampling, Shifted, common_prefix, triggers_of
 
 PROBE = "Hello, world! 123 — Grüße, 日本語 👋 <tag> and\nnew lines"
 
@@ -169,7 +169,10 @@ class ServerEngine:
         if sampling.seed >= 0:
             body["seed"] = sampling.seed
         if grammar is not None:
-            body["grammar"] = grammar
+            body["grammar"] = str(grammar)
+            if triggers_of(grammar):  # llama-server's lazy grammar: type 1 is a word (common/chat.h)
+                body["grammar_lazy"] = True
+                body["grammar_triggers"] = [{"type": 1, "value": t} for t in triggers_of(grammar)]
         conn = self._connection()
         self._cached = list(ids)
         try:

@@ -110,6 +110,11 @@ class Repl:
         self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
         self.typeahead = Typeahead.for_stdin(input is None)
         session.ctrl_c_ends_thought = True  # the first Ctrl-C during a thought ends it; a second stops the reply
+        if session.toolbox is not None:  # nothing runs unasked: each call is put to the user
+            from .tools_setup import Consent
+
+            session.toolbox.approve = Consent(PromptSession(input=input, output=output), self._say)
+            session.toolbox.shown = lambda line: self._say(dim(line))
 
     # ----- the loop ----------------------------------------------------------------------
 

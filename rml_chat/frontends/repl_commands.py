@@ -69,6 +69,7 @@ class Commands:
             "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
             "/schema": (self._schema, "JSON|@FILE|off  replies are JSON following this schema"),
             "/grammar": (self._grammar, "GBNF|@FILE|off  replies follow this GBNF grammar"),
+            "/tools": (self._tools, "[on|off NAME|all]  the tools the model may call (--functions), on or off"),
             "/exit": (lambda _: True, "leave (or Ctrl-D)"),
         }
 
@@ -193,6 +194,22 @@ class Commands:
         self.session.constraint = constraint
         self.say(f"replies follow {constraint.describe()} now (/{'schema' if constraint.schema else 'grammar'} off "
                  "to stop)")
+
+    def _tools(self, rest: str) -> None:
+        box = self.repl.session.toolbox
+        if box is None:
+            self.repl.say("no tools: start with --functions FILE.py to give the model some")
+            return
+        action, _, name = rest.strip().partition(" ")
+        if action in ("on", "off") and name.strip():
+            why = box.switch(name.strip(), action == "on")
+            self.repl.say(f"error: {why}" if why else f"{name.strip()}: {action}")
+            return
+        if action:
+            self.repl.say("usage: /tools, /tools on NAME, /tools off NAME (or all)")
+            return
+        for line in box.listing():
+            self.repl.say(line)
 
     def _prompt(self, _: str) -> None:
         ids = self.session.prompt_ids()

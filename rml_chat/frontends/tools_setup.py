@@ -4,11 +4,12 @@ of a script (``--tools-approve``) and where a call's line goes."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 
 from tokenizer.chat.template import compiled
-from tokenizer.chat.tool_calls import derive
+from tokenizer.chat.tool_calls import ToolCall, derive
 
 from ..core.session import ChatSession
 from ..errors import UsageError
@@ -36,3 +37,22 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
     session.toolbox = box
     if args.verbose:
         say(f"tools: {', '.join(box.tools)} (calls written as {syntax.trigger()!r}…)")
+
+
+class Consent:
+    """The REPL's question before each call: yes, no, or always (this tool, this session)."""
+
+    def __init__(self, prompt, say: Callable[[str], None]):  # type: ignore[no-untyped-def]
+        self.prompt, self.say, self.always = prompt, say, set()
+
+    def __call__(self, call: ToolCall) -> bool:
+        if call.name in self.always:
+            return True
+        line = f"{call.name}({json.dumps(call.arguments, ensure_ascii=False)})"
+        try:
+            answer = self.prompt.prompt(f"\nrun {line}? [y]es, [n]o, [a]lways for {call.name}: ").strip().lower()
+        except (KeyboardInterrupt, EOFError):
+            answer = ""
+        if answer in ("a", "always"):
+            self.always.add(call.name)
+        return answer in ("y", "yes", "a", "always")

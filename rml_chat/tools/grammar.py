@@ -49,9 +49,11 @@ def spaced_as_tojson(gbnf: str, prefix: str) -> str:
 
 
 def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Callable[[str], str],
-                 several: bool = False) -> str:
-    """A call of ``tools`` as the template writes it, nothing before or after (``several``: one or more,
-    where the template writes several in one message; a small model may then never stop)."""
+                 several: bool = False, whole: bool = False) -> str:
+    """A call of ``tools`` as the template writes it, nothing after (``several``: one or more, where the
+    template writes several in one message; a small model may then never stop). It starts at the call's
+    trigger (a lazy grammar's start), or ``whole``: at the reply's start, with all the template writes
+    there (gpt-oss's leading space, Qwen3's empty thought)."""
     rules = []
     for i, tool in enumerate(tools):
         arguments = f"t{i}-root"
@@ -63,5 +65,6 @@ def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Call
         rules.append(f"t{i}-call ::= {literal(tool.name)} {literal(syntax.after_name)} {arguments}")
     calls = " | ".join(f"t{i}-call" for i in range(len(tools)))
     more = f" ( {literal(syntax.between)} call )*" if several and syntax.between is not None else ""
-    head = f"root ::= {literal(syntax.opening.strip())} call{more} {literal(syntax.closing)}\ncall ::= {calls}\n"
+    start = syntax.lead + syntax.opening if whole else syntax.trigger() + syntax.opening.strip()[len(syntax.trigger()):]
+    head = f"root ::= {literal(start)} call{more} {literal(syntax.closing)}\ncall ::= {calls}\n"
     return head + "\n".join(rules) + "\n"

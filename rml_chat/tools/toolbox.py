@@ -14,13 +14,14 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
 
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint
-from ..engines.base import Progress
+from ..engines.base import LazyGrammar, Progress, triggers_of
 from ..engines.runtime import schema_to_gbnf
 from .functions import Tool
 from .grammar import call_grammar
@@ -43,17 +44,37 @@ class Toolbox:
     def definitions(self) -> list[dict]:
         return [t.definition() for name, t in self.tools.items() if name in self.enabled]
 
-    def grammar(self) -> str:
-        return call_grammar(self.syntax, [t for n, t in self.tools.items() if n in self.enabled], schema_to_gbnf)
+    def listing(self) -> list[str]:
+        """A line a tool: on or off, its name, where it came from, its description's first line."""
+        return [f"{'on ' if name in self.enabled else 'off'}  {name}  ({tool.source})  "
+                f"{tool.description.splitlines()[0] if tool.description else ''}".rstrip()
+                for name, tool in self.tools.items()]
+
+    def switch(self, name: str, on: bool) -> str:
+        """Turn a tool (or ``all``) on or off: "" when it took, else why not."""
+        names = list(self.tools) if name == "all" else [name]
+        if any(n not in self.tools for n in names):
+            return f"no tool {name!r}; the tools are {', '.join(self.tools)}"
+        (self.enabled.update if on else self.enabled.difference_update)(names)
+        return ""
+
+    def grammar(self, whole: bool = False) -> str:
+        """The call grammar of the tools switched on: from the trigger, or ``whole`` from the reply's start."""
+        return call_grammar(self.syntax, [t for n, t in self.tools.items() if n in self.enabled], schema_to_gbnf,
+                            whole=whole)
 
     def exchange(self, session: ChatSession, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
                  progress: Progress | None, think: Callable[[str], None] | None) -> TurnResult:
         """The user's turn, then a turn after each round of calls, until the model answers without one."""
-        constraint = Constraint(self.grammar(), None, "--tool-choice required") if self.choice == "required" else None
+        if self.choice == "none":
+            return session.turn(text, emit, notify, progress, think=think)
+        lazy = Constraint(LazyGrammar(self.grammar(), [self.syntax.trigger()]), None, "--tool-choice auto")
         hider = CallHider(emit, self.syntax.trigger())
-        result = session.turn(text, hider.write, notify, progress, constraint=constraint, think=think)
+        first = Constraint(self.grammar(whole=True), None, "--tool-choice required") if self.choice == "required" \
+            else lazy
+        result = self._turn(session, text, hider, notify, progress, first, think)
         records: list[dict] = []
-        while self.choice != "none":
+        while len(records) <= MAX_CALLS:  # (past the limit, the model's last turn is its answer, whatever it says)
             hider.reset()
             calls = self._calls(session, notify)
             if not calls:
@@ -63,9 +84,24 @@ class Toolbox:
                     f"error: this turn's limit of {MAX_CALLS} tool calls is reached; answer without more calls"
                 records.append({"name": call.name, "arguments": call.arguments, "result": outcome})
                 session.conversation.messages.append(tool_message(call, outcome))
-            result = session.turn(None, hider.write, notify, progress, think=think)
+            session.prompt_filter = partial(own_ids, session.engine.cached_ids(), decode=session.model.tokenizer.decode)
+            try:
+                result = self._turn(session, None, hider, notify, progress,
+                                    lazy if len(records) < MAX_CALLS else None, think)
+            finally:
+                session.prompt_filter = None
         hider.reset()
         result.tool_calls = records
+        return result
+
+    @staticmethod
+    def _turn(session: ChatSession, text: str | None, hider: CallHider, notify: Callable[[str], None],
+              progress: Progress | None, constraint: Constraint | None,
+              think: Callable[[str], None] | None) -> TurnResult:
+        """One turn under the call grammar (lazy: free text until a call opens, which is not judged)."""
+        result = session.turn(text, hider.write, notify, progress, constraint=constraint, think=think)
+        if constraint is not None and triggers_of(constraint.gbnf):
+            result.outcome = None
         return result
 
     def _calls(self, session: ChatSession, notify: Callable[[str], None]) -> list[ToolCall]:
@@ -118,6 +154,30 @@ class Toolbox:
     def _said(self, line: str, outcome: str) -> str:
         self.shown(f"tool call: {line} -> {outcome if len(outcome) <= 120 else outcome[:117] + '...'}")
         return outcome
+
+
+def own_ids(cached: Sequence[int], ids: list[int], decode: Callable[[list[int]], str]) -> list[int]:
+    """``ids`` with the model's own tokens for the call it just wrote: where the prompt's text goes on as the
+    cached ids' text does (the template writes the call back as the model wrote it) but the tokens part
+    (the model, under the grammar, split it its own way), the cached ids up to the end of that text, then
+    the prompt's own ids from the next token boundary on. So only the call's end and the result are
+    evaluated. Anything else (a text that differs, no boundary) leaves ``ids`` as they are::
+
+        cached  [.. 7 8 9]   "<tool_call>" "{\"" "name"        (the model's split)
+        ids     [.. 7 5 6 2]  "<tool_call>" "{\"name" <|im_end|>
+        ->      [.. 7 8 9 2]
+    """
+    common = next((i for i, (a, b) in enumerate(zip(cached, ids)) if a != b), min(len(cached), len(ids)))
+    if common == len(cached):
+        return ids
+    tail = decode(list(cached[common:]))
+    for end in range(common + 1, len(ids) + 1):
+        text = decode(ids[common:end])
+        if text == tail:
+            return list(cached) + ids[end:]
+        if len(text) >= len(tail) or not tail.startswith(text):
+            return ids
+    return ids
 
 
 def _as_text(value: object) -> str:
