@@ -262,3 +262,75 @@ def test_a_lazy_grammar_leaves_the_text_free_until_its_trigger_and_then_holds_it
     finally:
         engine.close()
     assert out == free[:free.index("Paris")] + "Paris (a lazy grammar wrote this)." and gen.stop_reason == "stop"
+
+
+MCP_SERVER = '''
+import os
+import time
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("weather")
+
+
+@server.tool()
+def get_weather(city: str) -> str:
+    """The weather of a city."""
+    return f"Cloudy, 12 C in {city}"
+
+
+@server.tool()
+def stall(seconds: int) -> str:
+    """Sleeps, then answers."""
+    time.sleep(seconds)
+    return "woke"
+
+
+@server.tool()
+def die() -> str:
+    """Ends the server."""
+    os._exit(1)
+
+
+if __name__ == "__main__":
+    server.run()
+'''
+
+
+@pytest.fixture(scope="module")
+def mcp_server(tmp_path_factory) -> str:
+    pytest.importorskip("mcp")
+    path = tmp_path_factory.mktemp("mcp") / "weather_server.py"
+    path.write_text(MCP_SERVER)
+    return f"{sys.executable} {path}"
+
+
+def test_an_mcp_servers_tools_are_called_through_the_model_and_a_broken_server_is_one_line(copies, mcp_server) -> None:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--mcp", mcp_server,
+                           "--mcp", "no-such-mcp-server --stdio", "--tool-choice", "required", "--tools-approve",
+                           "-p", "What is the weather in Paris?", "-n", "48", "--temp", "0", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["tool_calls"][0]["name"] == "get_weather" and out["tool_calls"][0]["result"].startswith("Cloudy, 12 C in")
+    assert "note: --mcp no-such-mcp-server --stdio: can't start it (No such file or directory: no-such-mcp-server); " \
+           "its tools are left out" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_hung_and_a_dead_mcp_server_each_end_the_call_with_an_error(mcp_server) -> None:
+    from rml_chat.tools.mcp_tools import McpServer
+
+    server = McpServer(mcp_server)
+    try:
+        tools = server.tools()
+        assert [t.name for t in tools] == ["get_weather", "stall", "die"]
+        assert tools[0].parameters["properties"]["city"]["type"] == "string"
+        box = Toolbox(tools, CallSyntax("<tool_call>", "|", "</tool_call>"), timeout=1.0, approve=lambda call: True)
+        assert box.run(ToolCall("get_weather", {"city": "Oslo"})) == "Cloudy, 12 C in Oslo"
+        started = time.perf_counter()
+        assert box.run(ToolCall("stall", {"seconds": 20})) == "error: the tool did not answer within 1 s"
+        assert time.perf_counter() - started < 5
+        assert box.run(ToolCall("die", {})).startswith("error: the tool raised")
+        assert box.run(ToolCall("get_weather", {"city": "Oslo"})).startswith("error: the tool raised")  # gone now
+    finally:
+        server.close()

@@ -130,6 +130,8 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     tools = p.add_argument_group("tools (docs/tools.md): the model calls functions; nothing runs without consent")
     tools.add_argument("--functions", metavar="FILE.py", action="append", default=[],
                        help="the public functions of a Python file are tools (type hints make their schemas)")
+    tools.add_argument("--mcp", metavar='"COMMAND ARGS"', action="append", default=[],
+                       help='the tools of an MCP server run over stdio (the mcp SDK: pip install "rml-chat[mcp]")')
     tools.add_argument("--tools-approve", action="store_true",
                        help="-p and --batch: run the calls the model makes (without it each is refused)")
     tools.add_argument("--tool-choice", choices=("auto", "required", "none"), default="auto",

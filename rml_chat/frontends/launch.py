@@ -210,7 +210,7 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
         session.constraint = constraint_from(args, engine)
         if args.reasoning_effort is not None:
             apply_effort(session, args.reasoning_effort, say)
-        if args.functions:
+        if args.functions or args.mcp:
             from .tools_setup import give_tools
 
             give_tools(session, args, say)

@@ -9,34 +9,60 @@ import sys
 from collections.abc import Callable
 
 from tokenizer.chat.template import compiled
-from tokenizer.chat.tool_calls import ToolCall, derive
+from tokenizer.chat.tool_calls import CallSyntax, ToolCall, derive
 
 from ..core.session import ChatSession
+from ..engines.runtime import schema_to_gbnf
 from ..errors import UsageError
-from ..tools.functions import load_functions
+from ..tools.functions import Tool, load_functions
+from ..tools.grammar import call_grammar
+from ..tools.mcp_tools import McpError, McpServer
 from ..tools.toolbox import Toolbox
 
 
 def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[str], None]) -> None:
     """Tools for the session, or UsageError where the model's template can't take them (it is not made up)."""
-    tools = [tool for path in args.functions for tool in load_functions(path)]
+    flag = "--functions" if args.functions else "--mcp"
     model = session.model
     template = model.detection.format.template
     if template is None:
-        raise UsageError("--functions: the model's chat format has no template, so it has no way to be told of "
+        raise UsageError(f"{flag}: the model's chat format has no template, so it has no way to be told of "
                          "tools (none is made up)")
     stops = [model.tokenizer.id_to_token(i) for i in model.stop_ids] + list(model.encoder.stop_strings)
     close = model.reasoning.close if model.reasoning is not None else ""
     syntax, why = derive(compiled(template), stops, model.encoder.bos_text or "<s>", model.encoder.eos_text or "</s>",
                          thought_close=close)
     if syntax is None:
-        raise UsageError(f"--functions: {why}")
+        raise UsageError(f"{flag}: {why}")
+    tools = [tool for path in args.functions for tool in load_functions(path)]
+    for command in args.mcp:
+        try:
+            server = McpServer(command)
+        except McpError as err:
+            say(f"note: {err}; its tools are left out")
+            continue
+        tools += server.tools()
+    tools = [tool for tool in tools if _writable(tool, syntax, say)]
+    if not tools:
+        say("note: no tools to give the model")
+        return
     scripted = args.prompt is not None or args.batch is not None or not sys.stdin.isatty()
     box = Toolbox(tools, syntax, choice=args.tool_choice, approve=lambda call: args.tools_approve if scripted else False)
     box.shown = lambda line: print(line, file=sys.stderr)
     session.toolbox = box
     if args.verbose:
         say(f"tools: {', '.join(box.tools)} (calls written as {syntax.trigger()!r}…)")
+
+
+def _writable(tool: Tool, syntax: CallSyntax, say: Callable[[str], None]) -> bool:
+    """Whether a call grammar can be made of the tool's schema (else it is left out, in one line)."""
+    try:
+        call_grammar(syntax, [tool], schema_to_gbnf)
+    except Exception as err:  # the converter raises what it likes
+        say(f"note: tool {tool.name!r} ({tool.source}) left out: llama.cpp's converter can't take its schema "
+            f"({type(err).__name__}: {err})")
+        return False
+    return True
 
 
 class Consent:
