@@ -23,6 +23,7 @@ from ..tools.toolbox import Toolbox
 def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[str], None]) -> None:
     """Tools for the session, or UsageError where the model's template can't take them (it is not made up)."""
     flag = "--functions" if args.functions else "--mcp"
+    tools = [tool for path in args.functions for tool in load_functions(path)]  # (a bad file is said first)
     model = session.model
     template = model.detection.format.template
     if template is None:
@@ -34,7 +35,6 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
                          thought_close=close)
     if syntax is None:
         raise UsageError(f"{flag}: {why}")
-    tools = [tool for path in args.functions for tool in load_functions(path)]
     for command in args.mcp:
         try:
             server = McpServer(command)

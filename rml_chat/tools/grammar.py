@@ -48,6 +48,35 @@ def spaced_as_tojson(gbnf: str, prefix: str) -> str:
     return re.sub(rf"^{space} ::= .*$", f'{space} ::= ""', gbnf, flags=re.M)
 
 
+def _keyed_rules(syntax: CallSyntax, tool: Tool, prefix: str, schema_to_gbnf: Callable[[str], str]) -> list[str]:
+    """Arguments one by one (tool_keyed.py): a key of the tool's, its separator, its value; a string value
+    runs to the first character of what ends it, any other value is JSON as its schema allows."""
+    keyed = syntax.keyed
+    assert keyed is not None
+    ends = [t[:1] for text in (keyed.between_args, syntax.closing) for t in (text.lstrip(" "), text.lstrip())]
+    stop = "".join(sorted({"\\n" if c == "\n" else "\\" + c if c in "]^\\-" else c for c in ends if c}))
+    properties = tool.parameters.get("properties") or {}
+    required = [k for k in properties if k in (tool.parameters.get("required") or [])]
+    order = required + [k for k in properties if k not in required]  # each key once: the required first
+    pairs = []
+    for j, key in enumerate(order):
+        schema = properties[key]
+        if not isinstance(schema, dict) or schema.get("type", "string") == "string":
+            value = f"[^{stop}]*" if stop else "[^\\n]*"
+            separator = keyed.key_value
+        else:
+            value = f"{prefix}p{j}-root"
+            pairs.append(spaced_as_tojson(renamed(schema_to_gbnf(json.dumps(schema)), f"{prefix}p{j}-"), f"{prefix}p{j}-"))
+            separator = keyed.key_number or keyed.key_value
+        pairs.append(f"{prefix}kv{j} ::= {literal(key)} {literal(separator)} {value}")
+    between = literal(keyed.between_args)
+    chain = " ".join(f"{prefix}kv{j}" if j == 0 else f"{between} {prefix}kv{j}" if j < len(required) else
+                     f"( {between} {prefix}kv{j} )?" for j in range(len(order)))
+    if not required and order:  # (nothing required: the first key is optional too, and the rest follow it)
+        chain = f"( {prefix}kv0 " + " ".join(f"( {between} {prefix}kv{j} )?" for j in range(1, len(order))) + " )?"
+    return [*pairs, f"{prefix}root ::= {chain or chr(34) * 2}"]
+
+
 def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Callable[[str], str],
                  several: bool = False, whole: bool = False) -> str:
     """A call of ``tools`` as the template writes it, nothing after (``several``: one or more, where the
@@ -57,7 +86,9 @@ def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Call
     rules = []
     for i, tool in enumerate(tools):
         arguments = f"t{i}-root"
-        if syntax.quoted:  # the arguments are a JSON string holding the JSON: any string
+        if syntax.keyed is not None:
+            rules += _keyed_rules(syntax, tool, f"t{i}-", schema_to_gbnf)
+        elif syntax.quoted:  # the arguments are a JSON string holding the JSON: any string
             arguments = f"t{i}-quoted"
             rules.append(f't{i}-quoted ::= "\\"" ([^"\\\\] | "\\\\" ["\\\\/bfnrtu])* "\\""')
         else:

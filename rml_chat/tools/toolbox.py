@@ -18,6 +18,7 @@ from functools import partial
 
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
+from tokenizer.chat.tool_keyed import typed
 
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint
@@ -109,12 +110,17 @@ class Toolbox:
         message = session.conversation.messages[-1] if session.conversation.messages else {}
         if message.get("role") != "assistant" or message.get("cut"):
             return []
+        last = session.last
+        if last is not None and last.generation.stop_reason != "stop" and self.syntax.trigger() in message["content"]:
+            notify(f"tools: the reply was cut ({last.generation.stop_reason}) inside a call, which is not run")
+            return []
         try:
             content, calls = self.syntax.parse(message["content"])
         except ChatFormatError as err:
             notify(f"tools: {err}; the reply is kept as text")
             return []
-        calls = [replace(c, id=self._new_id()) for c in calls]
+        calls = [replace(c, id=self._new_id(), arguments=typed(c.arguments, self.tools[c.name].parameters)
+                         if self.syntax.keyed is not None and c.name in self.tools else c.arguments) for c in calls]
         if calls:
             message["content"], message["tool_calls"] = content, render_calls(calls)
         return calls

@@ -15,20 +15,22 @@ prompt, the call's text begins; it is cut around the name and the arguments' JSO
 where the template ends the turn (the stop texts given). An id the template writes (Solar Open, Mistral
 Nemo) is a hole that takes any id the model writes.
 
-Arguments written as JSON (``tojson``) are what this reads; a template that writes each argument as its
-own tag (Qwen3-Coder's ``<parameter=city>``, GLM's ``<arg_key>``) or as a Python call (LFM2) is named as
-such by ``derive``'s reason, not guessed at.
+Arguments are written as one JSON object (``tojson``), or one by one, a key and its value between the
+template's own texts (Qwen3-Coder's ``<parameter=city>``, GLM's ``<arg_key>``: ``tool_keyed.py``); a
+template that writes them its own way (a Python call) is named as such by ``derive``'s reason.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import ChatFormatError
 from .template import ChatTemplate
+from .tool_keyed import KeyedArgs, derive_keyed
 
 NAMES = ("xq_tool_one", "xq_tool_two")
 ARGS = ({"xq_key": "xq_value"}, {"xq_key": "xq_other"})
@@ -37,7 +39,9 @@ _ID_HOLE = "\0"
 _COUNT_HOLE = "\1"  # a call's number (0, 1, …)
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 _PROBE_TOOLS = [{"type": "function", "function": {"name": n, "description": "A probe.", "parameters": {
-    "type": "object", "properties": {"xq_key": {"type": "string"}}, "required": ["xq_key"]}}} for n in NAMES]
+    "type": "object", "properties": {"xq_key": {"type": "string"}, "xq_beta": {"type": "string"},
+                                     "xq_num": {"type": "integer"}},
+    "required": ["xq_key"]}}} for n in NAMES]
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class CallSyntax:
     between: str | None = None  # None: one call per message
     quoted: bool = False
     lead: str = ""  # what the template writes before the opening that the model does not (an empty thought)
+    keyed: KeyedArgs | None = None  # the arguments one by one (Qwen3-Coder's <parameter=…>), not one JSON object
     _patterns: dict = field(default_factory=dict, compare=False, repr=False)
 
     def _piece(self, text: str) -> re.Pattern[str]:
@@ -98,7 +103,11 @@ class CallSyntax:
             glue = self._piece(self.after_name).match(rest)
             if glue is None:
                 raise ChatFormatError(f"tool call {name.group()!r}: {self.after_name.strip()!r} expected after the name")
-            arguments, rest = _json_arguments(rest[glue.end():].lstrip(), self.quoted, name.group())
+            if self.keyed is not None:
+                ends = os.path.commonprefix([self.closing, self.between]) if self.between else self.closing
+                arguments, rest = self.keyed.parse(rest[glue.end():], ends, self._piece, name.group())
+            else:
+                arguments, rest = _json_arguments(rest[glue.end():].lstrip(), self.quoted, name.group())
             calls.append(ToolCall(name.group(), arguments))
             if self.between is None:
                 break
@@ -189,31 +198,48 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
     common = reply_start(prompt, one)
     text = one[common:].replace(CALL_ID, _ID_HOLE)
     at = text.find(NAMES[0])
-    spelled = [json.dumps(json.dumps(ARGS[0])) if quoted else json.dumps(ARGS[0])]
-    args_at = next(((text.find(s, at), s) for s in spelled if text.find(s, at) >= 0), None)
-    if args_at is None:
-        shape = "one by one (a key, then its value)" if "xq_key" in text and "xq_value" in text else "its own way"
-        return None, f"the template writes a call's arguments {shape}, not as one JSON object (not read yet)"
+    keyed = None
+    spelled = json.dumps(json.dumps(ARGS[0])) if quoted else json.dumps(ARGS[0])
+    if text.find(spelled, at) < 0:
+        if not ("xq_key" in text and "xq_value" in text):
+            return None, "the template writes a call's arguments its own way, not as one JSON object (not read yet)"
+        keyed = derive_keyed(template, {"bos_token": bos, "eos_token": eos, "tools": _PROBE_TOOLS}, common, at)
+        if isinstance(keyed, str):
+            return None, keyed
+    start, end = _span(text, at, 0, keyed, spelled)
     lead, opening = "", text[:at]
     if thought_close and thought_close.strip() in opening:
         cut = opening.index(thought_close.strip()) + len(thought_close.strip())
         lead, opening = opening[:cut], opening[cut:]
-    after_name = text[at + len(NAMES[0]):args_at[0]]
-    tail = text[args_at[0] + len(args_at[1]):]
+    after_name, tail = text[at + len(NAMES[0]):start], text[end:]
     ends = [tail.find(s) for s in stops if s and tail.find(s) >= 0]
     closing = tail[:min(ends)] if ends else tail
     between = None
     if two is not None:
         second = two[common:].replace(CALL_ID, _ID_HOLE)
-        first_end = second.find(args_at[1], at) + len(args_at[1])
+        first_end = _span(second, at, 0, keyed, spelled)[1]
         name_two = second.find(NAMES[1], first_end)
-        if first_end >= len(args_at[1]) and name_two >= 0:
+        if first_end > 0 and name_two >= 0:
             between = second[first_end:name_two]
-            after_two = second[name_two + len(NAMES[1]):second.find(json.dumps(ARGS[1])[:8], name_two)]
-            after_name = _counted(after_name, after_two)
+            second_start = _span(second, name_two, 1, keyed, json.dumps(json.dumps(ARGS[1])) if quoted else
+                                 json.dumps(ARGS[1]))[0]
+            after_name = _counted(after_name, second[name_two + len(NAMES[1]):second_start])
+    if keyed is not None and "xq_" in after_name + closing + (between or "") + keyed.between_args:
+        return None, "the template writes each argument as a tag named by its key (not read yet)"
     if not _NAME_RE.fullmatch(NAMES[0]) or not opening.strip() and not after_name.strip():
         return None, "the template writes a call with nothing around its name"
-    return CallSyntax(opening, after_name, closing, between, quoted, lead), ""
+    return CallSyntax(opening, after_name, closing, between, quoted, lead, keyed), ""
+
+
+def _span(text: str, at: int, call: int, keyed: KeyedArgs | None, spelled: str) -> tuple[int, int]:
+    """Where call ``call``'s arguments are in ``text``, from ``at`` (its name) on: (start, end); (-1, 0)."""
+    if keyed is None:
+        start = text.find(spelled, at)
+        return (start, start + len(spelled)) if start >= 0 else (-1, 0)
+    start = text.find("xq_key", at)
+    value = ARGS[call]["xq_key"]
+    end = text.find(value, start)
+    return (start, end + len(value)) if start >= 0 and end >= 0 else (-1, 0)
 
 
 def render_calls(calls: Sequence[ToolCall]) -> list[dict]:

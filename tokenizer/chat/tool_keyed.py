@@ -1,0 +1,121 @@
+"""Tool-call arguments written one by one: a key, then its value, between the template's own texts.
+
+Read off the template the way ``tool_calls.py`` reads a call: one call with two arguments is rendered,
+and the texts around the keys and values are cut out. Worked example, Qwen3-Coder::
+
+    <function=NAME>\\n<parameter=xq_key>\\nxq_value\\n</parameter>\\n<parameter=xq_beta>\\nxq_two\\n</parameter>\\n</function>
+    -> key_value ">\\n", between_args "\\n</parameter>\\n<parameter="   (after_name ">\\n<parameter=")
+
+A value is the text up to the next ``between_args`` or the call's closing, whichever comes first; values
+come back as text (the toolbox reads numbers and objects by the tool's schema).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .errors import ChatFormatError
+from .template import ChatTemplate
+
+TWO_ARGS = {"xq_key": "xq_value", "xq_beta": "xq_two"}
+
+
+@dataclass(frozen=True)
+class KeyedArgs:
+    key_value: str  # between a key and its value
+    between_args: str  # from a value to the next key
+    key_number: str = ""  # between a key and a value that is no string, where the template says so (DSML)
+
+    def separators(self) -> list[str]:
+        return [self.key_value] + ([self.key_number] if self.key_number and self.key_number != self.key_value else [])
+
+    def parse(self, text: str, closing: str, piece: Callable[[str], re.Pattern[str]],
+              name: str) -> tuple[dict, str]:
+        """The arguments at the start of ``text`` (right after the first key's opening), and what follows::
+
+            >>> import re
+            >>> k = KeyedArgs("</arg_key>\\n<arg_value>", "</arg_value>\\n<arg_key>")
+            >>> k.parse("city</arg_key>\\n<arg_value>Oslo</arg_value>\\n</tool_call>", "</arg_value>\\n</tool_call>",
+            ...         lambda t: re.compile(r"\\s*" + re.escape(t.strip())), "get_weather")
+            ({'city': 'Oslo'}, '</arg_value>\\n</tool_call>')
+        """
+        arguments: dict[str, str] = {}
+        key_values, between = [piece(t) for t in self.separators()], piece(self.between_args)
+        end = piece(closing) if closing.strip() else None
+        while True:
+            found = min((m for m in (p.search(text) for p in key_values) if m), key=lambda m: m.start(), default=None)
+            if found is None:
+                raise ChatFormatError(f"tool call {name!r}: {self.key_value.strip()!r} expected after an argument's name")
+            key, text = text[:found.start()].strip(), text[found.end():]
+            ends = [(m.start(), kind, m) for kind, m in (("next", between.search(text)),
+                                                        ("end", end.search(text) if end else None)) if m]
+            if not ends:
+                arguments[key] = text.strip()
+                return arguments, ""
+            at, kind, match = min(ends, key=lambda e: (e[0], e[1] != "next"))
+            arguments[key] = text[:at].strip()
+            if kind == "end":
+                return arguments, text[at:].lstrip()
+            text = text[match.end():]
+
+
+def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: int, at: int) -> KeyedArgs | str:
+    """The texts around keys and values, read off a call with two arguments; or why they can't be."""
+    from .tool_calls import CALL_ID, NAMES
+
+    call = {"id": CALL_ID, "type": "function", "function": {"name": NAMES[0], "arguments": TWO_ARGS}}
+    try:
+        text = template.render([{"role": "user", "content": "Which tool?"},
+                                {"role": "assistant", "content": "", "tool_calls": [call]}], False, **options)[common:]
+    except ChatFormatError as err:
+        return f"the template can't render a call with two arguments ({err})"
+    key_one = text.find("xq_key", at)
+    value_one = text.find("xq_value", key_one)
+    key_two = text.find("xq_beta", value_one)
+    value_two = text.find("xq_two", key_two)
+    if min(key_one, value_one, key_two, value_two) < 0:
+        return "the template writes a call's arguments its own way, not as one JSON object (not read yet)"
+    key_value = text[key_one + len("xq_key"):value_one]
+    if text[key_two + len("xq_beta"):value_two] != key_value or not key_value.strip():
+        return "the template writes each argument its own way (not read yet)"
+    between = text[value_one + len("xq_value"):key_two]
+    if not between.strip():
+        return "the template writes arguments with nothing between them (not read yet)"
+    call["function"]["arguments"] = {"xq_key": "xq_value", "xq_num": 7}  # type: ignore[index]
+    try:
+        numbered = template.render([{"role": "user", "content": "Which tool?"},
+                                    {"role": "assistant", "content": "", "tool_calls": [call]}], False, **options)[common:]
+    except ChatFormatError:
+        return KeyedArgs(key_value, between)
+    key_num = numbered.find("xq_num", at)
+    value_num = numbered.find("7", key_num + len("xq_num"))
+    if key_num < 0 or value_num < 0:
+        return KeyedArgs(key_value, between)
+    key_number = numbered[key_num + len("xq_num"):value_num]
+    if key_number != key_value and key_value.startswith(key_number):
+        return "the template quotes string values as code does (a Python call: not read yet)"
+    return KeyedArgs(key_value, between, key_number)
+
+
+def typed(arguments: Mapping[str, object], schema: Mapping[str, object]) -> dict:
+    """Keyed arguments read by the tool's schema: a value whose property is no string is JSON (``"3"`` -> 3),
+    where it parses; the rest stay text::
+
+        >>> typed({"city": "Oslo", "days": "3"}, {"properties": {"city": {"type": "string"}, "days": {"type": "integer"}}})
+        {'city': 'Oslo', 'days': 3}
+    """
+    import json
+
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    out = {}
+    for key, value in arguments.items():
+        kind = properties.get(key, {}).get("type") if isinstance(properties.get(key), dict) else None  # type: ignore[union-attr]
+        if isinstance(value, str) and kind not in (None, "string"):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        out[key] = value
+    return out
