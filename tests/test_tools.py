@@ -343,3 +343,20 @@ def test_a_hung_and_a_dead_mcp_server_each_end_the_call_with_an_error(mcp_server
         assert box.run(ToolCall("get_weather", {"city": "Oslo"})).startswith("error: the tool raised")  # gone now
     finally:
         server.close()
+
+
+def test_batch_lines_carry_their_calls_and_a_refused_call_says_so(copies) -> None:
+    lines = "\n".join(json.dumps({"id": i, "prompt": f"What is the weather in {city}?"})
+                      for i, city in enumerate(["Paris", "Oslo"])) + "\n"
+    runs = {}
+    for flags in ((), ("--tools-approve",)):
+        done = subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--functions", copies["functions"],
+                               "--tool-choice", "required", "--batch", "-", "-n", "48", "--temp", "0", *flags],
+                              input=lines, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        runs[flags] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["id"] for r in runs[()]] == [0, 1]
+    assert all(r["tool_calls"][0]["result"] == "error: the user did not allow this call" for r in runs[()])
+    approved = runs[("--tools-approve",)]
+    assert [r["tool_calls"][0]["result"].startswith("Sunny, 21 C in ") for r in approved] == [True, True]
+    assert approved[1]["tool_calls"][0]["arguments"]["city"] == "Oslo"
