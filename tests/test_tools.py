@@ -360,3 +360,21 @@ def test_batch_lines_carry_their_calls_and_a_refused_call_says_so(copies) -> Non
     approved = runs[("--tools-approve",)]
     assert [r["tool_calls"][0]["result"].startswith("Sunny, 21 C in ") for r in approved] == [True, True]
     assert approved[1]["tool_calls"][0]["arguments"]["city"] == "Oslo"
+
+
+def test_ctrl_c_during_a_call_is_the_calls_result_not_the_end_of_the_chat() -> None:
+    import os
+    import signal
+    import threading
+
+    def hang(x: str) -> str:
+        time.sleep(30)
+        return "late"
+
+    box = Toolbox([tool_of(hang, "test")], CallSyntax("<tool_call>", "|", "</tool_call>"), timeout=20,
+                  approve=lambda call: True)
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.perf_counter()
+    assert box.run(ToolCall("hang", {"x": "1"})) == "error: the user interrupted the call"
+    assert time.perf_counter() - started < 5
