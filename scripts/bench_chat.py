@@ -220,19 +220,28 @@ def parallel(model_path: str | None, n: int = 64, slots: int = 4) -> None:
     lines = "\n".join(json.dumps({"id": i, "prompt": f"Write a sentence about the colour number {i}."})
                       for i in range(n)) + "\n"
     runs = {}
-    for label, flags in (("sequential", []), (f"-np {slots}", ["-np", str(slots)])):
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "rml_chat", path, "--batch", "-", "--temp", "0", "-n", "32",
-                               "-sys", "Answer in one sentence.", *flags], input=lines.encode(), capture_output=True,
-                              env=env, check=True)
-        wall = time.perf_counter() - start
-        out = [json.loads(line) for line in done.stdout.decode().splitlines()]
-        runs[label] = (wall, out, sum(o["completion_tokens"] for o in out))
-    (w1, seq, t1), (w2, par, t2) = runs.values()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cluster
+
+    server = cluster.start(Path(path), workers=0, ctx=2048 * slots, threads=os.cpu_count() or 1, slots=slots)
+    try:
+        for label, flags in (("sequential", []), (f"-np {slots}", ["-np", str(slots)]),
+                             (f"llama-server -np {slots}", ["--server", server.url, "-np", str(slots)])):
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "rml_chat", path, "--batch", "-", "--temp", "0", "-n", "32",
+                                   "-sys", "Answer in one sentence.", *flags], input=lines.encode(),
+                                  capture_output=True, env=env, check=True)
+            wall = time.perf_counter() - start
+            out = [json.loads(line) for line in done.stdout.decode().splitlines()]
+            runs[label] = (wall, out, sum(o["completion_tokens"] for o in out))
+    finally:
+        server.stop()
+    (w1, seq, t1), (w2, par, t2), (w3, _, t3) = runs.values()
     differ = sum(a["reply"] != b["reply"] for a, b in zip(seq, par))
     print(f"parallel batch ({n} prompts, -n 32, whole processes): sequential {t1 / w1:.1f} tok/s ({w1:.1f} s), "
-          f"-np {slots} {t2 / w2:.1f} tok/s ({w2:.1f} s); ratio {(t2 / w2) / (t1 / w1):.2f}; greedy replies that "
-          f"differ: {differ} of {n}")
+          f"-np {slots} {t2 / w2:.1f} tok/s ({w2:.1f} s), the same lines on llama-server -np {slots} "
+          f"{t3 / w3:.1f} tok/s ({w3:.1f} s); -np over sequential {(t2 / w2) / (t1 / w1):.2f}, over llama-server "
+          f"{(t2 / w2) / (t3 / w3):.2f}; greedy replies that differ: {differ} of {n}")
 
 
 def batch(model_path: str | None, counts: tuple[int, ...] = (12, 100)) -> None:
