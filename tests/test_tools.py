@@ -378,3 +378,14 @@ def test_ctrl_c_during_a_call_is_the_calls_result_not_the_end_of_the_chat() -> N
     started = time.perf_counter()
     assert box.run(ToolCall("hang", {"x": "1"})) == "error: the user interrupted the call"
     assert time.perf_counter() - started < 5
+
+
+def test_a_json_schema_shapes_the_whole_reply_so_such_a_turn_makes_no_call(copies) -> None:
+    schema = '{"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}'
+    done = subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--functions", copies["functions"],
+                           "--tool-choice", "required", "--tools-approve", "-j", schema, "-p",
+                           "What is the weather in Paris?", "-n", "48", "--temp", "0", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    out = json.loads(done.stdout)
+    assert out["tool_calls"] == [] and "tool call:" not in done.stderr
+    assert out["schema_valid"] is (out["stop_reason"] == "stop") and "answer" in out["reply"]

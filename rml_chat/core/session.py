@@ -134,11 +134,14 @@ class ChatSession:
         return self.prompt_filter(ids) if self.prompt_filter is not None else ids
 
     def exchange(self, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
-                 progress: Progress | None = None, think: Callable[[str], None] | None = None) -> TurnResult:
+                 progress: Progress | None = None, think: Callable[[str], None] | None = None,
+                 constraint: Constraint | None = None) -> TurnResult:
         """The user's message and everything it leads to: ``turn``, or with tools, the turns of the calls
-        the model makes and of their results (``Toolbox.exchange``)."""
-        if self.toolbox is None or not self.toolbox.definitions():
-            return self.turn(text, emit, notify, progress, think=think)
+        the model makes and of their results (``Toolbox.exchange``). A schema or grammar (``constraint``,
+        else the session's) shapes the whole reply, so such a turn makes no call."""
+        constraint = constraint or self.constraint
+        if constraint is not None or self.toolbox is None or not self.toolbox.definitions():
+            return self.turn(text, emit, notify, progress, constraint=constraint, think=think)
         return self.toolbox.exchange(self, text, emit, notify, progress, think)
 
     def reply_room(self) -> int:

@@ -11,9 +11,8 @@ llama-cpp-python gives us its build of llama.cpp and its ctypes bindings (``llam
   never use); here the loading thread makes two C calls, and our main thread builds the tokenizer
   meanwhile.
 
-``LlamaModel`` keeps ``Llama``'s settings, so replies stay the same token for token: its model and context
-parameters, batches of ``n_batch`` with logits for the last token only, and the sampler chain
-``Llama.generate`` builds::
+``LlamaModel`` keeps ``Llama``'s settings: its model and context parameters, batches of ``n_batch`` with
+logits for the last token only (local.py decodes a prompt's last id apart), the sampler chain it builds::
 
     penalties (last n, repeat) -> grammar? -> greedy                                 (temp 0)
                                            -> top-k, typical, top-p, min-p, temp, draw  (temp > 0)

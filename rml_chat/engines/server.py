@@ -170,7 +170,7 @@ class ServerEngine:
             body["seed"] = sampling.seed
         if grammar is not None:
             body["grammar"] = str(grammar)
-            if triggers_of(grammar):  # llama-server's lazy grammar: type 1 is a word (common/chat.h)
+            if triggers_of(grammar):  # llama-server's lazy grammar: type 1 is a word (common/common.h)
                 body["grammar_lazy"] = True
                 body["grammar_triggers"] = [{"type": 1, "value": t} for t in triggers_of(grammar)]
         conn = self._connection()

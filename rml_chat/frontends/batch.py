@@ -160,8 +160,7 @@ def run_job(session: ChatSession, job: Job, base) -> dict:  # type: ignore[no-un
             why = session.apply(name, value)
             if why:
                 raise AppError(why, "input")
-        result = session.turn(job.prompt, lambda _: None, lambda _: None, constraint=job.constraint) \
-            if job.constraint is not None else session.exchange(job.prompt, lambda _: None, lambda _: None)
+        result = session.exchange(job.prompt, lambda _: None, lambda _: None, constraint=job.constraint)
     finally:
         session.thinking, session.reasoning_effort = before
     return {"id": job.id, "line": job.number, **result_json(session, result, job.constraint)}

@@ -198,18 +198,18 @@ class Commands:
     def _tools(self, rest: str) -> None:
         box = self.repl.session.toolbox
         if box is None:
-            self.repl.say("no tools: start with --functions FILE.py to give the model some")
+            self.say("no tools: start with --functions FILE.py to give the model some")
             return
         action, _, name = rest.strip().partition(" ")
         if action in ("on", "off") and name.strip():
             why = box.switch(name.strip(), action == "on")
-            self.repl.say(f"error: {why}" if why else f"{name.strip()}: {action}")
+            self.say(f"error: {why}" if why else f"{name.strip()}: {action}")
             return
         if action:
-            self.repl.say("usage: /tools, /tools on NAME, /tools off NAME (or all)")
+            self.say("usage: /tools, /tools on NAME, /tools off NAME (or all)")
             return
         for line in box.listing():
-            self.repl.say(line)
+            self.say(line)
 
     def _prompt(self, _: str) -> None:
         ids = self.session.prompt_ids()

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shlex
-import sys
 import threading
 
 from .functions import Tool
@@ -63,7 +63,7 @@ class McpServer:
             return
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         params = StdioServerParameters(command=self.argv[0], args=self.argv[1:])
-        with open(_null_device(), "w") as quiet:  # the server's own log stays off the chat's screen
+        with open(os.devnull, "w") as quiet:  # the server's own log stays off the chat's screen
             async with stdio_client(params, errlog=quiet) as streams, ClientSession(streams[0], streams[1]) as session:
                 await session.initialize()
                 self.listed = (await session.list_tools()).tools
@@ -95,10 +95,6 @@ class McpServer:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(5)
-
-
-def _null_device() -> str:
-    return "nul" if sys.platform == "win32" else "/dev/null"
 
 
 def _reason(err: BaseException) -> str:

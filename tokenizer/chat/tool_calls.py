@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .errors import ChatFormatError
@@ -226,7 +226,7 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
             after_name = _counted(after_name, second[name_two + len(NAMES[1]):second_start])
     if keyed is not None and "xq_" in after_name + closing + (between or "") + keyed.between_args:
         return None, "the template writes each argument as a tag named by its key (not read yet)"
-    if not _NAME_RE.fullmatch(NAMES[0]) or not opening.strip() and not after_name.strip():
+    if not opening.strip() and not after_name.strip():
         return None, "the template writes a call with nothing around its name"
     return CallSyntax(opening, after_name, closing, between, quoted, lead, keyed), ""
 
@@ -252,6 +252,3 @@ def tool_message(call: ToolCall, result: str) -> dict:
     """A tool's result as the message templates read it (``tool_call_id`` and ``name`` for those that ask)."""
     return {"role": "tool", "content": result, "tool_call_id": call.id or "call00000", "name": call.name}
 
-
-def describe(tools: Sequence[Mapping[str, object]]) -> list[str]:
-    return [str(t.get("function", {}).get("name", "?")) for t in tools]  # type: ignore[union-attr]

@@ -12,6 +12,7 @@ come back as text (the toolbox reads numbers and objects by the tool's schema).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -106,8 +107,6 @@ def typed(arguments: Mapping[str, object], schema: Mapping[str, object]) -> dict
         >>> typed({"city": "Oslo", "days": "3"}, {"properties": {"city": {"type": "string"}, "days": {"type": "integer"}}})
         {'city': 'Oslo', 'days': 3}
     """
-    import json
-
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     out = {}
     for key, value in arguments.items():
