@@ -389,3 +389,35 @@ def test_a_json_schema_shapes_the_whole_reply_so_such_a_turn_makes_no_call(copie
     out = json.loads(done.stdout)
     assert out["tool_calls"] == [] and "tool call:" not in done.stderr
     assert out["schema_valid"] is (out["stop_reason"] == "stop") and "answer" in out["reply"]
+
+
+@pytest.mark.parametrize("result", ['Sunny {"t": 21}', 'line one\nline "two" \\ back', " padded <|im_end|> "])
+def test_every_tool_templates_prompt_with_a_call_and_its_result_is_the_template_itself(result: str) -> None:
+    """Byte for byte jinja2's rendering, results with quotes, newlines and a special token's text too
+    (Llama 3.x and gpt-oss hand a result to tojson: the splice takes its escaped text, still literal)."""
+    import datetime
+
+    from tokenizer.chat.errors import ChatFormatError
+    from tokenizer.chat.render import format_chat
+    from tokenizer.chat.segments import segments_text
+    from tokenizer.chat.splice import TemplateFormat
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Oslo?"},
+                    {"role": "assistant", "content": "", "tool_calls": [{"id": "call00001", "type": "function",
+                     "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+                    {"role": "tool", "content": result, "tool_call_id": "call00001", "name": "get_weather"}]
+    now, same = datetime.datetime(2026, 1, 2), 0
+    for name, source in _templates().items():
+        options = {"bos_token": "<s>", "eos_token": "</s>", "now": now}
+        try:
+            expected = ChatTemplate(source).render(conversation, True, tools=tools, **options)
+        except ChatFormatError:
+            continue  # the template refuses tools itself (named in the syntax test)
+        segments = format_chat(TemplateFormat(name, source), conversation, True, tools=tools, **options)
+        assert segments_text(segments) == expected, name
+        literal = (result.strip(), json.dumps(result.strip(), ensure_ascii=False)[1:-1])  # as written, or in tojson
+        assert any(not s.special and s.text in literal for s in segments), name
+        same += 1
+    assert same >= 55

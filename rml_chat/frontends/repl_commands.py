@@ -69,7 +69,7 @@ class Commands:
             "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
             "/schema": (self._schema, "JSON|@FILE|off  replies are JSON following this schema"),
             "/grammar": (self._grammar, "GBNF|@FILE|off  replies follow this GBNF grammar"),
-            "/tools": (self._tools, "[on|off NAME|all]  the tools the model may call (--functions), on or off"),
+            "/tools": (self._tools, "[on|off NAME|all]  the tools the model may call (--functions, --mcp), on or off"),
             "/exit": (lambda _: True, "leave (or Ctrl-D)"),
         }
 
@@ -198,7 +198,7 @@ class Commands:
     def _tools(self, rest: str) -> None:
         box = self.repl.session.toolbox
         if box is None:
-            self.say("no tools: start with --functions FILE.py to give the model some")
+            self.say("no tools: start with --functions FILE.py or --mcp \"COMMAND\" to give the model some")
             return
         action, _, name = rest.strip().partition(" ")
         if action in ("on", "off") and name.strip():

@@ -9,7 +9,9 @@ message). The conversation is rendered twice:
 2. with the real contents.
 
 Everything in rendering 1 outside the sentinels is template text (special tokens in it are parsed);
-each sentinel becomes its content's text, literal. The splice is used only when it reproduces
+each sentinel becomes its content's text, literal — as the template wrote it: a content the template
+hands to ``tojson`` (Llama 3.x and gpt-oss write a tool's result so) is its JSON-escaped text, still
+literal. The splice is used only when it reproduces
 rendering 2 exactly; otherwise the conversation is refused, naming the difference. Example::
 
     content " Hi <|im_end|> " -> rendered as " \\U000f0200 " -> segments … Segment("Hi <|im_end|>", False) …
@@ -18,6 +20,7 @@ rendering 2 exactly; otherwise the conversation is refused, naming the differenc
 from __future__ import annotations
 
 import datetime
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -87,11 +90,16 @@ def write_spliced(template: str, messages: Sequence[Mapping[str, object]], add_g
     segments: list[Segment] = []
     if cores:
         sentinels = re.compile("([" + chr(_BASE) + "-" + chr(_BASE + len(cores) - 1) + "])")
+        at = 0  # where the real rendering is, part by part
         for part in sentinels.split(tpl.render(marked, add_generation_prompt, **options)):
             if len(part) == 1 and _BASE <= ord(part) < _BASE + len(cores):
-                segments.append(Segment(cores[ord(part) - _BASE], False))
+                core = cores[ord(part) - _BASE]
+                quoted = json.dumps(core, ensure_ascii=False)[1:-1]  # inside a string the template's tojson wrote
+                part = quoted if not real.startswith(core, at) and real.startswith(quoted, at) else core
+                segments.append(Segment(part, False))
             elif part:
                 segments.append(Segment(part, True))
+            at += len(part)
     elif real:
         segments.append(Segment(real, True))
     spliced = segments_text(segments)
