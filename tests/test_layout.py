@@ -5,6 +5,9 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -153,3 +156,14 @@ def test_no_two_modules_of_the_app_import_each_other() -> None:
     pairs = sorted({tuple(sorted((a, b))) for a, names in graph.items() for b in names
                     if b in graph and a in graph[b] and a != b})
     assert pairs == []
+
+
+def test_a_built_wheel_holds_every_module(tmp_path) -> None:
+    """``pip install .`` (not editable) ships every package: a list of them by hand once left out
+    rml_chat.tools and rml_chat.doctor, which an editable install hid."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+                    str(ROOT)], check=True, capture_output=True, timeout=600)
+    (wheel,) = tmp_path.glob("rml_chat-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    present = {str(p.relative_to(ROOT)) for p in modules("tokenizer", "rml_chat")}
+    assert sorted(present - shipped) == []

@@ -23,6 +23,7 @@ from ..engines.base import Engine, Generation, Progress, Sampling, common_prefix
 from ..errors import AppError
 from ..words import counted
 from .conversation import ChatError, Conversation
+from .gbnf import after_thought, answer_alone
 from .model import Model
 from .reply import Reply
 from .structured import Constraint, Outcome, judge
@@ -227,7 +228,7 @@ class ChatSession:
             for note in moves:
                 notify(note)
         result = self._record(reply, ids, gen, dropped, cut=False, moves=moves)
-        result.outcome = judge(constraint, result.reply, gen.stop_reason)
+        result.outcome = None if constraint is None else judge(constraint, result.reply, gen.stop_reason)
         result.max_tokens = self.sampling.max_tokens
         if reply.stopped_by in self.user_stops:
             result.stopped_by = reply.stopped_by
@@ -252,17 +253,18 @@ class ChatSession:
                   progress: Progress | None, constraint: Constraint | None, moves: list[str]) -> None:
         """Stream the reply to ``ids`` into ``gen``. When it fills the context (and context_shift allows),
         the window moves and the same reply goes on; when a thought reaches the reasoning budget (or the
-        REPL's Ctrl-C), it is closed and the reply goes on (``_ids``: the prompt ids of the last call). Free
-        text only: a grammar can't be resumed halfway."""
+        REPL's Ctrl-C), it is closed and the reply goes on (``_ids``: the prompt ids of the last call), under
+        the answer's grammar alone where there is one (``_grammar``)."""
         sampling, self._ids, ended = self.sampling, ids, False
         stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
-        if reply.in_thought and sampling.reasoning_budget == 0 and constraint is None:  # the prompt opened one: end it
+        free = self._thought_apart(constraint)  # the thought is free of the grammar: it can be ended by hand
+        if reply.in_thought and sampling.reasoning_budget == 0 and free:  # the prompt opened one: end it
             ids, ended = self._end_thought(ids, gen, reply, emit), True
         while True:
             part = Generation()
             try:
                 for token in self.engine.generate(ids, sampling, stops, part, progress,
-                                                  None if constraint is None else constraint.gbnf):
+                                                  self._grammar(constraint, reply.in_thought, ended)):
                     if token in self._thought_stops and not reply.in_thought:  # a stop after all, in the answer
                         part.tokens.pop()
                         part.stop_reason = "stop"
@@ -272,12 +274,12 @@ class ChatSession:
                     if reply.stopped_by is not None:
                         part.stop_reason = "stop_string"
                         break
-                    if not ended and constraint is None and reply.in_thought \
+                    if not ended and free and reply.in_thought \
                             and 0 <= sampling.reasoning_budget <= reply.thought_tokens:
                         part.stop_reason = "thought ended"
                         break
             except KeyboardInterrupt:
-                if not (self.ctrl_c_ends_thought and reply.in_thought and not ended and constraint is None):
+                if not (self.ctrl_c_ends_thought and reply.in_thought and not ended and free):
                     raise
                 part.stop_reason = "thought ended"  # the first Ctrl-C during a thought ends the thought
             finally:
@@ -296,6 +298,17 @@ class ChatSession:
                 moves.append(moved[1])
             if sampling.max_tokens >= 0:
                 sampling = replace(self.sampling, max_tokens=max(self.sampling.max_tokens - len(gen.tokens), 0))
+
+    def _thought_apart(self, constraint: Constraint | None) -> bool:
+        """Whether a reasoning model's thought is free of ``constraint`` (None: there is none), so that it
+        can be ended by hand (``gbnf.answer_alone``)."""
+        return constraint is None or answer_alone(constraint.gbnf, self.model.reasoning)
+
+    def _grammar(self, constraint: Constraint | None, in_thought: bool, thought_ended: bool) -> str | None:
+        """The next call's grammar: the constraint's after a free thought; once the thought is over, its own."""
+        if constraint is None or thought_ended or not answer_alone(constraint.gbnf, self.model.reasoning):
+            return None if constraint is None else constraint.gbnf
+        return after_thought(constraint.gbnf, self.model.reasoning, in_thought)
 
     def _end_thought(self, ids: list[int], gen: Generation, reply: Reply, emit: Callable[[str], None]) -> list[int]:
         """The close marker, tokenized as the template writes it, into the reply and the context: the model

@@ -20,24 +20,16 @@ from collections.abc import Callable, Sequence
 
 from tokenizer.chat.tool_calls import _COUNT_HOLE, _ID_HOLE, CallSyntax
 
+from ..core.gbnf import literal as gbnf_literal
+from ..core.gbnf import renamed
 from .functions import Tool
-
-_RULE = re.compile(r"^([A-Za-z0-9-]+)\s*::=", re.M)
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z0-9-]+|.', re.S)
 
 
 def literal(text: str) -> str:
     """Text as GBNF (an id hole as nine letters and digits)."""
     holes = {_ID_HOLE: "[A-Za-z0-9]{9}", _COUNT_HOLE: "[0-9]"}
-    parts = [holes.get(piece) or json.dumps(piece, ensure_ascii=False)
-             for piece in re.split(f"([{_ID_HOLE}{_COUNT_HOLE}])", text) if piece]
+    parts = [holes.get(piece) or gbnf_literal(piece) for piece in re.split(f"([{_ID_HOLE}{_COUNT_HOLE}])", text) if piece]
     return " ".join(parts) or '""'
-
-
-def renamed(gbnf: str, prefix: str) -> str:
-    """Every rule of ``gbnf`` prefixed, where it is defined and where it is used (never inside a literal)."""
-    names = set(_RULE.findall(gbnf))
-    return "".join(prefix + t if t in names else t for t in _TOKEN.findall(gbnf))
 
 
 def spaced_as_tojson(gbnf: str, prefix: str) -> str:

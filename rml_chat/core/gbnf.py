@@ -1,0 +1,100 @@
+"""GBNF the chat core writes: a literal, a grammar's rules renamed apart, text that runs up to a marker
+without containing it, and a reply's grammar for a reasoning model — the thought free, the answer under
+the user's schema or grammar (as vLLM's reasoning parsers and llama-server's ``json_schema`` with a
+thinking template do; a grammar over the whole reply would forbid the thought).
+
+Worked example, a schema's grammar (``root ::= "{" …``) under Qwen3's markers::
+
+    root ::= th-head th-ws a-root
+    th-head ::= ( "<think>" th-s0 "</think>" )?
+    th-s0 ::= [^<>/ehiknt] th-s0 | "<" th-s1 | ... | ""      (any text in which "</think>" does not occur)
+    th-ws ::= [ \\t\\r\\n]{0,8}
+    a-root ::= "{" ...                                       (the schema's rules, each name prefixed a-)
+
+Where the prompt already opened the thought (DeepSeek R1 distills) the head is the thought's text and its
+close; where the answer has an opening of its own (gpt-oss's ``<|channel|>final<|message|>``) a reply
+without a thought starts with it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tokenizer.chat.reasoning import Reasoning
+
+_RULE = re.compile(r"^\s*([A-Za-z0-9-]+)\s*::=", re.M)
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|#[^\n]*|[A-Za-z0-9-]+|.', re.S)
+_CLASS_ESCAPES = {"\\": "\\\\", "]": "\\]", "[": "\\[", "^": "\\^", "-": "\\-", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def literal(text: str) -> str:
+    """Text as a GBNF string literal (llama.cpp's parser takes JSON's escapes but \\b and \\f)::
+
+        >>> literal('say "hi"\\n')
+        '"say \\\\"hi\\\\"\\\\n"'
+    """
+    return json.dumps(text, ensure_ascii=False).replace("\\b", "\\x08").replace("\\f", "\\x0C")
+
+
+def renamed(gbnf: str, prefix: str) -> str:
+    """Every rule of ``gbnf`` prefixed, where it is defined and where it is used (never inside a literal, a
+    character class or a comment)::
+
+        >>> renamed('root ::= item+  # root: items\\nitem ::= "root"', "a-")
+        'a-root ::= a-item+  # root: items\\na-item ::= "root"'
+    """
+    names = set(_RULE.findall(gbnf))
+    return "".join(prefix + t if t in names else t for t in _TOKEN.findall(gbnf))
+
+
+def _next_state(marker: str, matched: int, char: str) -> int:
+    """How much of ``marker`` the text's tail matches after ``char`` follows a tail matching ``matched``."""
+    seen = marker[:matched] + char
+    return next(k for k in range(len(seen), -1, -1) if marker.startswith(seen[len(seen) - k:]))
+
+
+def text_without(marker: str, name: str) -> list[str]:
+    """Rules ``name-s0`` … : any text (empty too) in which ``marker`` does not occur, as the automaton that
+    follows how much of the marker the text's tail matches. State ``i`` = the tail matches ``marker[:i]``; a
+    character that would complete the marker has no way on. For ``"ab"``::
+
+        >>> for rule in text_without("ab", "t"): print(rule)
+        t-s0 ::= [^ab] t-s0 | "a" t-s1 | "b" t-s0 | ""
+        t-s1 ::= [^ab] t-s0 | "a" t-s1 | ""
+    """
+    chars = sorted(set(marker))
+    other = "[^" + "".join(_CLASS_ESCAPES.get(c, c) for c in chars) + "]"
+    rules = []
+    for state in range(len(marker)):
+        ways = [f"{other} {name}-s0"]
+        for char in chars:
+            to = _next_state(marker, state, char)
+            if to < len(marker):
+                ways.append(f"{literal(char)} {name}-s{to}")
+        rules.append(f"{name}-s{state} ::= {' | '.join(ways)} | \"\"")
+    return rules
+
+
+def answer_alone(gbnf: str, reasoning: Reasoning | None) -> bool:
+    """Whether a reasoning model's schema or grammar shapes its answer alone, after a free thought: yes,
+    unless the grammar writes the thought's markers itself (it shapes the whole reply, thought and all) or
+    is lazy (a tool call's: free text until its trigger)."""
+    return reasoning is not None and not getattr(gbnf, "triggers", ()) and \
+        not any(m.strip() and m.strip() in gbnf for m in (reasoning.open, reasoning.close))
+
+
+def after_thought(answer_gbnf: str, reasoning: Reasoning, in_thought: bool = False) -> str:
+    """The reply's grammar: an optional thought between its markers (``in_thought``: the prompt opened it,
+    so the thought's text and its close come first), a little whitespace, then ``answer_gbnf``'s ``root``.
+    A reply without a thought starts with the answer's own opening, where it has one (gpt-oss's)."""
+    opening, close = reasoning.open.strip() or reasoning.open, reasoning.close.strip() or reasoning.close
+    body = f"th-s0 {literal(close)}"
+    if in_thought:
+        head = body
+    elif reasoning.answer_open:
+        head = f"{literal(opening)} {body} | {literal(reasoning.answer_open)}"
+    else:
+        head = f"( {literal(opening)} {body} )?"
+    return "\n".join(["root ::= th-head th-ws a-root", f"th-head ::= {head}", *text_without(close, "th"),
+                      "th-ws ::= [ \\t\\r\\n]{0,8}", renamed(answer_gbnf, "a-")]) + "\n"
