@@ -202,3 +202,39 @@ def test_an_empty_reply_without_a_schema_names_no_grammar(copies) -> None:
     assert result.outcome is None
     result.reply, result.generation.stop_reason = "", "stop"
     assert result.cut_note(1024) == "the reply is empty: the model ended its turn at once"
+
+
+# ----- every family of the proof, on real weights -------------------------------------------------------
+
+FAMILIES = ["qwen3", "r1-distill", "ministral", "gpt-oss", "seed-oss", "minimax-m2", "nemotron", "smollm3", "gemma-4",
+            "apriel", "cohere2"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_splits_a_real_reply_and_ends_a_thought_by_budget(family, tmp_path) -> None:
+    """SmolLM2's weights under the family's template. Where the prompt opens the thought, it runs free and
+    the budget ends it, the answer under a schema; where the model must open it, a grammar made of the
+    template's own markers makes the 135M model write one. Either way the thought and the answer come apart
+    and no marker is left in either."""
+    from rml_chat.core.gbnf import literal
+
+    name = EXPECTED[family][0]
+    copy = tmp_path / f"{family}.gguf"
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(copy),
+                    "--chat-template-file", str(fetch.models_dir() / "templates" / f"{name}.jinja"), "--force"],
+                   check=True, capture_output=True)
+    found = derive(ChatTemplate((fetch.models_dir() / "templates" / f"{name}.jinja").read_text(encoding="utf-8")))
+    ask = [str(copy), "-p", "Tell me about the sea.", "--temp", "0"]
+    if found.prefilled:
+        done = _cli(*ask, "-n", "80", "--think", "on", "--reasoning-budget", "10", "-j", json.dumps(SCHEMA))
+        closing = len(load_model(str(copy)).tokenizer.encode((found.close_written or found.close).rstrip(),
+                                                             parse_special=True))  # (the space after: the answer's)
+        assert done["reasoning_tokens"] == 10 + closing and done["schema_valid"] is True, done
+    else:
+        thought = f'root ::= {literal(found.open)} " " [a-z ]{{8,40}} {literal(found.close_written or found.close)} ' \
+                  f'[A-Z] [a-z !]{{1,30}}'
+        done = _cli(*ask, "-n", "120", "--grammar", thought)
+        assert done["reasoning_tokens"] > 3 and done["reply"][:1].isupper(), done
+    assert done["reasoning"].strip() and done["reply"].strip()
+    markers = {m.strip() for m in (found.open, found.close, found.answer_open) if m.strip()}
+    assert not any(m in done["reply"] or m in done["reasoning"] for m in markers), done

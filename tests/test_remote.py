@@ -166,3 +166,8 @@ def test_the_reasoning_budget_closes_the_thought_on_the_server_as_it_does_locall
     closing = len(load_model(str(qwq)).tokenizer.encode("</think>", parse_special=True))
     assert remote["ok"] and remote["reasoning_tokens"] == 12 + closing and remote["reply"]
     assert remote["reasoning_tokens"] == local["reasoning_tokens"] and remote["reasoning"] == local["reasoning"]
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    shaped = json.loads(subprocess.run([sys.executable, "-m", "rml_chat", "--server", server.url, *args, "-j", schema],
+                                       capture_output=True, text=True, timeout=300).stdout)
+    assert shaped["reasoning"] == remote["reasoning"] and shaped["reasoning_tokens"] == 12 + closing  # the thought free
+    assert set(json.loads(shaped["reply"])) == {"a"} and shaped["schema_valid"] is True  # the answer by the schema
