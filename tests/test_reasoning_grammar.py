@@ -238,3 +238,97 @@ def test_each_family_splits_a_real_reply_and_ends_a_thought_by_budget(family, tm
     assert done["reasoning"].strip() and done["reply"].strip()
     markers = {m.strip() for m in (found.open, found.close, found.answer_open) if m.strip()}
     assert not any(m in done["reply"] or m in done["reasoning"] for m in markers), done
+
+
+# ----- tools after a thought ----------------------------------------------------------------------------
+
+def test_a_required_call_follows_a_free_thought_and_a_lazy_trigger_inside_a_thought_is_none(copies, tmp_path) -> None:
+    """QwQ's prompt opens the thought: under --tool-choice required the thought runs free until the budget
+    closes it, then the grammar holds the call; the result goes back and the next turn (a lazy grammar,
+    its trigger counting only after the thought's close) thinks again, free, before it answers. The second
+    prompt is jinja2's rendering of the same conversation."""
+    from test_tools import WEATHER
+
+    from rml_chat.core.session import ChatSession
+    from rml_chat.engines.base import Sampling
+    from rml_chat.engines.local import LocalEngine
+    from rml_chat.tools.functions import load_functions
+    from rml_chat.tools.toolbox import Toolbox
+    from tokenizer.chat.tool_calls import derive as derive_calls
+
+    functions = tmp_path / "fns.py"
+    functions.write_text(WEATHER)
+    model = load_model(copies["qwq"])
+    engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2)
+    prompts: list[list[int]] = []
+    generate = engine.generate
+    engine.generate = lambda ids, *a, **k: (prompts.append(list(ids)), generate(ids, *a, **k))[1]
+    try:
+        session = ChatSession(model, engine, Sampling(temp=0.0, max_tokens=120, reasoning_budget=10), thinking=True)
+        template = ChatTemplate(model.tokenizer.chat_template)
+        syntax, _ = derive_calls(template, ["<|im_end|>"], thought_close=model.reasoning.close)
+        tools = load_functions(str(functions))
+        session.toolbox = Toolbox(tools, syntax, choice="required", approve=lambda call: True)
+        result = session.exchange("What is the weather in Paris?", lambda t: None, lambda t: None)
+    finally:
+        engine.close()
+    assert [c["result"] for c in result.tool_calls] == ["Sunny, 21 C in Paris"]
+    user, call, tool, answer = session.conversation.messages
+    assert call["reasoning"].strip() and call["tool_calls"] and call["content"] == ""  # a thought, then the call
+    assert tool["role"] == "tool" and answer["reasoning"].strip() and result.reasoning_tokens > 10  # thought again
+    messages = session.conversation.for_prompt(model.reasoning)[:3]
+    expected = template.render(messages, True, tools=[t.definition() for t in tools], bos_token="<|im_start|>",
+                               eos_token="<|im_end|>", thinking=True)
+    # four calls: the first turn, its answer after the budget's close; the second turn, and the same after its close
+    assert len(prompts) == 4 and model.tokenizer.decode(prompts[2]) == expected
+
+
+def test_llama_cpp_holds_a_lazy_trigger_back_inside_a_thought_and_fires_it_outside() -> None:
+    """The patterns of ``lazy_after_thought`` in llama.cpp's own regex engine, on a word SmolLM2 writes
+    anyway ("Paris"): read as inside a thought (the prompt opened one, no close yet) the word triggers
+    nothing and the reply is the free one; read as a reply that opened no thought, it triggers the grammar."""
+    from rml_chat.core.gbnf import lazy_after_thought
+    from rml_chat.engines.base import Generation, LazyGrammar, Sampling
+    from rml_chat.engines.local import LocalEngine
+
+    model = load_model(str(model_path("smollm2")))
+    ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": "Name the capital of France in one sentence."}]))
+    held = LazyGrammar('root ::= "Paris (a lazy grammar wrote this)."', ["Paris"])
+    engine = LocalEngine(model.weights, n_ctx=1024, n_threads=2)
+
+    def reply(grammar: str | None) -> str:
+        return model.tokenizer.decode(list(engine.generate(ids, Sampling(temp=0.0, max_tokens=24), model.stop_ids,
+                                                           Generation(), grammar=grammar)))
+    try:
+        free = reply(None)
+        inside = reply(lazy_after_thought(held, QWEN3, in_thought=True))
+        outside = reply(lazy_after_thought(held, QWEN3, in_thought=False))
+    finally:
+        engine.close()
+    assert "Paris" in free and inside == free
+    assert outside == free[:free.index("Paris")] + "Paris (a lazy grammar wrote this)."
+
+
+def test_the_thought_before_a_call_goes_to_the_template_which_keeps_it_after_the_last_question(copies) -> None:
+    """Qwen3 keeps the thoughts of the messages after the last user message (its template reads
+    ``reasoning_content`` there): a call's thought is handed over, so the next prompt is what the template
+    writes for the conversation llama-server would hand it, thought and all, and the cache holding the
+    model's thought and call stays a prefix of it."""
+    from rml_chat.core.conversation import Conversation
+    from tokenizer.chat.tool_calls import ToolCall, render_calls, tool_message
+
+    model = load_model(copies["qwen3"])
+    call = ToolCall("get_weather", {"city": "Paris"}, "call00001")
+    conversation = Conversation()
+    conversation.messages = [{"role": "user", "content": "Weather in Paris?"},
+                             {"role": "assistant", "content": "", "reasoning": "\nI should look it up.\n",
+                              "tool_calls": render_calls([call])}, tool_message(call, "Sunny")]
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather.", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    ours = model.tokenizer.decode(model.encoder.encode(model.encoder.format(conversation.for_prompt(model.reasoning),
+                                                                            tools=tools)))
+    handed = [dict(m) for m in conversation.messages]
+    handed[1]["reasoning_content"] = handed[1].pop("reasoning").strip()  # as llama-server hands a parsed reply
+    theirs = ChatTemplate(model.tokenizer.chat_template).render(handed, True, tools=tools, bos_token="",
+                                                                 eos_token="<|im_end|>")
+    assert ours == theirs and "<think>\nI should look it up.\n</think>\n\n<tool_call>" in ours

@@ -56,7 +56,8 @@ class Conversation:
         """The window: the system message, then the messages from ``window_start`` on; a reply's thought
         handed to the template the way it takes one (``reasoning``), so that it drops or keeps it."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [{**(reasoning.message(m["content"], m["reasoning"]) if reasoning and "reasoning" in m else
+        return head + [{**(reasoning.message(m["content"], m["reasoning"], "tool_calls" in m)
+                           if reasoning and "reasoning" in m else
                            {"role": m["role"], "content": m["content"]}), **{k: m[k] for k in TOOL_KEYS if k in m}}
                        for m in self.messages[self.window_start:]]
 

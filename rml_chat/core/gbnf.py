@@ -23,6 +23,8 @@ import re
 
 from tokenizer.chat.reasoning import Reasoning
 
+from ..engines.base import LazyGrammar, ecma_escaped
+
 _RULE = re.compile(r"^\s*([A-Za-z0-9-]+)\s*::=", re.M)
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|#[^\n]*|[A-Za-z0-9-]+|.', re.S)
 _CLASS_ESCAPES = {"\\": "\\\\", "]": "\\]", "[": "\\[", "^": "\\^", "-": "\\-", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -84,6 +86,12 @@ def answer_alone(gbnf: str, reasoning: Reasoning | None) -> bool:
         not any(m.strip() and m.strip() in gbnf for m in (reasoning.open, reasoning.close))
 
 
+def thought_free(gbnf: str | None, reasoning: Reasoning | None) -> bool:
+    """Whether a reply's thought is free of its grammar (none, a lazy one, or one for the answer alone), so
+    that the budget or Ctrl-C can end it by hand."""
+    return gbnf is None or isinstance(gbnf, LazyGrammar) or answer_alone(gbnf, reasoning)
+
+
 def after_thought(answer_gbnf: str, reasoning: Reasoning, in_thought: bool = False) -> str:
     """The reply's grammar: an optional thought between its markers (``in_thought``: the prompt opened it,
     so the thought's text and its close come first), a little whitespace, then ``answer_gbnf``'s ``root``.
@@ -98,3 +106,30 @@ def after_thought(answer_gbnf: str, reasoning: Reasoning, in_thought: bool = Fal
         head = f"( {literal(opening)} {body} )?"
     return "\n".join(["root ::= th-head th-ws a-root", f"th-head ::= {head}", *text_without(close, "th"),
                       "th-ws ::= [ \\t\\r\\n]{0,8}", renamed(answer_gbnf, "a-")]) + "\n"
+
+
+def lazy_after_thought(grammar: LazyGrammar, reasoning: Reasoning, in_thought: bool = False) -> LazyGrammar:
+    r"""A lazy grammar (a tool call's) whose trigger counts only outside a thought: after the thought's close,
+    or in a reply that opened none (``in_thought``: the prompt opened one, so after its close only). Its
+    patterns, llama.cpp's, are searched in the reply so far; their group is where the grammar starts::
+
+        >>> print(lazy_after_thought(LazyGrammar("root ::= ...", ["<tool_call>"]), Reasoning("<think>", "</think>")).patterns[0])
+        ^(?:\s*<think>[\s\S]*?<\/think>|(?!\s*<think>))[\s\S]*?(<tool_call>)
+
+    Where thought and answer are channels (gpt-oss: a call is a channel of its own), the triggers stay words."""
+    if reasoning.channels() is not None:
+        return grammar
+    close, opening = ecma_escaped(reasoning.close.strip()), ecma_escaped(reasoning.open.strip())
+    before = f"{close}[\\s\\S]*?" if in_thought else f"^(?:\\s*{opening}[\\s\\S]*?{close}|(?!\\s*{opening}))[\\s\\S]*?"
+    return LazyGrammar(grammar, grammar.triggers, tuple(f"{before}({ecma_escaped(t)})" for t in grammar.triggers))
+
+
+def for_reply(gbnf: str | None, reasoning: Reasoning | None, in_thought: bool, thought_over: bool) -> str | None:
+    """The grammar of a reply's next call: a schema's or grammar's after a free thought (``after_thought``), a
+    lazy one's trigger outside the thought (``lazy_after_thought``); once the thought is over (closed by
+    hand: the budget, Ctrl-C), or for a model without thoughts, the grammar as it is."""
+    if gbnf is None or reasoning is None or thought_over:
+        return gbnf
+    if isinstance(gbnf, LazyGrammar):
+        return lazy_after_thought(gbnf, reasoning, in_thought)
+    return after_thought(gbnf, reasoning, in_thought) if answer_alone(gbnf, reasoning) else gbnf

@@ -23,7 +23,7 @@ from ..engines.base import Engine, Generation, Progress, Sampling, common_prefix
 from ..errors import AppError
 from ..words import counted
 from .conversation import ChatError, Conversation
-from .gbnf import after_thought, answer_alone
+from .gbnf import for_reply, thought_free
 from .model import Model
 from .reply import Reply
 from .structured import Constraint, Outcome, judge
@@ -254,17 +254,18 @@ class ChatSession:
         """Stream the reply to ``ids`` into ``gen``. When it fills the context (and context_shift allows),
         the window moves and the same reply goes on; when a thought reaches the reasoning budget (or the
         REPL's Ctrl-C), it is closed and the reply goes on (``_ids``: the prompt ids of the last call), under
-        the answer's grammar alone where there is one (``_grammar``)."""
+        the answer's grammar alone where there is one (``gbnf.for_reply``)."""
         sampling, self._ids, ended = self.sampling, ids, False
         stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
-        free = self._thought_apart(constraint)  # the thought is free of the grammar: it can be ended by hand
+        free = thought_free(constraint and constraint.gbnf, self.model.reasoning)  # a thought to end by hand
         if reply.in_thought and sampling.reasoning_budget == 0 and free:  # the prompt opened one: end it
             ids, ended = self._end_thought(ids, gen, reply, emit), True
         while True:
             part = Generation()
             try:
                 for token in self.engine.generate(ids, sampling, stops, part, progress,
-                                                  self._grammar(constraint, reply.in_thought, ended)):
+                                                  for_reply(constraint and constraint.gbnf, self.model.reasoning,
+                                                            reply.in_thought, ended)):
                     if token in self._thought_stops and not reply.in_thought:  # a stop after all, in the answer
                         part.tokens.pop()
                         part.stop_reason = "stop"
@@ -298,17 +299,6 @@ class ChatSession:
                 moves.append(moved[1])
             if sampling.max_tokens >= 0:
                 sampling = replace(self.sampling, max_tokens=max(self.sampling.max_tokens - len(gen.tokens), 0))
-
-    def _thought_apart(self, constraint: Constraint | None) -> bool:
-        """Whether a reasoning model's thought is free of ``constraint`` (None: there is none), so that it
-        can be ended by hand (``gbnf.answer_alone``)."""
-        return constraint is None or answer_alone(constraint.gbnf, self.model.reasoning)
-
-    def _grammar(self, constraint: Constraint | None, in_thought: bool, thought_ended: bool) -> str | None:
-        """The next call's grammar: the constraint's after a free thought; once the thought is over, its own."""
-        if constraint is None or thought_ended or not answer_alone(constraint.gbnf, self.model.reasoning):
-            return None if constraint is None else constraint.gbnf
-        return after_thought(constraint.gbnf, self.model.reasoning, in_thought)
 
     def _end_thought(self, ids: list[int], gen: Generation, reply: Reply, emit: Callable[[str], None]) -> list[int]:
         """The close marker, tokenized as the template writes it, into the reply and the context: the model

@@ -109,14 +109,22 @@ class Shifted:
 
 class LazyGrammar(str):
     """GBNF that applies from the first of its trigger texts on, the text before it free (llama.cpp's lazy
-    grammar sampler; a tool call's opening): ``LazyGrammar(gbnf, ("<tool_call>",))`` is still the GBNF text."""
+    grammar sampler; a tool call's opening): ``LazyGrammar(gbnf, ("<tool_call>",))`` is still the GBNF text.
+    ``patterns``, where given, say where instead: ECMAScript regexes over the reply so far, the grammar
+    starting at their first group (a call's opening only after a thought's close, say)."""
 
     triggers: tuple[str, ...]
+    patterns: tuple[str, ...]
 
-    def __new__(cls, gbnf: str, triggers: Sequence[str]) -> LazyGrammar:
+    def __new__(cls, gbnf: str, triggers: Sequence[str], patterns: Sequence[str] = ()) -> LazyGrammar:
         made = super().__new__(cls, gbnf)
-        made.triggers = tuple(triggers)
+        made.triggers, made.patterns = tuple(triggers), tuple(patterns)
         return made
+
+
+def ecma_escaped(text: str) -> str:
+    """Text as an ECMAScript regex matching it (std::regex refuses Python's escapes of letters)."""
+    return "".join("\\" + ch if ch in "\\^$.|?*+()[]{}/" else ch for ch in text)
 
 
 def triggers_of(grammar: str | None) -> tuple[str, ...]:
@@ -126,9 +134,9 @@ def triggers_of(grammar: str | None) -> tuple[str, ...]:
 
 def trigger_patterns(grammar: str | None) -> list[bytes]:
     """A lazy grammar's triggers as llama.cpp's patterns: ECMAScript regexes whose first group is where
-    the grammar starts (llama-grammar.cpp; std::regex refuses Python's escapes of letters)."""
-    return [("(" + "".join("\\" + ch if ch in "\\^$.|?*+()[]{}/" else ch for ch in t) + ")").encode()
-            for t in triggers_of(grammar)]
+    the grammar starts (llama-grammar.cpp searches the reply so far for them)."""
+    patterns = getattr(grammar, "patterns", ()) or tuple(f"({ecma_escaped(t)})" for t in triggers_of(grammar))
+    return [p.encode() for p in patterns]
 
 
 @runtime_checkable

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import AppError
-from .base import Generation, Progress, Sampling, Shifted, common_prefix, triggers_of
+from .base import Generation, Progress, Sampling, Shifted, common_prefix, trigger_patterns, triggers_of
 
 PROBE = "Hello, world! 123 — Grüße, 日本語 👋 <tag> and\nnew lines"
 
@@ -170,9 +170,9 @@ class ServerEngine:
             body["seed"] = sampling.seed
         if grammar is not None:
             body["grammar"] = str(grammar)
-            if triggers_of(grammar):  # llama-server's lazy grammar: type 1 is a word (common/common.h)
+            if triggers_of(grammar):  # llama-server's lazy grammar: type 1 a word, 2 a pattern (common/common.h)
                 body["grammar_lazy"] = True
-                body["grammar_triggers"] = [{"type": 1, "value": t} for t in triggers_of(grammar)]
+                body["grammar_triggers"] = [{"type": 2, "value": p.decode()} for p in trigger_patterns(grammar)]
         conn = self._connection()
         self._cached = list(ids)
         try:

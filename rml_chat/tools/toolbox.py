@@ -71,8 +71,8 @@ class Toolbox:
             return session.turn(text, emit, notify, progress, think=think)
         lazy = Constraint(LazyGrammar(self.grammar(), [self.syntax.trigger()]), None, "--tool-choice auto")
         hider = CallHider(emit, self.syntax.trigger())
-        first = Constraint(self.grammar(whole=True), None, "--tool-choice required") if self.choice == "required" \
-            else lazy
+        first = Constraint(self.grammar(whole=not self._thinks_first(session)), None, "--tool-choice required") \
+            if self.choice == "required" else lazy
         result = self._turn(session, text, hider, notify, progress, first, think)
         records: list[dict] = []
         while len(records) <= MAX_CALLS:  # (past the limit, the model's last turn is its answer, whatever it says)
@@ -94,6 +94,13 @@ class Toolbox:
         hider.reset()
         result.tool_calls = records
         return result
+
+    def _thinks_first(self, session: ChatSession) -> bool:
+        """Whether a required call may follow a thought: the model has thoughts and what the template writes
+        before a call is its (empty) thought, so the call's grammar starts at the call (``gbnf.after_thought``
+        puts the thought, free, before it)."""
+        r = session.model.reasoning
+        return r is not None and bool(self.syntax.lead.strip()) and self.syntax.lead.strip().endswith(r.close.strip())
 
     @staticmethod
     def _turn(session: ChatSession, text: str | None, hider: CallHider, notify: Callable[[str], None],

@@ -73,7 +73,7 @@ class Reasoning:
             return None  # the names stand between two markers (Cohere's <|START_THINKING|>/<|START_TEXT|> do not)
         return self.close[:-len(a)], start, end, *names
 
-    def message(self, answer: str, thought: str) -> dict[str, str]:
+    def message(self, answer: str, thought: str, calls: bool = False) -> dict[str, str]:
         """An assistant message with a thought, as this template takes it. Inline, the texts as the model
         wrote them (the template cuts and trims them itself); in a field, trimmed, as llama-server hands
         over a parsed reply; for a template that drops thoughts, the answer alone (an inline thought is
@@ -88,10 +88,16 @@ class Reasoning:
 
             >>> Reasoning("<think>", "</think>", history="drop").message("\\n\\nHi", "hm")
             {'role': 'assistant', 'content': 'Hi'}
+
+        A message that makes tool ``calls`` gets its thought in the field all the same: the template decides
+        (Qwen3 keeps the thoughts after the last user message, so the call's thought stays in the cache)::
+
+            >>> Reasoning("<think>", "</think>", field="reasoning_content").message("", "hm", calls=True)
+            {'role': 'assistant', 'content': '', 'reasoning_content': 'hm'}
         """
         if self.field != "content":
             return {"role": "assistant", "content": answer.lstrip(),
-                    **({} if self.history == "drop" else {self.field: thought.strip()})}
+                    **({} if self.history == "drop" and not calls else {self.field: thought.strip()})}
         if self.history == "drop":  # the template drops it: the answer alone, as the template leaves it
             return {"role": "assistant", "content": answer.lstrip() if self.strips_answer else answer}
         return {"role": "assistant", "content": self.open + thought + self.close + answer}
