@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from tokenizer.chat.tool_calls import _COUNT_HOLE, _ID_HOLE, CallSyntax
 
 from ..core.gbnf import literal as gbnf_literal
-from ..core.gbnf import renamed
+from ..core.gbnf import renamed, text_without
 from .functions import Tool
 
 
@@ -53,7 +53,10 @@ def _keyed_rules(syntax: CallSyntax, tool: Tool, prefix: str, schema_to_gbnf: Ca
     pairs = []
     for j, key in enumerate(order):
         schema = properties[key]
-        if not isinstance(schema, dict) or schema.get("type", "string") == "string":
+        if (not isinstance(schema, dict) or schema.get("type", "string") == "string") and keyed.quote:
+            pairs += text_without(keyed.quote, f"{prefix}q{j}")  # between its quotes, any text but the quote
+            value, separator = f"{literal(keyed.quote)} {prefix}q{j}-s0 {literal(keyed.quote)}", keyed.key_value
+        elif not isinstance(schema, dict) or schema.get("type", "string") == "string":
             value = f"[^{stop}]*" if stop else "[^\\n]*"
             separator = keyed.key_value
         else:

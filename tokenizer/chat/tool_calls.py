@@ -224,6 +224,9 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
             second_start = _span(second, name_two, 1, keyed, json.dumps(json.dumps(ARGS[1])) if quoted else
                                  json.dumps(ARGS[1]))[0]
             after_name = _counted(after_name, second[name_two + len(NAMES[1]):second_start])
+    if keyed is not None and keyed.quote:  # the probe's last value was a string: its closing quote is the value's
+        closing = closing[len(keyed.quote):] if closing.startswith(keyed.quote) else closing
+        between = between[len(keyed.quote):] if between and between.startswith(keyed.quote) else between
     if keyed is not None and "xq_" in after_name + closing + (between or "") + keyed.between_args:
         return None, "the template writes each argument as a tag named by its key (not read yet)"
     if not opening.strip() and not after_name.strip():

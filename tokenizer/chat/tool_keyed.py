@@ -28,6 +28,7 @@ class KeyedArgs:
     key_value: str  # between a key and its value
     between_args: str  # from a value to the next key
     key_number: str = ""  # between a key and a value that is no string, where the template says so (DSML)
+    quote: str = ""  # around a string value, the rest bare (Gemma 4's <|"|>, LFM2's Python call: ')
 
     def separators(self) -> list[str]:
         return [self.key_value] + ([self.key_number] if self.key_number and self.key_number != self.key_value else [])
@@ -50,6 +51,16 @@ class KeyedArgs:
             if found is None:
                 raise ChatFormatError(f"tool call {name!r}: {self.key_value.strip()!r} expected after an argument's name")
             key, text = text[:found.start()].strip(), text[found.end():]
+            if self.quote and text.startswith(self.quote):  # a string: up to its closing quote, then the next key or the end
+                stop = text.find(self.quote, len(self.quote))
+                if stop < 0:
+                    raise ChatFormatError(f"tool call {name!r}: the value of {key!r} opens {self.quote!r} and never closes it")
+                arguments[key], text = text[len(self.quote):stop], text[stop + len(self.quote):]
+                after = between.match(text)
+                if after is None:
+                    return arguments, text.lstrip()
+                text = text[after.end():]
+                continue
             ends = [(m.start(), kind, m) for kind, m in (("next", between.search(text)),
                                                         ("end", end.search(text) if end else None)) if m]
             if not ends:
@@ -72,16 +83,16 @@ def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: 
                                 {"role": "assistant", "content": "", "tool_calls": [call]}], False, **options)[common:]
     except ChatFormatError as err:
         return f"the template can't render a call with two arguments ({err})"
-    key_one = text.find("xq_key", at)
-    value_one = text.find("xq_value", key_one)
-    key_two = text.find("xq_beta", value_one)
-    value_two = text.find("xq_two", key_two)
-    if min(key_one, value_one, key_two, value_two) < 0:
+    pairs = sorted(((text.find(k, at), k, v) for k, v in TWO_ARGS.items()), key=lambda p: p[0])  # (Gemma 4 sorts keys)
+    (key_one, first, first_value), (key_two, second, second_value) = pairs
+    value_one = text.find(first_value, key_one)
+    value_two = text.find(second_value, key_two)
+    if min(key_one, value_one, key_two, value_two) < 0 or value_one > key_two:
         return "the template writes a call's arguments its own way, not as one JSON object (not read yet)"
-    key_value = text[key_one + len("xq_key"):value_one]
-    if text[key_two + len("xq_beta"):value_two] != key_value or not key_value.strip():
+    key_value = text[key_one + len(first):value_one]
+    if text[key_two + len(second):value_two] != key_value or not key_value.strip():
         return "the template writes each argument its own way (not read yet)"
-    between = text[value_one + len("xq_value"):key_two]
+    between = text[value_one + len(first_value):key_two]
     if not between.strip():
         return "the template writes arguments with nothing between them (not read yet)"
     call["function"]["arguments"] = {"xq_key": "xq_value", "xq_num": 7}  # type: ignore[index]
@@ -95,8 +106,11 @@ def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: 
     if key_num < 0 or value_num < 0:
         return KeyedArgs(key_value, between)
     key_number = numbered[key_num + len("xq_num"):value_num]
-    if key_number != key_value and key_value.startswith(key_number):
-        return "the template quotes string values as code does (a Python call: not read yet)"
+    if key_number != key_value and key_value.startswith(key_number):  # strings quoted, the rest bare (Gemma 4, LFM2)
+        quote = key_value[len(key_number):]
+        if not between.startswith(quote) or not between[len(quote):].strip():
+            return "the template quotes string values its own way (not read yet)"
+        return KeyedArgs(key_number, between[len(quote):], quote=quote)
     return KeyedArgs(key_value, between, key_number)
 
 

@@ -1,0 +1,86 @@
+"""Tool calls whose arguments are written one by one with strings quoted and the rest bare: Gemma 4
+(``call:NAME{city:<|"|>Oslo<|"|>,days:3}``, keys sorted) and LFM2 (a Python call, ``NAME(city='Oslo',
+days=3)``). The syntax is read off the template's renderings; llama.cpp's grammar sampler is the oracle for
+the call's grammar; a real turn runs SmolLM2's weights under Gemma 4's template."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import fetch, model_path
+from test_reasoning_grammar import Grammar
+from test_tools import STOPS, WEATHER
+
+from rml_chat.engines.runtime import schema_to_gbnf
+from rml_chat.tools.functions import load_functions
+from rml_chat.tools.grammar import call_grammar
+from tokenizer.chat.template import ChatTemplate
+from tokenizer.chat.tool_calls import ToolCall, derive
+from tokenizer.chat.tool_keyed import KeyedArgs
+
+
+def _syntax(name: str):
+    template = ChatTemplate((fetch.models_dir() / "templates" / f"{name}.jinja").read_text(encoding="utf-8"))
+    syntax, why = derive(template, STOPS, thought_close="</think>")
+    assert syntax is not None, why
+    return syntax
+
+
+@pytest.mark.parametrize("name, quote, text", [
+    ("google-gemma-4-31B-it", '<|"|>',
+     '<|tool_call>call:get_weather{city:<|"|>Oslo, "north"<|"|>,days:3}<tool_call|><|tool_call>call:get_time{zone:'
+     '<|"|>UTC<|"|>}<tool_call|>'),
+    ("LFM2.5-8B-A1B", "'", "<|tool_call_start|>[get_weather(city='Oslo, \"north\"', days=3), get_time(zone='UTC')]"
+                           "<|tool_call_end|>"),
+])
+def test_quoted_strings_and_bare_values_are_read_off_the_template(name: str, quote: str, text: str) -> None:
+    syntax = _syntax(name)
+    assert syntax.keyed is not None and syntax.keyed.quote == quote
+    content, calls = syntax.parse(text)
+    assert content == "" and calls == [ToolCall("get_weather", {"city": 'Oslo, "north"', "days": "3"}),
+                                       ToolCall("get_time", {"zone": "UTC"})]
+
+
+def test_a_quoted_value_that_never_closes_is_named() -> None:
+    from tokenizer.chat.errors import ChatFormatError
+
+    with pytest.raises(ChatFormatError, match="opens '<|\"|>' and never closes it"):
+        _syntax("google-gemma-4-31B-it").parse('<|tool_call>call:get_weather{city:<|"|>Oslo}<tool_call|>')
+    assert KeyedArgs(":", ",", quote="'").quote == "'"
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory):
+    path = tmp_path_factory.mktemp("quoted") / "fns.py"
+    path.write_text(WEATHER)
+    return load_functions(str(path))
+
+
+@pytest.mark.parametrize("text, verdict", [
+    ('<|tool_call>call:get_weather{city:<|"|>Oslo, "north"<|"|>,days:3}<tool_call|><|tool_response>', "complete"),
+    ('<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|><|tool_response>', "complete"),  # days optional
+    ('<|tool_call>call:get_weather{city:Oslo}<tool_call|><|tool_response>', "refused"),  # a string is quoted
+    ('<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>,days:<|"|>3<|"|>}', "refused"),  # a number is bare
+])
+def test_the_call_grammar_quotes_strings_and_leaves_numbers_bare(tools, text: str, verdict: str) -> None:
+    grammar = call_grammar(_syntax("google-gemma-4-31B-it"), tools, schema_to_gbnf, whole=True)
+    assert Grammar().verdict(grammar, text) == verdict
+
+
+def test_gemma_4_calls_a_tool_on_real_weights_and_the_result_goes_back(tools, tmp_path) -> None:
+    copy = tmp_path / "gemma4.gguf"
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(copy),
+                    "--chat-template-file", str(fetch.models_dir() / "templates" / "google-gemma-4-31B-it.jinja"),
+                    "--force"], check=True, capture_output=True)
+    functions = tmp_path / "fns.py"
+    functions.write_text(WEATHER)
+    done = subprocess.run([sys.executable, "-m", "rml_chat", str(copy), "--functions", str(functions), "--tool-choice",
+                           "required", "-p", "What is the weather in Paris?", "-n", "64", "--temp", "0", "--json",
+                           "--tools-approve"], capture_output=True, text=True, timeout=300)
+    out = json.loads(done.stdout)
+    first = out["tool_calls"][0]
+    assert first["name"] == "get_weather" and isinstance(first["arguments"]["city"], str)
+    assert first["result"] == f"Sunny, 21 C in {first['arguments']['city']}" and "tool call: get_weather(" in done.stderr
