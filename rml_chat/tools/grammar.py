@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from tokenizer.chat.tool_calls import _COUNT_HOLE, _ID_HOLE, CallSyntax
+from tokenizer.chat.tool_calls import _COUNT_HOLE, _ID_HOLE, NAME_HOLE, CallSyntax
 
 from ..core.gbnf import literal as gbnf_literal
 from ..core.gbnf import renamed, text_without
@@ -88,7 +88,8 @@ def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Call
             rules.append(f't{i}-quoted ::= "\\"" ([^"\\\\] | "\\\\" ["\\\\/bfnrtu])* "\\""')
         else:
             rules.append(spaced_as_tojson(renamed(schema_to_gbnf(json.dumps(tool.parameters)), f"t{i}-"), f"t{i}-"))
-        rules.append(f"t{i}-call ::= {literal(tool.name)} {literal(syntax.after_name)} {arguments}")
+        rules.append(f"t{i}-call ::= {literal(tool.name)} {literal(syntax.after_name.replace(NAME_HOLE, tool.name))} "
+                     f"{arguments}")
     calls = " | ".join(f"t{i}-call" for i in range(len(tools)))
     more = f" ( {literal(syntax.between)} call )*" if several and syntax.between is not None else ""
     start = syntax.lead + syntax.opening if whole else syntax.trigger() + syntax.opening.strip()[len(syntax.trigger()):]

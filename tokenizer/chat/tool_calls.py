@@ -37,6 +37,7 @@ ARGS = ({"xq_key": "xq_value"}, {"xq_key": "xq_other"})
 CALL_ID = "xq1234567"  # nine letters and digits: Mistral's templates refuse any other id
 _ID_HOLE = "\0"
 _COUNT_HOLE = "\1"  # a call's number (0, 1, …)
+NAME_HOLE = "\2"  # the tool's name again (muse's ``to=NAME<|message|>…<atem:invoke name="NAME">``)
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 _PROBE_TOOLS = [{"type": "function", "function": {"name": n, "description": "A probe.", "parameters": {
     "type": "object", "properties": {"xq_key": {"type": "string"}, "xq_beta": {"type": "string"},
@@ -100,7 +101,7 @@ class CallSyntax:
             if name is None:
                 raise ChatFormatError(f"a tool call opens but names no tool: {rest[:40]!r}")
             rest = rest[name.end():]
-            glue = self._piece(self.after_name).match(rest)
+            glue = self._piece(self.after_name.replace(NAME_HOLE, name.group())).match(rest)
             if glue is None:
                 raise ChatFormatError(f"tool call {name.group()!r}: {self.after_name.strip()!r} expected after the name")
             if self.keyed is not None:
@@ -211,7 +212,7 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
     if thought_close and thought_close.strip() in opening:
         cut = opening.index(thought_close.strip()) + len(thought_close.strip())
         lead, opening = opening[:cut], opening[cut:]
-    after_name, tail = text[at + len(NAMES[0]):start], text[end:]
+    after_name, tail = text[at + len(NAMES[0]):start].replace(NAMES[0], NAME_HOLE), text[end:]
     ends = [tail.find(s) for s in stops if s and tail.find(s) >= 0]
     closing = tail[:min(ends)] if ends else tail
     between = None
@@ -223,7 +224,7 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
             between = second[first_end:name_two]
             second_start = _span(second, name_two, 1, keyed, json.dumps(json.dumps(ARGS[1])) if quoted else
                                  json.dumps(ARGS[1]))[0]
-            after_name = _counted(after_name, second[name_two + len(NAMES[1]):second_start])
+            after_name = _counted(after_name, second[name_two + len(NAMES[1]):second_start].replace(NAMES[1], NAME_HOLE))
     if keyed is not None and keyed.quote:  # the probe's last value was a string: its closing quote is the value's
         closing = closing[len(keyed.quote):] if closing.startswith(keyed.quote) else closing
         between = between[len(keyed.quote):] if between and between.startswith(keyed.quote) else between

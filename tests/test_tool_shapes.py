@@ -1,7 +1,8 @@
-"""Tool calls whose arguments are written one by one with strings quoted and the rest bare: Gemma 4
-(``call:NAME{city:<|"|>Oslo<|"|>,days:3}``, keys sorted) and LFM2 (a Python call, ``NAME(city='Oslo',
-days=3)``). The syntax is read off the template's renderings; llama.cpp's grammar sampler is the oracle for
-the call's grammar; a real turn runs SmolLM2's weights under Gemma 4's template."""
+"""Tool calls read off templates of unusual shapes: arguments one by one with strings quoted and the rest
+bare, Gemma 4 (``call:NAME{city:<|"|>Oslo<|"|>,days:3}``, keys sorted) and LFM2 (a Python call,
+``NAME(city='Oslo', days=3)``); and a tool named twice (muse). The syntax is read off the template's
+renderings; llama.cpp's grammar sampler is the oracle for the call's grammar; a real turn runs SmolLM2's
+weights under Gemma 4's template."""
 
 from __future__ import annotations
 
@@ -84,3 +85,15 @@ def test_gemma_4_calls_a_tool_on_real_weights_and_the_result_goes_back(tools, tm
     first = out["tool_calls"][0]
     assert first["name"] == "get_weather" and isinstance(first["arguments"]["city"], str)
     assert first["result"] == f"Sunny, 21 C in {first['arguments']['city']}" and "tool call: get_weather(" in done.stderr
+
+
+def test_a_template_that_names_the_tool_twice_is_read_and_its_grammar_writes_the_name_both_times(tools) -> None:
+    """muse: ``to=NAME<|message|>…<atem:invoke name="NAME">``: the name's second place is a hole, filled
+    with the tool's own name when a call is parsed and in the call's grammar."""
+    syntax = _syntax("muse-glimmer")
+    text = (' to=get_weather<|message|><atem:function_calls>\n<atem:invoke name="get_weather">\n<atem:parameter '
+            'name="city">Oslo</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eot|>')
+    assert syntax.parse(text)[1] == [ToolCall("get_weather", {"city": "Oslo"})]
+    grammar = call_grammar(syntax, tools, schema_to_gbnf, whole=True)
+    assert Grammar().verdict(grammar, text) == "complete"
+    assert Grammar().verdict(grammar, text.replace('name="get_weather"', 'name="get_time"')) == "refused"
