@@ -59,6 +59,17 @@ def model_path(name: str) -> Path:
     return fetch.models_dir() / f"ggml-vocab-{name}.gguf"
 
 
+def smollm_with_template(target: Path, template: str) -> str:
+    """A copy of SmolLM2's GGUF under another chat template of llama.cpp's set (``template``: the file's stem),
+    written by the gguf package's own script; its path."""
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(target),
+                    "--chat-template-file", str(fetch.models_dir() / "templates" / f"{template}.jinja"), "--force"],
+                   check=True, capture_output=True)
+    return str(target)
+
+
 @functools.lru_cache(maxsize=4)
 def ours(name: str):
     import tokenizer

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import fetch, model_path
+from conftest import fetch, model_path, smollm_with_template
 
 from rml_chat.core.model import load_model
 from rml_chat.core.session import ChatSession
@@ -126,11 +126,7 @@ def copies(tmp_path_factory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("reasoning")
     made = {}
     for family in ("qwen3", "qwq", "gpt-oss"):
-        target = folder / f"{family}.gguf"
-        subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(target),
-                        "--chat-template-file", str(fetch.models_dir() / "templates" / f"{EXPECTED[family][0]}.jinja"),
-                        "--force"], check=True, capture_output=True)
-        made[family] = str(target)
+        made[family] = smollm_with_template(folder / f"{family}.gguf", EXPECTED[family][0])
     return made
 
 

@@ -13,7 +13,7 @@ import sys
 
 import llama_cpp
 import pytest
-from conftest import fetch, model_path
+from conftest import fetch, model_path, smollm_with_template
 from test_reasoning import EXPECTED
 
 from rml_chat.core.gbnf import after_thought, answer_alone
@@ -136,11 +136,7 @@ def copies(tmp_path_factory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("reasoning-grammar")
     made = {}
     for family in ("qwen3", "qwq"):
-        target = folder / f"{family}.gguf"
-        subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(target),
-                        "--chat-template-file", str(fetch.models_dir() / "templates" / f"{EXPECTED[family][0]}.jinja"),
-                        "--force"], check=True, capture_output=True)
-        made[family] = str(target)
+        made[family] = smollm_with_template(folder / f"{family}.gguf", EXPECTED[family][0])
     return made
 
 
@@ -219,10 +215,7 @@ def test_each_family_splits_a_real_reply_and_ends_a_thought_by_budget(family, tm
     from rml_chat.core.gbnf import literal
 
     name = EXPECTED[family][0]
-    copy = tmp_path / f"{family}.gguf"
-    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(copy),
-                    "--chat-template-file", str(fetch.models_dir() / "templates" / f"{name}.jinja"), "--force"],
-                   check=True, capture_output=True)
+    copy = smollm_with_template(tmp_path / f"{family}.gguf", name)
     found = derive(ChatTemplate((fetch.models_dir() / "templates" / f"{name}.jinja").read_text(encoding="utf-8")))
     ask = [str(copy), "-p", "Tell me about the sea.", "--temp", "0"]
     if found.prefilled:

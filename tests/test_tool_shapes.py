@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import fetch, model_path
+from conftest import fetch, smollm_with_template
 from test_reasoning_grammar import Grammar
 from test_tools import STOPS, WEATHER
 
@@ -72,10 +72,7 @@ def test_the_call_grammar_quotes_strings_and_leaves_numbers_bare(tools, text: st
 
 
 def test_gemma_4_calls_a_tool_on_real_weights_and_the_result_goes_back(tools, tmp_path) -> None:
-    copy = tmp_path / "gemma4.gguf"
-    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(copy),
-                    "--chat-template-file", str(fetch.models_dir() / "templates" / "google-gemma-4-31B-it.jinja"),
-                    "--force"], check=True, capture_output=True)
+    copy = smollm_with_template(tmp_path / "gemma4.gguf", "google-gemma-4-31B-it")
     functions = tmp_path / "fns.py"
     functions.write_text(WEATHER)
     done = subprocess.run([sys.executable, "-m", "rml_chat", str(copy), "--functions", str(functions), "--tool-choice",
