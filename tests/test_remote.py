@@ -171,3 +171,29 @@ def test_the_reasoning_budget_closes_the_thought_on_the_server_as_it_does_locall
                                        capture_output=True, text=True, timeout=300).stdout)
     assert shaped["reasoning"] == remote["reasoning"] and shaped["reasoning_tokens"] == 12 + closing  # the thought free
     assert set(json.loads(shaped["reply"])) == {"a"} and shaped["schema_valid"] is True  # the answer by the schema
+
+
+def test_a_lazy_grammar_reaches_the_server_as_patterns_and_holds_as_it_does_locally(server, model) -> None:
+    """A tool call's lazy grammar goes to llama-server as trigger patterns: its plain trigger word and the
+    thought-aware pattern (no trigger inside a thought) give the local engine's greedy replies."""
+    from rml_chat.core.gbnf import lazy_after_thought
+    from rml_chat.engines.base import Generation, LazyGrammar
+    from tokenizer.chat.reasoning import Reasoning
+
+    ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": "Name the capital of France in one sentence."}]))
+    held = LazyGrammar('root ::= "Paris (a lazy grammar wrote this)."', ["Paris"])
+    think = Reasoning("<think>", "</think>")
+    grammars = [None, held, lazy_after_thought(held, think, in_thought=True), lazy_after_thought(held, think)]
+    local = LocalEngine(model.weights, n_ctx=1024, n_threads=1)
+    remote = ServerEngine(server.url)
+
+    def replies(engine) -> list[str]:
+        return [model.tokenizer.decode(list(engine.generate(ids, Sampling(temp=0.0, max_tokens=24), model.stop_ids,
+                                                            Generation(), grammar=g))) for g in grammars]
+    try:
+        ours, theirs = replies(local), replies(remote)
+    finally:
+        local.close()
+    free, lazy, inside, outside = theirs
+    assert theirs == ours and "Paris" in free and inside == free
+    assert lazy == outside == free[:free.index("Paris")] + "Paris (a lazy grammar wrote this)."

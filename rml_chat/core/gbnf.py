@@ -82,7 +82,7 @@ def answer_alone(gbnf: str, reasoning: Reasoning | None) -> bool:
     """Whether a reasoning model's schema or grammar shapes its answer alone, after a free thought: yes,
     unless the grammar writes the thought's markers itself (it shapes the whole reply, thought and all) or
     is lazy (a tool call's: free text until its trigger)."""
-    return reasoning is not None and not getattr(gbnf, "triggers", ()) and \
+    return reasoning is not None and not isinstance(gbnf, LazyGrammar) and \
         not any(m.strip() and m.strip() in gbnf for m in (reasoning.open, reasoning.close))
 
 

@@ -132,11 +132,10 @@ def triggers_of(grammar: str | None) -> tuple[str, ...]:
     return getattr(grammar, "triggers", ())
 
 
-def trigger_patterns(grammar: str | None) -> list[bytes]:
+def trigger_patterns(grammar: str | None) -> list[str]:
     """A lazy grammar's triggers as llama.cpp's patterns: ECMAScript regexes whose first group is where
     the grammar starts (llama-grammar.cpp searches the reply so far for them)."""
-    patterns = getattr(grammar, "patterns", ()) or tuple(f"({ecma_escaped(t)})" for t in triggers_of(grammar))
-    return [p.encode() for p in patterns]
+    return list(getattr(grammar, "patterns", ()) or (f"({ecma_escaped(t)})" for t in triggers_of(grammar)))
 
 
 @runtime_checkable

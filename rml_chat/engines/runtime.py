@@ -245,7 +245,7 @@ class LlamaModel:
         lib = self._lib
         chain = Sampler(lib)
         chain.add(lib.llama_sampler_init_penalties(self.n_vocab, 64, repeat_penalty, 0.0, 0.0))
-        patterns = trigger_patterns(grammar)
+        patterns = [p.encode("utf-8") for p in trigger_patterns(grammar)]
         if patterns:
             chain.add(lib.llama_sampler_init_grammar_lazy_patterns(
                 self.vocab, grammar.encode("utf-8"), b"root", (ctypes.c_char_p * len(patterns))(*patterns),

@@ -170,9 +170,9 @@ class ServerEngine:
             body["seed"] = sampling.seed
         if grammar is not None:
             body["grammar"] = str(grammar)
-            if triggers_of(grammar):  # llama-server's lazy grammar: type 1 a word, 2 a pattern (common/common.h)
+            if triggers_of(grammar):  # llama-server's lazy grammar, its triggers as patterns (type 2: common/common.h)
                 body["grammar_lazy"] = True
-                body["grammar_triggers"] = [{"type": 2, "value": p.decode()} for p in trigger_patterns(grammar)]
+                body["grammar_triggers"] = [{"type": 2, "value": p} for p in trigger_patterns(grammar)]
         conn = self._connection()
         self._cached = list(ids)
         try:

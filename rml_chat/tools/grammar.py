@@ -53,10 +53,11 @@ def _keyed_rules(syntax: CallSyntax, tool: Tool, prefix: str, schema_to_gbnf: Ca
     pairs = []
     for j, key in enumerate(order):
         schema = properties[key]
-        if (not isinstance(schema, dict) or schema.get("type", "string") == "string") and keyed.quote:
-            pairs += text_without(keyed.quote, f"{prefix}q{j}")  # between its quotes, any text but the quote
+        text = not isinstance(schema, dict) or schema.get("type", "string") == "string"
+        if text and keyed.quote:  # between its quotes, any text but the quote
+            pairs += text_without(keyed.quote, f"{prefix}q{j}")
             value, separator = f"{literal(keyed.quote)} {prefix}q{j}-s0 {literal(keyed.quote)}", keyed.key_value
-        elif not isinstance(schema, dict) or schema.get("type", "string") == "string":
+        elif text:
             value = f"[^{stop}]*" if stop else "[^\\n]*"
             separator = keyed.key_value
         else:
