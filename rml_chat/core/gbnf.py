@@ -59,21 +59,23 @@ def _next_state(marker: str, matched: int, char: str) -> int:
 def text_without(marker: str, name: str) -> list[str]:
     """Rules ``name-s0`` … : any text (empty too) in which ``marker`` does not occur, as the automaton that
     follows how much of the marker the text's tail matches. State ``i`` = the tail matches ``marker[:i]``; a
-    character that would complete the marker has no way on. For ``"ab"``::
+    character that would complete the marker has no way on. The characters that lead to the same state are
+    one class: llama.cpp's grammar sampler keeps a stack for each way on, for every candidate token, so few
+    ways keep it fast. For ``"ab"``::
 
         >>> for rule in text_without("ab", "t"): print(rule)
-        t-s0 ::= [^ab] t-s0 | "a" t-s1 | "b" t-s0 | ""
+        t-s0 ::= [^a] t-s0 | "a" t-s1 | ""
         t-s1 ::= [^ab] t-s0 | "a" t-s1 | ""
     """
-    chars = sorted(set(marker))
-    other = "[^" + "".join(_CLASS_ESCAPES.get(c, c) for c in chars) + "]"
     rules = []
     for state in range(len(marker)):
-        ways = [f"{other} {name}-s0"]
-        for char in chars:
-            to = _next_state(marker, state, char)
-            if to < len(marker):
-                ways.append(f"{literal(char)} {name}-s{to}")
+        onward: dict[int, list[str]] = {}  # the state a marker character leads to (len(marker): no way on)
+        for char in sorted(set(marker)):
+            onward.setdefault(_next_state(marker, state, char), []).append(char)
+        elsewhere = [c for to, chars in onward.items() if to for c in chars]  # what does not lead back to s0
+        ways = [f"[^{''.join(_CLASS_ESCAPES.get(c, c) for c in elsewhere)}] {name}-s0"]
+        ways += [f"{literal(chars[0]) if len(chars) == 1 else '[' + ''.join(_CLASS_ESCAPES.get(c, c) for c in chars) + ']'}"
+                 f" {name}-s{to}" for to, chars in sorted(onward.items()) if 0 < to < len(marker)]
         rules.append(f"{name}-s{state} ::= {' | '.join(ways)} | \"\"")
     return rules
 
