@@ -12,7 +12,7 @@ setup(
         Extension(
             "tokenizer.accel._cmerge",
             sources=["tokenizer/accel/_cmerge.c", "tokenizer/accel/_cmerge_scored.c", "tokenizer/accel/_cmerge_ranked.c",
-                     "tokenizer/accel/_cmerge_gguf.c"],
+                     "tokenizer/accel/_cmerge_gguf.c", "tokenizer/accel/_cmerge_table.c"],
             depends=["tokenizer/accel/_cmerge.h"],
             optional=True,
         )

@@ -25,7 +25,9 @@ tokenize independently and can be cached like words.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from functools import cached_property
 
 from .spec import ModelKind, TokenizerSpec, TokenType, validate
@@ -37,6 +39,28 @@ from .stages.pretokenizers import pre_splitter
 from .stages.specials import SpecialCutter, SpecialTokens
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def compact(spec: TokenizerSpec, speedups: Speedups) -> TokenizerSpec:
+    """The spec with its per-token tables in their smallest forms, the same values: the texts packed where
+    the accelerator packs them (``speedups.packed_tokens``, whose ``index()`` reads as the text-to-id dict), the types as bytes,
+    the scores as an array of doubles. For Gemma 3's 262,144 tokens, 67 MB of lists, floats and a dict
+    become 11 MB (docs/performance.md, "Memory")."""
+    vocab = spec.vocab
+    tokens = speedups.packed_tokens(vocab.tokens)
+    types, scores = vocab.types, vocab.scores
+    try:
+        types = types if types is None or type(types) is bytes else bytes(types)
+    except (TypeError, ValueError):  # a type past 255: kept as it is
+        pass
+    try:
+        scores = scores if scores is None or type(scores) is array else array("d", scores)
+    except (TypeError, OverflowError):
+        pass
+    if (tokens is None or tokens is vocab.tokens) and types is vocab.types and scores is vocab.scores:
+        return spec
+    return replace(spec, vocab=replace(vocab, tokens=vocab.tokens if tokens is None else tokens, types=types,
+                                       scores=scores))
 
 
 class Tokenizer:
@@ -55,17 +79,19 @@ class Tokenizer:
 
     def __init__(self, spec: TokenizerSpec, speedups: Speedups | None = None):
         validate(spec)
-        self.spec = spec
+        speedups = installed() if speedups is None else speedups
+        self.spec = spec = compact(spec, speedups)
         self.vocab_size = n = len(spec.vocab.tokens)
-        types: list[int] = list(spec.vocab.types) if spec.vocab.types is not None else [TokenType.NORMAL] * n
-        index = dict(zip(spec.vocab.tokens, range(n)))  # later duplicates win, as in llama.cpp
+        types: Sequence[int] = spec.vocab.types if spec.vocab.types is not None else bytes([TokenType.NORMAL]) * n
+        packed = getattr(spec.vocab.tokens, "index", None) if type(spec.vocab.tokens) is not list else None
+        # ids by text, later duplicates winning as in llama.cpp: the packed texts' own view, else a dict
+        index = packed() if packed is not None else dict(zip(spec.vocab.tokens, range(n)))
         self._index = index
         # the stages, in the order encode runs them
         self.specials = SpecialTokens(spec, types)
         self.normalizer = FragmentNormalizer(spec)
         self.pre_split_row, self.pre_split = pre_splitter(spec)
-        self.model = merge_model(spec, index, installed() if speedups is None else speedups,
-                                 self.pre_split_row.newline_runs_whole)
+        self.model = merge_model(spec, index, speedups, self.pre_split_row.newline_runs_whole)
         self.fallback = self.model.fallback  # SentencePiece's byte fallback (None: byte-level)
         self.decoder = Decoder(spec, types)
         # read for every fragment: bound here, one attribute away
@@ -192,7 +218,7 @@ class Tokenizer:
         return self._index.get(text)
 
     @property
-    def vocab(self) -> list[str]:
+    def vocab(self) -> Sequence[str]:
         """Token texts by id (as the vocabulary spells them)."""
         return self.spec.vocab.tokens
 

@@ -26,7 +26,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 
 class TokenizerError(ValueError):
@@ -109,6 +109,19 @@ class LeadingSpace(enum.Enum):
     KEEP = "keep"
 
 
+class TextIndex(Protocol):
+    """A vocabulary's ids by text, read as ``dict(zip(tokens, ids))`` is (later duplicates win): that dict
+    on the reference path, the accelerator's packed view of its texts (``native.PackedTokens.index()``)."""
+
+    def get(self, text: str, default: Any = None, /) -> Any: ...
+
+    def __getitem__(self, text: str, /) -> int: ...
+
+    def __contains__(self, text: object, /) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+
 class Merges(Sequence[tuple[str, str]]):
     """The one kind of merge list a spec holds: (left, right) token texts in rank order, read as pairs or
     as two columns, ``lefts`` and ``rights`` (what ``bpe.build_merge_table`` reads).
@@ -120,7 +133,7 @@ class Merges(Sequence[tuple[str, str]]):
     lefts: list[str]
     rights: list[str]
 
-    def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+    def table(self, vocab: TextIndex, width: int, tokens: Sequence[str]) -> dict[int, int] | None:
         return None
 
     def __len__(self) -> int:
@@ -158,11 +171,12 @@ class MergePairs(Merges):
 @dataclass
 class Vocabulary:
     """The tokens (index = id; byte-level ones spelled in the byte alphabet), their types (None: all
-    NORMAL), their scores (score-based SentencePiece), and which ids play a special part."""
+    NORMAL), their scores (score-based SentencePiece), and which ids play a special part. Loaders give
+    lists; a ``Tokenizer`` keeps them packed (``core.compact``): the same values, a fifth of the memory."""
 
-    tokens: list[str]
-    types: list[int] | None = None
-    scores: list[float] | None = None
+    tokens: Sequence[str]
+    types: Sequence[int] | None = None
+    scores: Sequence[float] | None = None
     bos_id: int | None = None
     eos_id: int | None = None
     eot_id: int | None = None

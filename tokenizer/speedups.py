@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .spec import MergePairs, Merges, TokenizerSpec
+    from .spec import MergePairs, Merges, TextIndex, TokenizerSpec
 
 
 class Speedups:
@@ -56,19 +56,25 @@ class Speedups:
         merges; the placeholder that stands for them in ``model.merges`` of the rest)."""
         return None
 
-    def merge_table(self, merges: Merges, vocab: dict[str, int], width: int,
+    def merge_table(self, merges: Merges, vocab: TextIndex, width: int,
                     tokens: Sequence[str]) -> dict[int, int] | None:
         """``stages/bpe.build_merge_table``'s table."""
         return None
 
-    def ranked_merger(self, table: dict[int, int], width: int, vocab: dict[str, int]) -> Any:
+    def packed_tokens(self, tokens: Sequence[str]) -> Sequence[str] | None:
+        """The token texts in less memory: a sequence of the same texts by id whose ``index()`` reads as the
+        reference's ``dict(zip(tokens, ids))`` (``get``, ``[]``, ``in``, ``len``: later duplicates win)."""
+        return None
+
+    def ranked_merger(self, table: dict[int, int], width: int, vocab: TextIndex) -> Any:
         """An object whose ``merge(ids)`` is ``bpe.merge_ranked`` and whose ``encode(chunk)`` merges a chunk's
         characters, each answering None for a word it does not take."""
         return None
 
-    def scored_merger(self, tokens: list[str], scores: list[float] | None) -> Any:
+    def scored_merger(self, tokens: Sequence[str], scores: Sequence[float] | None) -> Any:
         """An object whose ``encode(chunk)`` is ``bpe.merge_scored`` to ids (``-1 - code point`` for a
-        character that is no token), None for a chunk it does not take."""
+        character that is no token), None for a chunk it does not take, and whose ``get(text, default)`` is
+        a token's score (``merge_scored``'s table, for the chunks it does not take)."""
         return None
 
     def cached(self, source: Path, files: Sequence[Path]) -> tuple[TokenizerSpec, list[str]] | None:

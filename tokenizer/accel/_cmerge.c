@@ -1,5 +1,6 @@
 /* The two merge loops of stages/bpe.py for short words, in C: the same ids, faster (docs/performance.md).
  *
+ * - TokenTable: a vocabulary's texts packed and its ids by text (_cmerge_table.c says why).
  * - ScoredVocab.encode(chunk): bpe.merge_scored (score-based SentencePiece, as GGUF stores it).
  *   Any two adjacent symbols whose concatenation is a token may merge; the pair whose token scores
  *   highest merges first, leftmost on ties; a pair that is no token (or scores -inf) never merges.
@@ -16,9 +17,9 @@
  * built; tests/test_accel_native.py holds the two to the same ids.
  *
  * Performance choices:
- * - Open-addressing hash tables, linear probing, at most half full. ScoredVocab copies the vocabulary
- *   once, on the first chunk, keyed by code points: pricing a pair hashes a span of the chunk in
- *   place, no object per pair. RankedTable keeps each pair's value as the merge-table dict first
+ * - Open-addressing hash tables, linear probing, at most half full. ScoredVocab prices pairs in the
+ *   TokenTable, keyed by UTF-8: a chunk is written as UTF-8 once, and pricing a pair hashes a span of
+ *   it in place, no object per pair. RankedTable keeps each pair's value as the merge-table dict first
  *   gives it, keyed by the pair's int key (see _cmerge_ranked.c for why not a copy up front).
  * - A symbol is a span of the chunk (ScoredVocab: its start) or an id (RankedTable); merging two
  *   drops one array entry (a memmove of a short array).
@@ -76,7 +77,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__cmerge(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (add_type(m, &ScoredVocabType, "ScoredVocab") < 0 || add_type(m, &RankedTableType, "RankedTable") < 0 ||
+    if (add_type(m, &TokenTableType, "TokenTable") < 0 || add_type(m, &TokenIndexType, "TokenIndex") < 0 || add_type(m, &ScoredVocabType, "ScoredVocab") < 0 ||
+        add_type(m, &RankedTableType, "RankedTable") < 0 ||
         PyModule_AddIntConstant(m, "MAX_SYMBOLS", MAX_SYMBOLS) < 0) {
         Py_DECREF(m);
         return NULL;

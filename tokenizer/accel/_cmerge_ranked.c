@@ -15,7 +15,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *merges; /* dict[int, int], key left * width + right -> rank * width + merged id */
-    PyObject *vocab;  /* dict[str, int], for encode(); may be NULL */
+    PyObject *vocab;  /* dict[str, int] or TokenIndex, for encode(); may be NULL */
     int32_t *char_ids; /* code point -> 1 + its token id (width - 1: none); 0: not asked yet */
     int64_t width;
     PairSlot *slots;
@@ -74,7 +74,7 @@ static void ranked_dealloc(RankedTable *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* RankedTable(merges: dict[int, int], width: int, vocab: dict[str, int] | None = None):
+/* RankedTable(merges: dict[int, int], width: int, vocab: dict[str, int] | TokenIndex | None = None):
  * bpe.build_merge_table's table and the vocabulary (for encode), which must not change */
 static int ranked_init(RankedTable *self, PyObject *args, PyObject *kwargs) {
     PyObject *merges, *vocab = Py_None;
@@ -82,8 +82,8 @@ static int ranked_init(RankedTable *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"merges", "width", "vocab", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!L|O", names, &PyDict_Type, &merges, &width, &vocab))
         return -1;
-    if (vocab != Py_None && !PyDict_Check(vocab)) {
-        PyErr_SetString(PyExc_TypeError, "vocab must be a dict");
+    if (vocab != Py_None && !PyDict_Check(vocab) && !PyObject_TypeCheck(vocab, &TokenIndexType)) {
+        PyErr_SetString(PyExc_TypeError, "vocab must be a dict or a TokenIndex");
         return -1;
     }
     if (width < 1 || width > INT32_MAX) {
@@ -189,6 +189,17 @@ static PyObject *ranked_merge(RankedTable *self, PyObject *list) {
 static int char_id(RankedTable *t, Py_UCS4 cp, int64_t *id) {
     if (cp < CHAR_IDS && t->char_ids[cp]) {
         *id = t->char_ids[cp] - 1;
+        return 0;
+    }
+    if (!PyDict_Check(t->vocab)) { /* a TokenIndex: no object made */
+        char utf8[4];
+        int32_t found = table_find(((TokenIndex *)t->vocab)->table, utf8, utf8_put(cp, utf8));
+        if (found >= t->width) {
+            PyErr_SetString(PyExc_ValueError, "a vocabulary id out of range");
+            return -1;
+        }
+        *id = found < 0 ? t->width - 1 : found;
+        if (cp < CHAR_IDS) t->char_ids[cp] = (int32_t)*id + 1;
         return 0;
     }
     PyObject *text = PyUnicode_FromOrdinal((int)cp);

@@ -31,7 +31,7 @@ from functools import cached_property
 from itertools import chain
 from typing import Any
 
-from ..spec import MergePairs, Merges
+from ..spec import MergePairs, Merges, TextIndex
 from . import LazyMerges, enabled
 
 #: string arrays this long are read in bulk: the gain outweighs numpy's own import
@@ -55,7 +55,7 @@ def wanted(count: int) -> bool:
     return enabled() and (count >= BULK_MIN or (count >= BULK_MIN_IMPORTED and "numpy" in sys.modules))
 
 
-def merge_table(merges: Merges, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+def merge_table(merges: Merges, vocab: TextIndex, width: int, tokens: Sequence[str]) -> dict[int, int] | None:
     """``stages/bpe.build_merge_table``'s table for a big merge list — one that answers ``table`` itself
     (still in a file's bytes: ``BytesMerges``; from the table cache), or many string pairs — or None: not
     handled (off, small, unusual); the caller then builds it with ``build_merge_table``."""
@@ -162,7 +162,7 @@ class BytesMerges(LazyMerges):
     it is parsed (``columns``) on first use."""
 
     @abstractmethod
-    def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+    def table(self, vocab: TextIndex, width: int, tokens: Sequence[str]) -> dict[int, int] | None:
         """``stages/bpe.build_merge_table``'s table, or None where the plain path must decide."""
 
 
@@ -178,7 +178,7 @@ class BulkMerges(BytesMerges):
     def columns(self) -> MergePairs:
         return self._split(self.merges.items)
 
-    def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+    def table(self, vocab: TextIndex, width: int, tokens: Sequence[str]) -> dict[int, int] | None:
         """``stages/bpe.build_merge_table``'s table, or None where the plain path must decide."""
         import numpy as np
 
@@ -202,7 +202,7 @@ class BulkMerges(BytesMerges):
         return _table(np, (token_data, token_starts, token_lengths), query_data, vocab, width, "surrogateescape")
 
 
-def table_of_texts(halves: Iterable[str], count: int, vocab: dict[str, int], width: int,
+def table_of_texts(halves: Iterable[str], count: int, vocab: TextIndex, width: int,
                    tokens: Sequence[str]) -> dict[int, int] | None:
     """``stages/bpe.build_merge_table``'s table for merges given as strings (a tokenizer.json's): ``halves``
     is left 0, right 0, left 1, ... Each side is joined at NULs and encoded once; the rest is as for
@@ -226,7 +226,7 @@ def table_of_texts(halves: Iterable[str], count: int, vocab: dict[str, int], wid
     return table_of_queries(query_data, vocab, width, tokens)
 
 
-def table_of_queries(queries: list[tuple[Any, Any, Any]], vocab: dict[str, int], width: int,
+def table_of_queries(queries: list[tuple[Any, Any, Any]], vocab: TextIndex, width: int,
                      tokens: Sequence[str]) -> dict[int, int] | None:
     """The merge table from the left halves, right halves and results as (padded uint8 buffer, starts,
     lengths), against token texts (joined at NULs and encoded once); None where the plain path must
@@ -253,7 +253,7 @@ def _parts(np: Any, data: Any) -> tuple[Any, Any]:
     return starts, ends - starts
 
 
-def _table(np: Any, tokens: tuple[Any, Any, Any], queries: list[tuple[Any, Any, Any]], vocab: dict[str, int],
+def _table(np: Any, tokens: tuple[Any, Any, Any], queries: list[tuple[Any, Any, Any]], vocab: TextIndex,
            width: int, errors: str) -> dict[int, int] | None:
     """The merge table from byte strings: ``tokens`` (data, starts, lengths), ``queries`` the same for
     the left halves, the right halves and the results; ``errors``: how texts decode for the vocabulary."""
@@ -272,7 +272,7 @@ def _table(np: Any, tokens: tuple[Any, Any, Any], queries: list[tuple[Any, Any, 
     return dict(zip(keys[::-1].tolist(), values[::-1].tolist()))  # a repeated pair's first rank wins
 
 
-def _lookup(np: Any, found: Any, query: tuple[Any, Any, Any], tokens: tuple[Any, Any, Any], vocab: dict[str, int],
+def _lookup(np: Any, found: Any, query: tuple[Any, Any, Any], tokens: tuple[Any, Any, Any], vocab: TextIndex,
             errors: str) -> Any:
     """``found`` (token ids by key, -1: none) made sure, or None if some string is no token. A string
     over 16 bytes was keyed by its ends only: the bytes between must match too, else (two long tokens

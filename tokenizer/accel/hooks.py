@@ -8,6 +8,7 @@ hook               piece
 ``gguf_merges``    ``bulk.BulkMerges`` (the table built from the file's bytes)
 ``json_merges``    ``json_merges.split_off``
 ``merge_table``    ``bulk.merge_table``
+``packed_tokens``  ``native.packed_tokens``
 ``ranked_merger``  ``native.ranked_table``
 ``scored_merger``  ``native.scored_vocab``
 ``cached, keep``   ``table_cache``
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..spec import MergePairs, Merges, TokenizerSpec
+from ..spec import MergePairs, Merges, TextIndex, TokenizerSpec
 from ..speedups import Speedups
 from . import bulk as arrays
 from . import json_merges, native, table_cache
@@ -65,14 +66,17 @@ class Accelerator(Speedups):
         found = json_merges.split_off(raw)
         return None if found is None else (*found, json_merges.SENTINEL)
 
-    def merge_table(self, merges: Merges, vocab: dict[str, int], width: int,
+    def merge_table(self, merges: Merges, vocab: TextIndex, width: int,
                     tokens: Sequence[str]) -> dict[int, int] | None:
         return arrays.merge_table(merges, vocab, width, tokens)
 
-    def ranked_merger(self, table: dict[int, int], width: int, vocab: dict[str, int]) -> Any:
+    def packed_tokens(self, tokens: Sequence[str]) -> Sequence[str] | None:
+        return native.packed_tokens(tokens)
+
+    def ranked_merger(self, table: dict[int, int], width: int, vocab: TextIndex) -> Any:
         return native.ranked_table(table, width, vocab)
 
-    def scored_merger(self, tokens: list[str], scores: list[float] | None) -> Any:
+    def scored_merger(self, tokens: Sequence[str], scores: Sequence[float] | None) -> Any:
         return native.scored_vocab(tokens, scores)
 
     def cached(self, source: Path, files: Sequence[Path]) -> tuple[TokenizerSpec, list[str]] | None:

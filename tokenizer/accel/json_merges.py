@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..spec import MergePairs
+from ..spec import MergePairs, TextIndex
 from ..stages.bpe import split_pairs
 from . import bulk
 
@@ -97,7 +97,7 @@ class JsonMerges(bulk.BytesMerges):
         merges = json.loads(bytes(self.region))
         return MergePairs.of((split_pairs(merges) if merges and isinstance(merges[0], str) else merges) or [])
 
-    def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+    def table(self, vocab: TextIndex, width: int, tokens: Sequence[str]) -> dict[int, int] | None:
         """``stages/bpe.build_merge_table``'s table, or None where the plain path must decide."""
         return bulk.table_of_queries(self.queries, vocab, width, tokens)
 

@@ -37,8 +37,19 @@ from pathlib import Path
 from typing import Any
 
 from ..cache_dirs import cache_folder, source_hash
-from ..spec import AddedTokens, Decoder, MergePairs, Model, Normalizer, PostProcess, PreSplit, TokenizerSpec, Vocabulary
-from . import LazyMerges, enabled
+from ..spec import (
+    AddedTokens,
+    Decoder,
+    MergePairs,
+    Model,
+    Normalizer,
+    PostProcess,
+    PreSplit,
+    TextIndex,
+    TokenizerSpec,
+    Vocabulary,
+)
+from . import LazyMerges, enabled, native
 
 log = logging.getLogger("tokenizer")
 
@@ -78,11 +89,11 @@ class PackedMerges(LazyMerges):
     rank order are rebuilt from it only if someone reads them. A pair listed twice appears once, at its
     first rank — the one the engine uses."""
 
-    def __init__(self, table: dict[int, int], tokens: list[str], width: int):
+    def __init__(self, table: dict[int, int], tokens: Sequence[str], width: int):
         super().__init__(len(table))
         self._table, self._tokens, self._width = table, tokens, width
 
-    def table(self, vocab: dict[str, int], width: int, tokens: Sequence[str]) -> dict[int, int] | None:
+    def table(self, vocab: TextIndex, width: int, tokens: Sequence[str]) -> dict[int, int] | None:
         return self._table if width == self._width else None
 
     def columns(self) -> MergePairs:
@@ -123,6 +134,9 @@ def read(source: Path, files: Sequence[Path]) -> Entry | None:
         if stamp != _stamp(source, files):
             return None
         has_merges = fields["model"].pop("merges") is not None  # the table stands for them
+        packed = native.packed_tokens(fields["vocab"]["tokens"])  # shared with the merges below: one copy
+        if packed is not None:
+            fields["vocab"]["tokens"] = packed
         parts = {name: part(**fields[name]) for name, part in _PARTS.items()}
         tokens = parts["vocab"].tokens
         if has_merges:
@@ -141,6 +155,9 @@ def write(source: Path, files: Sequence[Path], spec: TokenizerSpec, merge_table:
         return
     fields: dict[str, Any] = {name: {f.name: _plain(getattr(getattr(spec, name), f.name))
                                      for f in dataclasses.fields(part)} for name, part in _PARTS.items()}
+    fields["vocab"]["tokens"] = list(spec.vocab.tokens)  # plain lists: marshal takes no packed table nor array
+    if spec.vocab.scores is not None:
+        fields["vocab"]["scores"] = list(spec.vocab.scores)
     if spec.vocab.types is not None:
         fields["vocab"]["types"] = list(map(int, spec.vocab.types))  # TokenType members are ints marshal refuses
     fields["model"]["merges"] = None if spec.model.merges is None else True  # the table stands for them

@@ -86,6 +86,14 @@ def family(texts: Collection[str] | str) -> str | None:
     return next((name for marker, name in FAMILY_MARKERS if marker in texts), None)
 
 
+def _markers_in(vocab: Collection[str]) -> set[str]:
+    """The family markers the vocabulary holds: asked one by one of a vocabulary that answers ``in`` by
+    hash (a set, the packed texts), one pass over a list (not a set of Gemma 3's 262k texts built:
+    docs/performance.md)."""
+    markers = {marker for marker, _ in FAMILY_MARKERS}
+    return markers.intersection(vocab) if isinstance(vocab, (list, tuple)) else {m for m in markers if m in vocab}
+
+
 def detect_chat_format(name_or_template: str | None, vocab: Collection[str] | None = None, *,
                        template: str | None = None, bos_token: str = "<s>", eos_token: str = "</s>") -> Detection:
     """Establish the format. ``name_or_template`` is a format name or the model's Jinja template (or None);
@@ -104,8 +112,7 @@ def detect_chat_format(name_or_template: str | None, vocab: Collection[str] | No
         record = _establish(template, bos_token, eos_token)
         format_cache.write(template, bos_token, eos_token, record)
         return from_record(record, template)
-    # the few markers looked up in the vocabulary, not a set of Gemma 3's 262k texts built (docs/performance.md)
-    found = family({marker for marker, _ in FAMILY_MARKERS}.intersection(vocab)) if vocab is not None else None
+    found = family(_markers_in(vocab)) if vocab is not None else None
     if found:
         return Detection(FORMATS[found], SOURCE_VOCAB,
                          f"the model has no chat template; format {found!r} chosen from its special tokens{RAW_HINT}")

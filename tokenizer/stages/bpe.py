@@ -42,7 +42,7 @@ from itertools import repeat
 from operator import add, mul
 from typing import Any
 
-from ..spec import MergePairs, Merges, TokenizerError
+from ..spec import MergePairs, Merges, TextIndex, TokenizerError
 
 #: words longer than this use the heap-based loop.
 SHORT_WORD = 128
@@ -70,7 +70,7 @@ def split_pairs(texts: list[str] | list[bytes]) -> MergePairs | None:
     return MergePairs(halves[0::2], halves[1::2])
 
 
-def build_merge_table(merges: Merges, vocab: dict[str, int], width: int,
+def build_merge_table(merges: Merges, vocab: TextIndex, width: int,
                       source: str, tokens: Sequence[str] = ()) -> dict[int, int]:
     """Merge table: key left*width+right -> rank*width+merged (width: vocabulary size + 1).
 
@@ -106,7 +106,7 @@ def build_merge_table(merges: Merges, vocab: dict[str, int], width: int,
     return dict(zip(reversed(keys), reversed(values)))  # reversed: a repeated pair's first rank is written last
 
 
-def _first_bad_merge(lefts: Sequence[Any], rights: Sequence[Any], vocab: dict[str, int]) -> str | None:
+def _first_bad_merge(lefts: Sequence[Any], rights: Sequence[Any], vocab: TextIndex) -> str | None:
     """What is wrong with the first merge whose halves are not strings or whose halves or result are
     not in the vocabulary."""
     for rank, (left, right) in enumerate(zip(lefts, rights)):

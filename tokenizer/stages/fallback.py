@@ -12,14 +12,14 @@ The merge loops mark such a character in their output as ``-1 - code point``; ``
 
 from __future__ import annotations
 
-from ..spec import ModelKind, TokenizerSpec
+from ..spec import ModelKind, TextIndex, TokenizerSpec
 from .byte_alphabet import BYTE_TO_CHAR
 
 #: characters whose fallback ids are kept (bounded, whatever characters come)
 CACHE_MAX = 4096
 
 
-def byte_token_ids(spec: TokenizerSpec, index: dict[str, int], missing: int) -> list[int]:
+def byte_token_ids(spec: TokenizerSpec, index: TextIndex, missing: int) -> list[int]:
     """The token id of each byte value: its spelling in the byte alphabet (byte-level), else its <0xXX>
     token (SentencePiece; an ASCII byte may be its own character); ``missing`` where there is none."""
     get = index.get

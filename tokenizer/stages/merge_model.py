@@ -19,7 +19,7 @@ from functools import cached_property
 from itertools import compress, repeat
 from typing import Any
 
-from ..spec import ModelKind, TokenizerSpec
+from ..spec import ModelKind, TextIndex, TokenizerSpec
 from ..speedups import Speedups
 from . import bpe
 from .byte_alphabet import spell
@@ -54,7 +54,7 @@ class MergeModel(ABC):
 
     fallback: ByteFallback | None = None  # SentencePiece's byte fallback stage; byte-level BPE has none
 
-    def __init__(self, spec: TokenizerSpec, index: dict[str, int], speedups: Speedups):
+    def __init__(self, spec: TokenizerSpec, index: TextIndex, speedups: Speedups):
         self.spec, self.index, self.speedups = spec, index, speedups
         self.options = spec.model
         n = len(spec.vocab.tokens)
@@ -115,7 +115,7 @@ class SentencePieceModel(MergeModel):
     """Chunks merged by rank (a merge list) or by score; ``newline_runs_whole``: a chunk of newlines only
     is one token where the vocabulary has it (the pre-split row says so)."""
 
-    def __init__(self, spec: TokenizerSpec, index: dict[str, int], speedups: Speedups, newline_runs_whole: bool):
+    def __init__(self, spec: TokenizerSpec, index: TextIndex, speedups: Speedups, newline_runs_whole: bool):
         self.newline_runs_whole = newline_runs_whole
         super().__init__(spec, index, speedups)
         self.fallback = ByteFallback(spec, self.byte_tokens, self.missing)
@@ -159,11 +159,12 @@ class SentencePieceModel(MergeModel):
         ids = native.encode(chunk) if native is not None else None
         if ids is None:  # no C loop here, or a chunk too long for it
             get = self.index.get  # a piece that is no token is a lone character (a merge always makes a token)
-            ids = [get(piece, -1 - ord(piece[0])) for piece in bpe.merge_scored(list(chunk), self.scores)]
+            scores = self.scores if native is None else native  # the C table's get() is the same prices
+            ids = [get(piece, -1 - ord(piece[0])) for piece in bpe.merge_scored(list(chunk), scores)]
         return self.fallback.fill(ids)
 
 
-def merge_model(spec: TokenizerSpec, index: dict[str, int], speedups: Speedups,
+def merge_model(spec: TokenizerSpec, index: TextIndex, speedups: Speedups,
                 newline_runs_whole: bool = False) -> MergeModel:
     """The model stage for the spec's kind."""
     if spec.model.kind is ModelKind.BYTE_LEVEL:
