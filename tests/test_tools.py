@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 from conftest import fetch, model_path
@@ -17,7 +18,7 @@ from conftest import fetch, model_path
 from rml_chat.tools.functions import load_functions, tool_of
 from rml_chat.tools.toolbox import Toolbox
 from tokenizer.chat.template import ChatTemplate
-from tokenizer.chat.tool_calls import CallSyntax, ToolCall, derive, reply_start
+from tokenizer.chat.tool_calls import CallSyntax, ToolCall, derive, render_calls, reply_start
 from tokenizer.chat.tool_keyed import typed
 
 WEATHER = '''
@@ -32,7 +33,9 @@ def _helper() -> None:
 #: templates whose call syntax is read (the rest write arguments one by one, or refuse tools: named below)
 READ = ("Qwen-Qwen2.5-7B-Instruct", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "meta-llama-Llama-3.2-3B-Instruct",
         "Mistral-Small-3.2-24B-Instruct-2506", "openai-gpt-oss-120b", "Qwen-Qwen3-0.6B", "deepseek-ai-DeepSeek-V3.1",
-        "moonshotai-Kimi-K2", "upstage-Solar-Open-100B", "ibm-granite-granite-4.0", "mistralai-Mistral-Nemo-Instruct-2407")
+        "moonshotai-Kimi-K2", "upstage-Solar-Open-100B", "ibm-granite-granite-4.0", "mistralai-Mistral-Nemo-Instruct-2407",
+        "deepseek-ai-DeepSeek-R1-Distill-Llama-8B")  # (the last takes a call only in OpenAI's shape: content None,
+#                                                     the arguments a JSON string)
 KEYED = ("Qwen3-Coder", "Qwen3.5-4B", "GLM-4.6", "MiniMax-M2", "deepseek-ai-DeepSeek-V3.2", "ByteDance-Seed-OSS",
          "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "tencent-Hy3", "google-gemma-4-31B-it", "google-gemma-4-31B-it-interleaved",
          "LFM2.5-8B-A1B", "muse-glimmer")  # (Gemma 4 and LFM2 quote strings, the rest bare: test_tool_shapes.py;
@@ -53,10 +56,10 @@ def _reparsed(template: ChatTemplate, syntax: CallSyntax, calls: list[ToolCall])
     tools = [{"type": "function", "function": {"name": c.name, "description": "", "parameters": {
         "type": "object", "properties": {k: {"type": "integer" if isinstance(v, int) else "string"}
                                          for k, v in c.arguments.items()}}}} for c in calls]
-    rendered = [{"id": "abc123XYZ", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in calls]
+    rendered = render_calls([replace(c, id="abc123XYZ") for c in calls], syntax.string_arguments)
     prompt = template.render(user, True, tools=tools)
-    text = template.render(user + [{"role": "assistant", "content": "", "tool_calls": rendered}], False, tools=tools)
+    text = template.render(user + [{"role": "assistant", "content": None if syntax.content_none else "",
+                                    "tool_calls": rendered}], False, tools=tools)
     reply = text[reply_start(prompt, text):]
     return syntax.parse(reply.split(syntax.lead)[-1] if syntax.lead else reply)[1]
 
@@ -80,7 +83,9 @@ def test_every_tool_use_template_has_its_call_syntax_read_or_a_reason_named() ->
         assert (syntax.keyed is not None) == (name in KEYED) or name not in READ + KEYED, name
     assert set(READ + KEYED) <= set(read) and len(read) >= 55, (read, unread)
     assert unread["MiniMax-M3"] == "the template writes each argument as a tag named by its key (not read yet)"
-    assert unread["deepseek-ai-DeepSeek-R1-Distill-Llama-8B"] == "the template renders no tool calls"
+    assert unread["meetkai-functionary-medium-v3.2"] == "the template writes a call with nothing around its name"
+    r1 = derive(ChatTemplate(_templates()["deepseek-ai-DeepSeek-R1-Distill-Llama-8B"]), STOPS)[0]
+    assert r1 is not None and r1.content_none and r1.string_arguments and not r1.quoted
 
 
 def test_a_functions_file_gives_its_public_functions_with_schemas_from_their_signatures(tmp_path) -> None:
@@ -132,7 +137,8 @@ def copies(tmp_path_factory) -> dict[str, str]:
     for family, name in (("qwen2.5", "Qwen-Qwen2.5-7B-Instruct"), ("llama3.2", "meta-llama-Llama-3.2-3B-Instruct"),
                          ("hermes3", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"), ("qwen3", "Qwen-Qwen3-0.6B"),
                          ("mistral3.2", "Mistral-Small-3.2-24B-Instruct-2506"), ("gpt-oss", "openai-gpt-oss-120b"),
-                         ("qwen3-coder", "Qwen3-Coder"), ("glm4.6", "GLM-4.6")):
+                         ("qwen3-coder", "Qwen3-Coder"), ("glm4.6", "GLM-4.6"),
+                         ("r1-distill", "deepseek-ai-DeepSeek-R1-Distill-Llama-8B")):
         target = folder / f"{family}.gguf"
         subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(model_path("smollm2")), str(target),
                         "--chat-template-file", str(fetch.models_dir() / "templates" / f"{name}.jinja"), "--force"],
@@ -152,15 +158,23 @@ def _ask(copies: dict[str, str], family: str, *flags: str) -> tuple[dict, str]:
 
 
 @pytest.mark.parametrize("family", ["qwen2.5", "llama3.2", "hermes3", "qwen3", "mistral3.2", "gpt-oss",
-                                    "qwen3-coder", "glm4.6"])  # (the last two write arguments one by one)
+                                    "qwen3-coder", "glm4.6",  # (these two write arguments one by one)
+                                    "r1-distill"])  # (a call in OpenAI's shape: content None, arguments a string)
 def test_the_model_calls_through_the_grammar_and_the_approved_result_goes_back(copies, family: str) -> None:
-    out, said = _ask(copies, family, "--tools-approve")
-    assert out["tool_calls"] and out["tool_calls"][0] == {
-        "name": "get_weather", "arguments": out["tool_calls"][0]["arguments"], "result": "Sunny, 21 C in Paris"}
-    assert out["tool_calls"][0]["arguments"]["city"] == "Paris"
+    # R1's prompt opens a thought, which a 135M model never closes: the budget closes it, and its markers
+    # are plain text under SmolLM2's vocabulary (a call of ~100 tokens)
+    extra = ("--reasoning-budget", "0", "-n", "200") if family == "r1-distill" else ()
+    out, said = _ask(copies, family, "--tools-approve", *extra)
+    call = out["tool_calls"][0] if out["tool_calls"] else {}
+    assert call == {"name": "get_weather", "arguments": call["arguments"],
+                    "result": f"Sunny, 21 C in {call['arguments']['city']}"}
+    if family != "r1-distill":  # (after R1's 100 tokens of markers the 135M model writes a date there, greedily)
+        assert call["arguments"]["city"] == "Paris"
     assert "tool call: get_weather(" in said and out["stop_reason"] in ("stop", "stop_string", "length")
-    # the second turn's prompt held the call and the result, and reused the first turn's cache
-    assert out["prompt_tokens_reused"] > out["prompt_tokens"] / 2
+    # the second turn's prompt held the call and the result, and reused the first turn's cache (not under R1's
+    # template here: it drops the thought it opened, and under SmolLM2's vocabulary its markers are text, so
+    # "｜><｜tool" merges apart from the model's "</think><｜tool" and no run of the call's tokens is found again)
+    assert out["prompt_tokens_reused"] > out["prompt_tokens"] / 2 or family == "r1-distill"
 
 
 def test_a_script_without_tools_approve_refuses_the_call_and_the_model_is_told(copies) -> None:
@@ -406,12 +420,14 @@ def test_every_tool_templates_prompt_with_a_call_and_its_result_is_the_template_
 
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-    conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Oslo?"},
-                    {"role": "assistant", "content": "", "tool_calls": [{"id": "call00001", "type": "function",
-                     "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
-                    {"role": "tool", "content": result, "tool_call_id": "call00001", "name": "get_weather"}]
     now, same = datetime.datetime(2026, 1, 2), 0
     for name, source in _templates().items():
+        syntax = derive(ChatTemplate(source), STOPS)[0] or CallSyntax("", "", "")  # the call in the template's shape
+        conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Oslo?"},
+                        {"role": "assistant", "content": None if syntax.content_none else "",
+                         "tool_calls": render_calls([ToolCall("get_weather", {"city": "Oslo"}, "call00001")],
+                                                    syntax.string_arguments)},
+                        {"role": "tool", "content": result, "tool_call_id": "call00001", "name": "get_weather"}]
         options = {"bos_token": "<s>", "eos_token": "</s>", "now": now}
         try:
             expected = ChatTemplate(source).render(conversation, True, tools=tools, **options)

@@ -128,8 +128,9 @@ class Toolbox:
             return []
         calls = [replace(c, id=self._new_id(), arguments=typed(c.arguments, self.tools[c.name].parameters)
                          if self.syntax.keyed is not None and c.name in self.tools else c.arguments) for c in calls]
-        if calls:
-            message["content"], message["tool_calls"] = content, render_calls(calls)
+        if calls:  # the message as the template takes a call (CallSyntax: OpenAI's shape where it asks for it)
+            message["content"] = None if self.syntax.content_none else content
+            message["tool_calls"] = render_calls(calls, self.syntax.string_arguments)
         return calls
 
     def _new_id(self) -> str:

@@ -55,7 +55,10 @@ class ToolCall:
 @dataclass(frozen=True)
 class CallSyntax:
     """One template's call shape: ``opening NAME after_name ARGS (between NAME after_name ARGS)* closing``
-    (an id hole, ``\\0``, in any piece takes an id); ``quoted``: the arguments are a JSON string of JSON."""
+    (an id hole, ``\\0``, in any piece takes an id); ``quoted``: the arguments are written as a JSON string
+    of JSON. How the template takes a call's message, where it takes only OpenAI's own shape:
+    ``string_arguments``, the arguments as a JSON string (written as they are, DeepSeek R1's distills, or
+    quoted); ``content_none``, content None beside the calls (so a call's message keeps no text)."""
 
     opening: str
     after_name: str
@@ -64,6 +67,8 @@ class CallSyntax:
     quoted: bool = False
     lead: str = ""  # what the template writes before the opening that the model does not (an empty thought)
     keyed: KeyedArgs | None = None  # the arguments one by one (Qwen3-Coder's <parameter=…>), not one JSON object
+    string_arguments: bool = False
+    content_none: bool = False
     _patterns: dict = field(default_factory=dict, compare=False, repr=False)
 
     def _piece(self, text: str) -> re.Pattern[str]:
@@ -147,32 +152,40 @@ def _call(i: int, arguments: object) -> dict:
     return {"id": CALL_ID, "type": "function", "function": {"name": NAMES[i], "arguments": arguments}}
 
 
-def _renders(template: ChatTemplate, bos: str, eos: str) -> tuple[str, str, str | None, bool] | str:
-    """(the generation prompt's rendering, one call's, two calls', arguments quoted), or why none."""
+#: the shapes a call's message is tried in, in order: (content, arguments quoted). Transformers hands the
+#: arguments as an object and most templates take that; OpenAI's API writes content None and the
+#: arguments as a JSON string, and a few templates take only that.
+_SHAPES = (("", False), ("", True), (None, False), (None, True))
+
+
+def _renders(template: ChatTemplate, bos: str, eos: str) -> tuple[str, str, str | None, bool, bool] | str:
+    """(the generation prompt's rendering, one call's, two calls', arguments quoted, content None), or why
+    none: the first shape of ``_SHAPES`` in which the template writes a call."""
     user = [{"role": "user", "content": "Which tool?"}]
     options = {"bos_token": bos, "eos_token": eos, "tools": _PROBE_TOOLS}
     try:
         prompt = template.render(user, True, **options)
     except ChatFormatError as err:
         return f"the template refuses tools ({err})"
-    why = "the template renders no tool calls"
-    for quoted in (False, True):
+    why, took = "", False  # took: some shape rendered, with no call in it
+    for content, quoted in _SHAPES:
         args = [json.dumps(a) if quoted else a for a in ARGS]
         try:
-            one = template.render(user + [{"role": "assistant", "content": "", "tool_calls": [_call(0, args[0])]}],
+            one = template.render(user + [{"role": "assistant", "content": content, "tool_calls": [_call(0, args[0])]}],
                                   False, **options)
         except ChatFormatError as err:
             why = f"the template can't render a call ({err})"
             continue
         if NAMES[0] not in one:
+            took = True
             continue
         try:
-            two = template.render(user + [{"role": "assistant", "content": "", "tool_calls": [
+            two = template.render(user + [{"role": "assistant", "content": content, "tool_calls": [
                 _call(0, args[0]), _call(1, args[1])]}], False, **options)
         except ChatFormatError:
             two = None
-        return prompt, one, two, quoted
-    return why
+        return prompt, one, two, quoted, content is None
+    return "the template renders no tool calls" if took else why
 
 
 def reply_start(prompt: str, rendered: str) -> int:
@@ -195,12 +208,17 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
     renders = _renders(template, bos, eos)
     if isinstance(renders, str):
         return None, renders
-    prompt, one, two, quoted = renders
+    prompt, one, two, as_string, content_none = renders
     common = reply_start(prompt, one)
     text = one[common:].replace(CALL_ID, _ID_HOLE)
     at = text.find(NAMES[0])
     keyed = None
-    spelled = json.dumps(json.dumps(ARGS[0])) if quoted else json.dumps(ARGS[0])
+    quoted = as_string and text.find(json.dumps(json.dumps(ARGS[0])), at) >= 0  # a string the template quotes
+
+    def spelling(args: dict) -> str:
+        return json.dumps(json.dumps(args)) if quoted else json.dumps(args)
+
+    spelled = spelling(ARGS[0])
     if text.find(spelled, at) < 0:
         if not ("xq_key" in text and "xq_value" in text):
             return None, "the template writes a call's arguments its own way, not as one JSON object (not read yet)"
@@ -222,8 +240,7 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
         name_two = second.find(NAMES[1], first_end)
         if first_end > 0 and name_two >= 0:
             between = second[first_end:name_two]
-            second_start = _span(second, name_two, 1, keyed, json.dumps(json.dumps(ARGS[1])) if quoted else
-                                 json.dumps(ARGS[1]))[0]
+            second_start = _span(second, name_two, 1, keyed, spelling(ARGS[1]))[0]
             after_name = _counted(after_name, second[name_two + len(NAMES[1]):second_start].replace(NAMES[1], NAME_HOLE))
     if keyed is not None and keyed.quote:  # the probe's last value was a string: its closing quote is the value's
         closing = closing[len(keyed.quote):] if closing.startswith(keyed.quote) else closing
@@ -232,7 +249,7 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
         return None, "the template writes each argument as a tag named by its key (not read yet)"
     if not opening.strip() and not after_name.strip():
         return None, "the template writes a call with nothing around its name"
-    return CallSyntax(opening, after_name, closing, between, quoted, lead, keyed), ""
+    return CallSyntax(opening, after_name, closing, between, quoted, lead, keyed, as_string, content_none), ""
 
 
 def _span(text: str, at: int, call: int, keyed: KeyedArgs | None, spelled: str) -> tuple[int, int]:
@@ -246,10 +263,12 @@ def _span(text: str, at: int, call: int, keyed: KeyedArgs | None, spelled: str) 
     return (start, end + len(value)) if start >= 0 and end >= 0 else (-1, 0)
 
 
-def render_calls(calls: Sequence[ToolCall]) -> list[dict]:
-    """Calls as a message's ``tool_calls`` (OpenAI's shape, arguments an object: as transformers hands them)."""
-    return [{"id": c.id or f"call{i:05d}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for i, c in enumerate(calls)]
+def render_calls(calls: Sequence[ToolCall], as_string: bool = False) -> list[dict]:
+    """Calls as a message's ``tool_calls`` (OpenAI's shape; the arguments an object, as transformers hands
+    them, or ``as_string``, a JSON string, for a template that takes only that: ``CallSyntax.string_arguments``)."""
+    return [{"id": c.id or f"call{i:05d}", "type": "function", "function": {
+        "name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False) if as_string else c.arguments}}
+        for i, c in enumerate(calls)]
 
 
 def tool_message(call: ToolCall, result: str) -> dict:
