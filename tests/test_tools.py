@@ -439,3 +439,42 @@ def test_every_tool_templates_prompt_with_a_call_and_its_result_is_the_template_
         assert any(not s.special and s.text in literal for s in segments), name
         same += 1
     assert same >= 55
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "hermes3"])
+def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(copies, family: str) -> None:
+    """--tool-choice auto on real weights, the call started by the model: with three calls and their answers
+    earlier in the conversation, SmolLM2 writes the call's opening by itself; llama.cpp's lazy grammar (no
+    constraint until that opening) holds the rest to the template's syntax; the call runs and the answer
+    uses its result. (Llama 3.2's syntax, which opens with '{"name"', is not written by itself here.)"""
+    from rml_chat.core.model import load_model
+    from rml_chat.core.session import ChatSession
+    from rml_chat.engines.base import LazyGrammar, Sampling
+    from rml_chat.engines.local import LocalEngine
+    from tokenizer.chat.tool_calls import tool_message
+
+    model = load_model(copies[family])
+    engine = LocalEngine(model.weights, n_ctx=4096, n_threads=2)
+    grammars: list[object] = []
+    generate = engine.generate
+    engine.generate = lambda ids, *a, **k: (grammars.append(k.get("grammar", a[4] if len(a) > 4 else None)),
+                                            generate(ids, *a, **k))[1]
+    try:
+        session = ChatSession(model, engine, Sampling(temp=0.0, max_tokens=80))
+        syntax, _ = derive(ChatTemplate(model.tokenizer.chat_template), STOPS)
+        session.toolbox = Toolbox(load_functions(copies["functions"]), syntax, choice="auto", approve=lambda call: True)
+        for i, city in enumerate(["Oslo", "Rome", "Madrid"]):
+            call = ToolCall("get_weather", {"city": city}, f"call0000{i}")
+            session.conversation.messages += [
+                {"role": "user", "content": f"What is the weather in {city}?"},
+                {"role": "assistant", "content": "", "tool_calls": render_calls([call])},
+                tool_message(call, f"Sunny, 21 C in {city}"),
+                {"role": "assistant", "content": f"It is sunny and 21 C in {city}."}]
+        result = session.exchange("What is the weather in Paris?", lambda t: None, lambda t: None)
+    finally:
+        engine.close()
+    assert result.tool_calls == [{"name": "get_weather", "arguments": {"city": "Paris"}, "result": "Sunny, 21 C in Paris"}]
+    assert isinstance(grammars[0], LazyGrammar) and grammars[0].triggers == (syntax.trigger(),)  # none before it
+    call_message, tool, answer = session.conversation.messages[-3:]
+    assert call_message["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Paris"}}
+    assert tool["content"] == "Sunny, 21 C in Paris" and "Paris" in answer["content"]
