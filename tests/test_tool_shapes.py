@@ -94,3 +94,37 @@ def test_a_template_that_names_the_tool_twice_is_read_and_its_grammar_writes_the
     grammar = call_grammar(syntax, tools, schema_to_gbnf, whole=True)
     assert Grammar().verdict(grammar, text) == "complete"
     assert Grammar().verdict(grammar, text.replace('name="get_weather"', 'name="get_time"')) == "refused"
+
+
+def test_a_template_that_closes_each_argument_with_its_key_is_read_and_its_grammar_names_the_right_key(tools) -> None:
+    """MiniMax-M3: ``<city>Oslo</city><days>3</days></invoke>``, each argument a tag named by its key: the key's
+    place after a value is a hole, filled with the key just read when a call is parsed, and in the grammar
+    with the key just written (llama.cpp's grammar sampler the oracle)."""
+    syntax = _syntax("MiniMax-M3")
+    sep = "]<]minimax[>["
+    head = f'{syntax.opening}get_weather">{sep}<'
+    two = f"{head}city>Oslo, north{sep}</city>{sep}<days>3{sep}</days>{sep}</invoke>\n{sep}</tool_call>"
+    nxt = f'{sep}</days>{sep}</invoke>\n{sep}<invoke name="get_time">{sep}<zone>UTC{sep}</zone>{sep}</invoke>\n{sep}</tool_call>'
+    assert syntax.parse(two)[1] == [ToolCall("get_weather", {"city": "Oslo, north", "days": "3"})]
+    assert syntax.parse(two.split(f"{sep}</days>")[0] + nxt)[1] == [
+        ToolCall("get_weather", {"city": "Oslo, north", "days": "3"}), ToolCall("get_time", {"zone": "UTC"})]
+    grammar = call_grammar(syntax, tools, schema_to_gbnf, whole=True)
+    closing = syntax.closing.replace("\3", "{}")
+    assert Grammar().verdict(grammar, f"{head}city>Oslo{closing.format('city')}") == "complete"  # days optional
+    assert Grammar().verdict(grammar, f"{head}city>Oslo{sep}</city>{sep}<days>3{closing.format('days')}") == "complete"
+    assert Grammar().verdict(grammar, f"{head}city>Oslo{closing.format('days')}") == "refused"  # the wrong key closes
+    assert Grammar().verdict(grammar, f"{head}days>3{closing.format('days')}") == "refused"  # city is required
+
+
+def test_minimax_m3_calls_a_tool_on_real_weights_and_the_result_goes_back(tmp_path) -> None:
+    """Its prompt opens a thought the 135M model never closes: the budget closes it; then the grammar."""
+    copy = smollm_with_template(tmp_path / "minimax-m3.gguf", "MiniMax-M3")
+    functions = tmp_path / "fns.py"
+    functions.write_text(WEATHER)
+    done = subprocess.run([sys.executable, "-m", "rml_chat", str(copy), "--functions", str(functions), "--tool-choice",
+                           "required", "-p", "What is the weather in Paris?", "-n", "120", "--temp", "0", "--json",
+                           "--tools-approve", "--reasoning-budget", "0"], capture_output=True, text=True, timeout=300)
+    out = json.loads(done.stdout)
+    first = out["tool_calls"][0]
+    assert first["name"] == "get_weather" and isinstance(first["arguments"]["city"], str)
+    assert first["result"] == f"Sunny, 21 C in {first['arguments']['city']}" and "tool call: get_weather(" in done.stderr

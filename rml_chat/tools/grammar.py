@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from tokenizer.chat.tool_calls import _COUNT_HOLE, _ID_HOLE, NAME_HOLE, CallSyntax
+from tokenizer.chat.tool_keyed import KEY_HOLE
 
 from ..core.gbnf import literal as gbnf_literal
 from ..core.gbnf import renamed, text_without
@@ -65,12 +66,31 @@ def _keyed_rules(syntax: CallSyntax, tool: Tool, prefix: str, schema_to_gbnf: Ca
             pairs.append(spaced_as_tojson(renamed(schema_to_gbnf(json.dumps(schema)), f"{prefix}p{j}-"), f"{prefix}p{j}-"))
             separator = keyed.key_number or keyed.key_value
         pairs.append(f"{prefix}kv{j} ::= {literal(key)} {literal(separator)} {value}")
+    if KEY_HOLE in keyed.between_args:
+        return [*pairs, *_named_chain(syntax, order, len(required), prefix)]
     between = literal(keyed.between_args)
     chain = " ".join(f"{prefix}kv{j}" if j == 0 else f"{between} {prefix}kv{j}" if j < len(required) else
                      f"( {between} {prefix}kv{j} )?" for j in range(len(order)))
     if not required and order:  # (nothing required: the first key is optional too, and the rest follow it)
         chain = f"( {prefix}kv0 " + " ".join(f"( {between} {prefix}kv{j} )?" for j in range(1, len(order))) + " )?"
     return [*pairs, f"{prefix}root ::= {chain or chr(34) * 2}"]
+
+
+def _named_chain(syntax: CallSyntax, order: Sequence[str], required: int, prefix: str) -> list[str]:
+    """The arguments where the text after each value names its key (MiniMax-M3: ``<city>Oslo</city>``):
+    after key ``j``, the next argument or, once the required ones are written, the call's closing, each
+    with key ``j`` in its hole. The closing is written here, the key it names being the last one's."""
+    assert syntax.keyed is not None
+    between, closing = syntax.keyed.between_args, syntax.closing
+    rules = []
+    for j, key in enumerate(order):
+        nexts = range(j + 1, len(order)) if j >= required - 1 else [j + 1]
+        ways = [literal(closing.replace(KEY_HOLE, key))] if j >= required - 1 else []
+        ways += [f"{literal(between.replace(KEY_HOLE, key))} {prefix}kv{m} {prefix}after{m}" for m in nexts]
+        rules.append(f"{prefix}after{j} ::= " + " | ".join(ways))
+    firsts = [0] if required else range(len(order))
+    root = " | ".join(f"{prefix}kv{m} {prefix}after{m}" for m in firsts) or literal(closing.replace(KEY_HOLE, ""))
+    return [*rules, f"{prefix}root ::= {root}"]
 
 
 def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Callable[[str], str],
@@ -92,7 +112,8 @@ def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Call
         rules.append(f"t{i}-call ::= {literal(tool.name)} {literal(syntax.after_name.replace(NAME_HOLE, tool.name))} "
                      f"{arguments}")
     calls = " | ".join(f"t{i}-call" for i in range(len(tools)))
-    more = f" ( {literal(syntax.between)} call )*" if several and syntax.between is not None else ""
+    named = syntax.keyed is not None and KEY_HOLE in syntax.keyed.between_args  # the closing is the arguments'
+    more = f" ( {literal(syntax.between)} call )*" if several and syntax.between is not None and not named else ""
     start = syntax.lead + syntax.opening if whole else syntax.trigger() + syntax.opening.strip()[len(syntax.trigger()):]
-    head = f"root ::= {literal(start)} call{more} {literal(syntax.closing)}\ncall ::= {calls}\n"
+    head = f"root ::= {literal(start)} call{more} {literal('' if named else syntax.closing)}\ncall ::= {calls}\n"
     return head + "\n".join(rules) + "\n"

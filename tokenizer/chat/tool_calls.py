@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from .errors import ChatFormatError
 from .template import ChatTemplate
-from .tool_keyed import KeyedArgs, derive_keyed
+from .tool_keyed import KEY_HOLE, KeyedArgs, derive_keyed
 
 NAMES = ("xq_tool_one", "xq_tool_two")
 ARGS = ({"xq_key": "xq_value"}, {"xq_key": "xq_other"})
@@ -75,7 +75,7 @@ class CallSyntax:
         made = self._patterns.get(text)
         if made is None:
             made = self._patterns[text] = re.compile(r"\s*" +
-                r"\s*".join({_ID_HOLE: r"[\w\-]+", _COUNT_HOLE: r"\d+"}.get(part) or re.escape(part)
+                r"\s*".join({_ID_HOLE: r"[\w\-]+", _COUNT_HOLE: r"\d+", KEY_HOLE: r"[\w.\-]+"}.get(part) or re.escape(part)
                            for part in _split_hole(text.strip()))
                 if text.strip() else "")
         return made
@@ -123,7 +123,7 @@ class CallSyntax:
 
 def _split_hole(text: str) -> list[str]:
     parts: list[str] = []
-    for i, part in enumerate(re.split(f"([{_ID_HOLE}{_COUNT_HOLE}])", text)):
+    for i, part in enumerate(re.split(f"([{_ID_HOLE}{_COUNT_HOLE}{KEY_HOLE}])", text)):
         parts += [part] if i % 2 else [p for p in re.split(r"\s+", part) if p]
     return parts
 
@@ -245,6 +245,8 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
     if keyed is not None and keyed.quote:  # the probe's last value was a string: its closing quote is the value's
         closing = closing[len(keyed.quote):] if closing.startswith(keyed.quote) else closing
         between = between[len(keyed.quote):] if between and between.startswith(keyed.quote) else between
+    if keyed is not None and KEY_HOLE in keyed.between_args:  # the closing names the last argument's key too
+        closing, between = closing.replace("xq_key", KEY_HOLE), between and between.replace("xq_key", KEY_HOLE)
     if keyed is not None and "xq_" in after_name + closing + (between or "") + keyed.between_args:
         return None, "the template writes each argument as a tag named by its key (not read yet)"
     if not opening.strip() and not after_name.strip():

@@ -7,7 +7,10 @@ and the texts around the keys and values are cut out. Worked example, Qwen3-Code
     -> key_value ">\\n", between_args "\\n</parameter>\\n<parameter="   (after_name ">\\n<parameter=")
 
 A value is the text up to the next ``between_args`` or the call's closing, whichever comes first; values
-come back as text (the toolbox reads numbers and objects by the tool's schema).
+come back as text (the toolbox reads numbers and objects by the tool's schema). Where the text after a
+value names its key (MiniMax-M3: ``<xq_key>xq_value</xq_key><xq_beta>…``, each argument a tag named by
+its key), the key's place in ``between_args`` and in the call's closing is a hole, ``KEY_HOLE``, filled
+with the key just read.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .errors import ChatFormatError
 from .template import ChatTemplate
 
 TWO_ARGS = {"xq_key": "xq_value", "xq_beta": "xq_two"}
+KEY_HOLE = "\3"  # the argument's key again, where the text after its value names it (MiniMax-M3's ``<city>Oslo</city>``)
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,14 @@ class KeyedArgs:
             ({'city': 'Oslo'}, '</arg_value>\\n</tool_call>')
         """
         arguments: dict[str, str] = {}
-        key_values, between = [piece(t) for t in self.separators()], piece(self.between_args)
-        end = piece(closing) if closing.strip() else None
+        key_values = [piece(t) for t in self.separators()]
         while True:
             found = min((m for m in (p.search(text) for p in key_values) if m), key=lambda m: m.start(), default=None)
             if found is None:
                 raise ChatFormatError(f"tool call {name!r}: {self.key_value.strip()!r} expected after an argument's name")
             key, text = text[:found.start()].strip(), text[found.end():]
+            between = piece(self.between_args.replace(KEY_HOLE, key))
+            end = piece(closing.replace(KEY_HOLE, key)) if closing.strip() else None
             if self.quote and text.startswith(self.quote):  # a string: up to its closing quote, then the next key or the end
                 stop = text.find(self.quote, len(self.quote))
                 if stop < 0:
@@ -66,7 +71,8 @@ class KeyedArgs:
             if not ends:
                 arguments[key] = text.strip()
                 return arguments, ""
-            at, kind, match = min(ends, key=lambda e: (e[0], e[1] != "next"))
+            # the earliest; at one place the longer (MiniMax-M3's next-key text is the start of its closing)
+            at, kind, match = min(ends, key=lambda e: (e[0], e[2].start() - e[2].end(), e[1] != "next"))
             arguments[key] = text[:at].strip()
             if kind == "end":
                 return arguments, text[at:].lstrip()
@@ -92,7 +98,7 @@ def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: 
     key_value = text[key_one + len(first):value_one]
     if text[key_two + len(second):value_two] != key_value or not key_value.strip():
         return "the template writes each argument its own way (not read yet)"
-    between = text[value_one + len(first_value):key_two]
+    between = text[value_one + len(first_value):key_two].replace(first, KEY_HOLE)  # (a tag named by the key)
     if not between.strip():
         return "the template writes arguments with nothing between them (not read yet)"
     call["function"]["arguments"] = {"xq_key": "xq_value", "xq_num": 7}  # type: ignore[index]
