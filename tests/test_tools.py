@@ -478,3 +478,25 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
     call_message, tool, answer = session.conversation.messages[-3:]
     assert call_message["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Paris"}}
     assert tool["content"] == "Sunny, 21 C in Paris" and "Paris" in answer["content"]
+
+
+def test_a_required_call_on_gpt_oss_is_a_message_of_its_own_not_after_the_final_channel(copies) -> None:
+    """gpt-oss's thought and answer are channels, and a call is a message of its own (` to=functions.NAME
+    <|channel|>commentary json<|message|>ARGS`). Under `required` the reply is that call from its first token,
+    as the grammar the session hands llama.cpp says (its sampler the oracle); not the final channel's opening
+    and then the call, which is what a schema's answer after a thought would be."""
+    from test_reasoning_grammar import Grammar
+
+    from rml_chat.core.gbnf import for_reply
+    from rml_chat.core.model import load_model
+    from rml_chat.core.session import ChatSession
+    from rml_chat.engines.base import Sampling
+
+    model = load_model(copies["gpt-oss"])
+    syntax, _ = derive(ChatTemplate(model.tokenizer.chat_template), STOPS, thought_close=model.reasoning.close)
+    box = Toolbox(load_functions(copies["functions"]), syntax, choice="required")
+    session = ChatSession(model, None, Sampling())  # type: ignore[arg-type]  (no engine: the grammar alone)
+    handed = for_reply(box._required(session), model.reasoning, in_thought=False, thought_over=False)
+    call = ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}'
+    assert Grammar().verdict(handed, call) == "complete"
+    assert Grammar().verdict(handed, "<|channel|>final<|message|>" + call) == "refused"

@@ -84,7 +84,7 @@ def answer_alone(gbnf: str, reasoning: Reasoning | None) -> bool:
     """Whether a reasoning model's schema or grammar shapes its answer alone, after a free thought: yes,
     unless the grammar writes the thought's markers itself (it shapes the whole reply, thought and all) or
     is lazy (a tool call's: free text until its trigger)."""
-    return reasoning is not None and not isinstance(gbnf, LazyGrammar) and \
+    return reasoning is not None and not isinstance(gbnf, (LazyGrammar, WholeReply)) and \
         not any(m.strip() and m.strip() in gbnf for m in (reasoning.open, reasoning.close))
 
 
@@ -110,6 +110,11 @@ def after_thought(answer_gbnf: str, reasoning: Reasoning, in_thought: bool = Fal
                       "th-ws ::= [ \\t\\r\\n]{0,8}", renamed(answer_gbnf, "a-")]) + "\n"
 
 
+class WholeReply(str):
+    """GBNF for the whole reply, as it is: never put after a thought (a required tool call where thought and
+    answer are channels, gpt-oss: the call is a message of its own, from the reply's first token)."""
+
+
 def lazy_after_thought(grammar: LazyGrammar, reasoning: Reasoning, in_thought: bool = False) -> LazyGrammar:
     r"""A lazy grammar (a tool call's) whose trigger counts only outside a thought: after the thought's close,
     or in a reply that opened none (``in_thought``: the prompt opened one, so after its close only). Its
@@ -130,7 +135,7 @@ def for_reply(gbnf: str | None, reasoning: Reasoning | None, in_thought: bool, t
     """The grammar of a reply's next call: a schema's or grammar's after a free thought (``after_thought``), a
     lazy one's trigger outside the thought (``lazy_after_thought``); once the thought is over (closed by
     hand: the budget, Ctrl-C), or for a model without thoughts, the grammar as it is."""
-    if gbnf is None or reasoning is None or thought_over:
+    if gbnf is None or reasoning is None or thought_over or isinstance(gbnf, WholeReply):
         return gbnf
     if isinstance(gbnf, LazyGrammar):
         return lazy_after_thought(gbnf, reasoning, in_thought)

@@ -20,6 +20,7 @@ from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
 from tokenizer.chat.tool_keyed import typed
 
+from ..core.gbnf import WholeReply
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint
 from ..engines.base import LazyGrammar, Progress, triggers_of
@@ -71,8 +72,7 @@ class Toolbox:
             return session.turn(text, emit, notify, progress, think=think)
         lazy = Constraint(LazyGrammar(self.grammar(), [self.syntax.trigger()]), None, "--tool-choice auto")
         hider = CallHider(emit, self.syntax.trigger())
-        first = Constraint(self.grammar(whole=not self._thinks_first(session)), None, "--tool-choice required") \
-            if self.choice == "required" else lazy
+        first = Constraint(self._required(session), None, "--tool-choice required") if self.choice == "required" else lazy
         result = self._turn(session, text, hider, notify, progress, first, think)
         records: list[dict] = []
         while len(records) <= MAX_CALLS:  # (past the limit, the model's last turn is its answer, whatever it says)
@@ -94,6 +94,15 @@ class Toolbox:
         hider.reset()
         result.tool_calls = records
         return result
+
+    def _required(self, session: ChatSession) -> str:
+        """A required call's grammar: after a free thought where the template writes one before a call; else
+        from the reply's start, and where thought and answer are channels (gpt-oss) the call is the whole
+        reply, a message of its own (not after the final channel's opening, which answers rather than calls)."""
+        r = session.model.reasoning
+        if r is not None and r.channels() is not None:
+            return WholeReply(self.grammar(whole=True))
+        return self.grammar(whole=not self._thinks_first(session))
 
     def _thinks_first(self, session: ChatSession) -> bool:
         """Whether a required call may follow a thought: the model has thoughts and what the template writes
