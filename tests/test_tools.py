@@ -480,6 +480,7 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
     assert tool["content"] == "Sunny, 21 C in Paris" and "Paris" in answer["content"]
 
 
+@pytest.mark.whitebox  # (the toolbox's grammar for a required call, read before the session hands it on)
 def test_a_required_call_on_gpt_oss_is_a_message_of_its_own_not_after_the_final_channel(copies) -> None:
     """gpt-oss's thought and answer are channels, and a call is a message of its own (` to=functions.NAME
     <|channel|>commentary json<|message|>ARGS`). Under `required` the reply is that call from its first token,
