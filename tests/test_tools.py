@@ -441,7 +441,7 @@ def test_every_tool_templates_prompt_with_a_call_and_its_result_is_the_template_
     assert same >= 55
 
 
-@pytest.mark.parametrize("family", ["qwen2.5", "hermes3"])
+@pytest.mark.parametrize("family", ["qwen2.5", "hermes3", "gpt-oss"])  # (gpt-oss: the call a message of its own)
 def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(copies, family: str) -> None:
     """--tool-choice auto on real weights, the call started by the model: with three calls and their answers
     earlier in the conversation, SmolLM2 writes the call's opening by itself; llama.cpp's lazy grammar (no
