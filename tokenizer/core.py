@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import cached_property
 
-from .spec import ModelKind, TokenizerSpec, TokenType, validate
+from .spec import ModelKind, TextIndex, TokenizerSpec, TokenType, validate
 from .speedups import Speedups, installed
 from .stages.decode import Decoder, StreamDecoder
 from .stages.merge_model import merge_model
@@ -41,13 +41,15 @@ from .stages.specials import SpecialCutter, SpecialTokens
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def compact(spec: TokenizerSpec, speedups: Speedups) -> TokenizerSpec:
-    """The spec with its per-token tables in their smallest forms, the same values: the texts packed where
-    the accelerator packs them (``speedups.packed_tokens``, whose ``index()`` reads as the text-to-id dict), the types as bytes,
-    the scores as an array of doubles. For Gemma 3's 262,144 tokens, 67 MB of lists, floats and a dict
-    become 11 MB (docs/performance.md, "Memory")."""
+def compact(spec: TokenizerSpec, speedups: Speedups) -> tuple[TokenizerSpec, TextIndex]:
+    """The spec with its per-token tables in their smallest forms, the same values, and its ids by text
+    (later duplicates winning, as in llama.cpp): the texts packed where the accelerator packs them
+    (``speedups.packed_tokens``, whose ``index()`` is then the index; else a dict), the types as bytes, the
+    scores as an array of doubles. For Gemma 3's 262,144 tokens, 67 MB of lists, floats and a dict become
+    11 MB (docs/performance.md, "Memory")."""
     vocab = spec.vocab
     tokens = speedups.packed_tokens(vocab.tokens)
+    index = dict(zip(vocab.tokens, range(len(vocab.tokens)))) if tokens is None else tokens.index()
     types, scores = vocab.types, vocab.scores
     try:
         types = types if types is None or type(types) is bytes else bytes(types)
@@ -58,9 +60,9 @@ def compact(spec: TokenizerSpec, speedups: Speedups) -> TokenizerSpec:
     except (TypeError, OverflowError):
         pass
     if (tokens is None or tokens is vocab.tokens) and types is vocab.types and scores is vocab.scores:
-        return spec
+        return spec, index
     return replace(spec, vocab=replace(vocab, tokens=vocab.tokens if tokens is None else tokens, types=types,
-                                       scores=scores))
+                                       scores=scores)), index
 
 
 class Tokenizer:
@@ -80,12 +82,10 @@ class Tokenizer:
     def __init__(self, spec: TokenizerSpec, speedups: Speedups | None = None):
         validate(spec)
         speedups = installed() if speedups is None else speedups
-        self.spec = spec = compact(spec, speedups)
+        spec, index = compact(spec, speedups)
+        self.spec = spec
         self.vocab_size = n = len(spec.vocab.tokens)
         types: Sequence[int] = spec.vocab.types if spec.vocab.types is not None else bytes([TokenType.NORMAL]) * n
-        packed = getattr(spec.vocab.tokens, "index", None) if type(spec.vocab.tokens) is not list else None
-        # ids by text, later duplicates winning as in llama.cpp: the packed texts' own view, else a dict
-        index = packed() if packed is not None else dict(zip(spec.vocab.tokens, range(n)))
         self._index = index
         # the stages, in the order encode runs them
         self.specials = SpecialTokens(spec, types)
