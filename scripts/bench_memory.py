@@ -1,6 +1,6 @@
 """Peak memory of one turn, whole processes, side by side (not a test; issue 32's memory target).
 
-    python scripts/bench_memory.py [MODEL.gguf ...] [--repeat 3] [--steps]
+    python scripts/bench_memory.py [MODEL.gguf ...] [--repeat 3] [--steps] [--cold]
 
 For each model: the peak resident set (``ru_maxrss`` of the child, read with ``os.wait4``) of
 ``rml-chat MODEL -p "Hello" -n 8 --temp 0`` (the prompt cache off) against llama-cpp-python's own path for
@@ -17,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,9 +47,9 @@ print(f"  + the turn {rss():.0f} MB (peak {resource.getrusage(resource.RUSAGE_SE
 """
 
 
-def peak_mb(command: list[str]) -> float:
+def peak_mb(command: list[str], **extra_env: str) -> float:
     """The peak resident set of ``command``'s process, in MB (the child's own, not this script's)."""
-    env = {**os.environ, "RML_CHAT_PROMPT_CACHE": "off"}
+    env = {**os.environ, "RML_CHAT_PROMPT_CACHE": "off", **extra_env}
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
@@ -68,12 +69,15 @@ def main() -> None:
     parser.add_argument("models", nargs="*", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--steps", action="store_true")
+    parser.add_argument("--cold", action="store_true", help="an empty tokenizer table cache for each of our runs")
     args = parser.parse_args()
     for model in args.models or default_models():
         ours, theirs = [], []
         for _ in range(args.repeat):
-            ours.append(peak_mb([sys.executable, "-m", "rml_chat", str(model), "-p", "Hello", "-n", "8", "--temp", "0",
-                                 "-c", "4096"]))
+            with tempfile.TemporaryDirectory() as empty:
+                cache = {"RML_CHAT_TOKENIZER_CACHE": empty} if args.cold else {}
+                ours.append(peak_mb([sys.executable, "-m", "rml_chat", str(model), "-p", "Hello", "-n", "8", "--temp",
+                                     "0", "-c", "4096"], **cache))
             theirs.append(peak_mb([sys.executable, "-c", LLAMA_CPP_PYTHON, str(model)]))
         a, b = statistics.median(ours), statistics.median(theirs)
         print(f"{model.name}: rml-chat {a:.0f} MB, llama-cpp-python {b:.0f} MB, ratio {a / b:.2f} "

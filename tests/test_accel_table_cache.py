@@ -55,14 +55,18 @@ SOURCES = {  # name -> (file, kind): byte-level GGUF, tokenizer.json of each sty
 @pytest.mark.parametrize("name", SOURCES)
 def test_warm_load_is_the_same_tokenizer(name: str, tables: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = SOURCES[name]()
+    monkeypatch.setenv("RML_CHAT_TOKENIZER_CACHE", "off")
+    read = tokenizer.load(source).spec.model.merges  # the merges as the loader read them
+    monkeypatch.setenv("RML_CHAT_TOKENIZER_CACHE", str(tables))
     cold = tokenizer.load(source)
     assert len(list(tables.glob("*.tables"))) == 1
+    # once its entry is written, the cold load's merges answer from its table too (the file's bytes go)
+    assert isinstance(cold.spec.model.merges, table_cache.PackedMerges)
     _refuse_to_build(monkeypatch)
     warm = tokenizer.load(source)
     assert isinstance(warm.spec.model.merges, table_cache.PackedMerges)
-    want_merges, got_merges = cold.spec.model.merges, warm.spec.model.merges
     # the table keeps a repeated pair once, at its first rank
-    assert list(got_merges) == list(dict.fromkeys(want_merges))
+    assert list(warm.spec.model.merges) == list(cold.spec.model.merges) == list(dict.fromkeys(read))
     for part in dataclasses.fields(cold.spec):
         want, got = getattr(cold.spec, part.name), getattr(warm.spec, part.name)
         if part.name == "model":
@@ -125,7 +129,9 @@ def test_an_unwritable_cache_is_skipped(tmp_path: Path, monkeypatch: pytest.Monk
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("RML_CHAT_TOKENIZER_CACHE", str(blocker / "tables"))
-    assert tokenizer.load(model_path("gpt-2")).encode("Hello world") == [15496, 995]
+    tok = tokenizer.load(model_path("gpt-2"))
+    assert tok.encode("Hello world") == [15496, 995]
+    assert not isinstance(tok.spec.model.merges, table_cache.PackedMerges)  # nothing written: the merges as read
 
 
 def test_off_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -148,11 +148,12 @@ def read(source: Path, files: Sequence[Path]) -> Entry | None:
 
 
 def write(source: Path, files: Sequence[Path], spec: TokenizerSpec, merge_table: dict[int, int],
-          warnings: list[str]) -> None:
-    """Store the tables of a freshly built tokenizer (big vocabularies only); failures are skipped."""
+          warnings: list[str]) -> bool:
+    """Store the tables of a freshly built tokenizer (big vocabularies only); failures are skipped.
+    True: stored."""
     root = tables_dir()
     if root is None or len(spec.vocab.tokens) < MIN_TOKENS or not merge_table:
-        return
+        return False
     fields: dict[str, Any] = {name: {f.name: _plain(getattr(getattr(spec, name), f.name))
                                      for f in dataclasses.fields(part)} for name, part in _PARTS.items()}
     fields["vocab"]["tokens"] = list(spec.vocab.tokens)  # plain lists: marshal takes no packed table nor array
@@ -176,3 +177,5 @@ def write(source: Path, files: Sequence[Path], spec: TokenizerSpec, merge_table:
             raise
     except (OSError, ValueError) as err:  # ValueError: marshal of an unexpected value
         log.debug("tokenizer table cache: not written for %s (%s)", source, err)
+        return False
+    return True
