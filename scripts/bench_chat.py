@@ -242,6 +242,30 @@ def parallel(model_path: str | None, n: int = 64, slots: int = 4) -> None:
           f"-np {slots} {t2 / w2:.1f} tok/s ({w2:.1f} s), the same lines on llama-server -np {slots} "
           f"{t3 / w3:.1f} tok/s ({w3:.1f} s); -np over sequential {(t2 / w2) / (t1 / w1):.2f}, over llama-server "
           f"{(t2 / w2) / (t3 / w3):.2f}; greedy replies that differ: {differ} of {n}")
+    one, several = (decode_step_tokens_per_s(Path(path), k) for k in (1, slots))
+    print(f"llama.cpp's own decode step (no sampling, no Python between): 1 sequence {one:.1f} tok/s, {slots} "
+          f"sequences {several:.1f} tok/s, ratio {several / one:.2f}: what batching alone can give here")
+
+
+def decode_step_tokens_per_s(weights: Path, sequences: int, steps: int = 32, prompt: int = 60) -> float:
+    """Tokens/s of ``llama_decode`` over ``sequences`` sequences a step (one token each, after a
+    ``prompt``-token prompt each), the ceiling of what ``-np`` can win over one line at a time."""
+    from rml_chat.engines.runtime import LlamaModel, llama_log
+
+    llama_log()  # llama.cpp's chatter caught
+    threads = os.cpu_count() or 1
+    llama = LlamaModel(weights, n_ctx=4096, n_batch=512, n_threads=threads, n_threads_batch=threads,
+                       gpu=(0, "layer"), n_seq=sequences + 1)
+    try:
+        for seq in range(1, sequences + 1):
+            llama.decode_seqs(range(100, 100 + prompt), range(prompt), [seq] * prompt, [False] * prompt)
+        start = time.perf_counter()
+        for step in range(steps):
+            llama.decode_seqs([200 + step] * sequences, [prompt + step] * sequences, range(1, sequences + 1),
+                              [True] * sequences)
+        return sequences * steps / (time.perf_counter() - start)
+    finally:
+        llama.close()
 
 
 def batch(model_path: str | None, counts: tuple[int, ...] = (12, 100)) -> None:
