@@ -24,6 +24,7 @@ import sys
 import tarfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,9 +123,9 @@ class Cluster:
 
 
 def start(model: Path, workers: int = 2, port: int | None = None, ctx: int = 4096, threads: int = 1,
-          log: Path | None = None, timeout: float = 120, slots: int = 1) -> Cluster:
-    """Start ``workers`` rpc-servers and a llama-server over them (``slots``: its -np), and wait until it
-    answers /health."""
+          log: Path | None = None, timeout: float = 120, slots: int = 1, extra: Sequence[str] = ()) -> Cluster:
+    """Start ``workers`` rpc-servers and a llama-server over them (``slots``: its -np; ``extra``: more of
+    its flags), and wait until it answers /health."""
     build()
     sink = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (kept open for the processes)
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(workers)]
@@ -138,7 +139,7 @@ def start(model: Path, workers: int = 2, port: int | None = None, ctx: int = 409
         for address in addresses:
             _wait_for_port(address, timeout)
         command = [str(binary("llama-server")), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                   "-c", str(ctx), "-t", str(threads), "--no-webui", "-np", str(slots)]
+                   "-c", str(ctx), "-t", str(threads), "--no-webui", "-np", str(slots), *extra]
         if cpu_quirks.no_extra_buffers():
             command += ["--no-repack"]  # (llama.cpp's AMX kernels crash: rml_chat/engines/cpu_quirks.py)
         if log:

@@ -293,3 +293,19 @@ def test_a_cached_template_renders_nothing_and_a_damaged_entry_is_a_miss(tmp_pat
     format_cache._MEMORY.clear()
     entry.write_text('{"source": "fitted", "fitted": 12}')  # foreign and broken: established again
     assert detect_chat_format(template, bos_token=BOS, eos_token=EOS).format.pieces == first.format.pieces
+
+
+def test_a_template_that_changes_its_own_list_renders_as_llama_cpp_renders_it_and_nothing_else_changes() -> None:
+    """transformers' sandbox refuses ``ids.append``; llama.cpp's engine allows it (Kimi K2's templates:
+    the byte-for-byte oracle is llama-server, test_tool_shapes.py). Only such a template leaves the
+    immutable sandbox; it works on a copy of what it is handed, and Python's internals stay out of reach."""
+    queue = ChatTemplate("{% set ns = namespace(ids=[]) %}{% for m in messages %}{% set _ = ns.ids.append(m.role) %}"
+                         "{% endfor %}{{ ns.ids | join(',') }}|{% set _ = messages[0].update(role='x') %}"
+                         "{{ messages[0].role }}")
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    assert queue.render(messages, False) == "user,assistant|x" and queue.mutates
+    assert messages[0]["role"] == "user"  # the caller's messages untouched
+    plain = ChatTemplate("{{ messages | map(attribute='role') | list | tojson }}{{ messages | map(attribute='role') | tojson }}")
+    assert plain.render(messages, False) == '["user", "assistant"]["user", "assistant"]' and not plain.mutates
+    with pytest.raises(TemplateBroken, match="unsafe"):
+        ChatTemplate("{{ messages.__class__.__mro__ }}").render(messages, False)

@@ -71,19 +71,6 @@ def test_the_call_grammar_quotes_strings_and_leaves_numbers_bare(tools, text: st
     assert Grammar().verdict(grammar, text) == verdict
 
 
-def test_gemma_4_calls_a_tool_on_real_weights_and_the_result_goes_back(tools, tmp_path) -> None:
-    copy = smollm_with_template(tmp_path / "gemma4.gguf", "google-gemma-4-31B-it")
-    functions = tmp_path / "fns.py"
-    functions.write_text(WEATHER)
-    done = subprocess.run([sys.executable, "-m", "rml_chat", str(copy), "--functions", str(functions), "--tool-choice",
-                           "required", "-p", "What is the weather in Paris?", "-n", "64", "--temp", "0", "--json",
-                           "--tools-approve"], capture_output=True, text=True, timeout=300)
-    out = json.loads(done.stdout)
-    first = out["tool_calls"][0]
-    assert first["name"] == "get_weather" and isinstance(first["arguments"]["city"], str)
-    assert first["result"] == f"Sunny, 21 C in {first['arguments']['city']}" and "tool call: get_weather(" in done.stderr
-
-
 def test_a_template_that_names_the_tool_twice_is_read_and_its_grammar_writes_the_name_both_times(tools) -> None:
     """muse: ``to=NAME<|message|>…<atem:invoke name="NAME">``: the name's second place is a hole, filled
     with the tool's own name when a call is parsed and in the call's grammar."""
@@ -116,15 +103,68 @@ def test_a_template_that_closes_each_argument_with_its_key_is_read_and_its_gramm
     assert Grammar().verdict(grammar, f"{head}days>3{closing.format('days')}") == "refused"  # city is required
 
 
-def test_minimax_m3_calls_a_tool_on_real_weights_and_the_result_goes_back(tmp_path) -> None:
-    """Its prompt opens a thought the 135M model never closes: the budget closes it; then the grammar."""
-    copy = smollm_with_template(tmp_path / "minimax-m3.gguf", "MiniMax-M3")
+@pytest.mark.parametrize("template, flags", [
+    ("google-gemma-4-31B-it", []),
+    # its prompt opens a thought the 135M model never closes: the budget closes it; then the grammar
+    ("MiniMax-M3", ["--reasoning-budget", "0"]),
+    # rendered as llama.cpp renders it (below); a thought the model may open first, closed by the budget
+    ("Kimi-K2-Thinking", ["--reasoning-budget", "0"]),
+])
+def test_a_tool_is_called_on_real_weights_and_the_result_goes_back(template: str, flags: list[str], tmp_path) -> None:
+    copy = smollm_with_template(tmp_path / "copy.gguf", template)
     functions = tmp_path / "fns.py"
     functions.write_text(WEATHER)
     done = subprocess.run([sys.executable, "-m", "rml_chat", str(copy), "--functions", str(functions), "--tool-choice",
                            "required", "-p", "What is the weather in Paris?", "-n", "120", "--temp", "0", "--json",
-                           "--tools-approve", "--reasoning-budget", "0"], capture_output=True, text=True, timeout=300)
+                           "--tools-approve", *flags], capture_output=True, text=True, timeout=300)
     out = json.loads(done.stdout)
     first = out["tool_calls"][0]
     assert first["name"] == "get_weather" and isinstance(first["arguments"]["city"], str)
     assert first["result"] == f"Sunny, 21 C in {first['arguments']['city']}" and "tool call: get_weather(" in done.stderr
+
+
+#: templates transformers' sandbox refuses and llama.cpp renders (tokenizer/chat/template.py): Kimi K2's
+#: queue their calls' ids in a list of their own; llama.cpp's own DeepSeek R1 template hands a generator to
+#: tojson
+RENDERED_AS_LLAMA_CPP = ("Kimi-K2-Instruct", "Kimi-K2-Thinking", "llama-cpp-deepseek-r1")
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("name", RENDERED_AS_LLAMA_CPP)
+def test_a_template_transformers_refuses_is_rendered_byte_for_byte_as_llama_server_renders_it(name: str) -> None:
+    """The oracle is llama.cpp's own template engine: llama-server ``--jinja`` with the template, asked
+    for the prompt of a conversation holding a call (in the shape the template takes), its result, an
+    answer and a new question (``/apply-template``)."""
+    import urllib.request
+
+    from conftest import ROOT, model_path
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import cluster
+
+    from tokenizer.chat.tool_calls import render_calls
+
+    path = fetch.models_dir() / "templates" / f"{name}.jinja"
+    syntax = _syntax(name)
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "description": "The city."}},
+        "required": ["city"]}}}]
+    messages = [{"role": "user", "content": "Weather in Oslo?"},
+                {"role": "assistant", "content": None if syntax.content_none else "",
+                 "tool_calls": render_calls([ToolCall("get_weather", {"city": "Oslo"}, "call00001")],
+                                            syntax.string_arguments)},
+                {"role": "tool", "content": 'Sunny, "21 C"', "tool_call_id": "call00001", "name": "get_weather"},
+                {"role": "assistant", "content": "It is sunny."}, {"role": "user", "content": "And Paris?"}]
+    server = cluster.start(model_path("smollm2"), workers=0, ctx=2048,
+                           extra=["--jinja", "--chat-template-file", str(path)])
+    try:
+        request = urllib.request.Request(server.url + "/apply-template", json.dumps(
+            {"messages": messages, "tools": tools}).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            theirs = json.loads(answer.read())["prompt"]
+    finally:
+        server.stop()
+    template = ChatTemplate(path.read_text(encoding="utf-8"))
+    ours = template.render(messages, True, tools=tools, bos_token="<|im_start|>", eos_token="<|im_end|>")
+    assert ours == theirs and "get_weather" in ours and "Sunny" in ours
+    assert template.mutates is name.startswith("Kimi")  # the sandbox that lets it change its own list: only there

@@ -34,8 +34,9 @@ def _helper() -> None:
 READ = ("Qwen-Qwen2.5-7B-Instruct", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "meta-llama-Llama-3.2-3B-Instruct",
         "Mistral-Small-3.2-24B-Instruct-2506", "openai-gpt-oss-120b", "Qwen-Qwen3-0.6B", "deepseek-ai-DeepSeek-V3.1",
         "moonshotai-Kimi-K2", "upstage-Solar-Open-100B", "ibm-granite-granite-4.0", "mistralai-Mistral-Nemo-Instruct-2407",
-        "deepseek-ai-DeepSeek-R1-Distill-Llama-8B")  # (the last takes a call only in OpenAI's shape: content None,
-#                                                     the arguments a JSON string)
+        "deepseek-ai-DeepSeek-R1-Distill-Llama-8B",  # (takes a call only in OpenAI's shape: content None, the
+        "Kimi-K2-Instruct", "Kimi-K2-Thinking", "llama-cpp-deepseek-r1")  # arguments a JSON string; the last three
+#   render as llama.cpp renders them, where transformers' sandbox refuses them: test_tool_shapes.py)
 KEYED = ("Qwen3-Coder", "Qwen3.5-4B", "GLM-4.6", "MiniMax-M2", "deepseek-ai-DeepSeek-V3.2", "ByteDance-Seed-OSS",
          "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "tencent-Hy3", "google-gemma-4-31B-it", "google-gemma-4-31B-it-interleaved",
          "LFM2.5-8B-A1B", "muse-glimmer", "MiniMax-M3")  # (Gemma 4 and LFM2 quote strings, the rest bare:
@@ -82,8 +83,10 @@ def test_every_tool_use_template_has_its_call_syntax_read_or_a_reason_named() ->
             got = [ToolCall(c.name, typed(c.arguments, {"properties": {"days": {"type": "integer"}}})) for c in got]
         assert [(c.name, c.arguments) for c in got] == [(c.name, c.arguments) for c in want], name
         assert (syntax.keyed is not None) == (name in KEYED) or name not in READ + KEYED, name
-    assert set(READ + KEYED) <= set(read) and len(read) >= 57, (read, unread)
+    assert set(READ + KEYED) <= set(read) and len(read) >= 60, (read, unread)
     assert unread["meetkai-functionary-medium-v3.2"] == "the template writes a call with nothing around its name"
+    assert "before a turn the generation prompt ends with" in unread["CohereForAI-c4ai-command-r-plus-tool_use"]
+    assert "'functions' is undefined" in unread["fireworks-ai-llama-3-firefunction-v2"] and len(unread) == 3
     r1 = derive(ChatTemplate(_templates()["deepseek-ai-DeepSeek-R1-Distill-Llama-8B"]), STOPS)[0]
     assert r1 is not None and r1.content_none and r1.string_arguments and not r1.quoted
 
@@ -438,5 +441,5 @@ def test_every_tool_templates_prompt_with_a_call_and_its_result_is_the_template_
         literal = (result.strip(), json.dumps(result.strip(), ensure_ascii=False)[1:-1])  # as written, or in tojson
         assert any(not s.special and s.text in literal for s in segments), name
         same += 1
-    assert same >= 55
+    assert same >= 58
 

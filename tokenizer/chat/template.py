@@ -8,6 +8,14 @@ transformers' setup, reproduced here:
 * the variables ``messages``, ``tools=None``, ``documents=None``, ``add_generation_prompt``, the special
   tokens' texts (``bos_token``, ``eos_token``) and any extra keyword (``enable_thinking``).
 
+Where transformers' sandbox refuses a template that llama.cpp renders, the template is rendered as
+llama.cpp's engine (minja) renders it, and nowhere else: with ``tools`` undefined where ``tools=None``
+breaks it, and where it changes a list of its own (``ids.append(x)``, ``ids.pop(0)``: Kimi K2's templates
+queue their calls' ids so), in jinja2's sandbox that allows that (``SandboxedEnvironment``; still no
+access to Python's internals), over a deep copy of what it is handed; and ``tojson`` writes a generator
+(``tools | map(attribute='function')``, llama.cpp's own DeepSeek R1 template) as its list. A template
+transformers renders is never rendered any other way.
+
 jinja2 is imported on the first template, never by ``import tokenizer``.
 
 Example::
@@ -19,9 +27,11 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
 from .errors import ChatFormatError
@@ -35,21 +45,36 @@ class TemplateBroken(ChatFormatError):
     """The template can't be compiled, or failed while rendering (not through raise_exception)."""
 
 
+#: what transformers' sandbox says of a template that changes a list or dict of its own
+_MUTATION = re.compile(r"access to attribute '\w+' of '(?:list|dict|set|deque)' object is unsafe")
+
+
 def _raise(message: object) -> None:
     raise TemplateRaised(str(message))
 
 
 def _tojson(value: object, ensure_ascii: bool = False, indent: int | None = None,
             separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys,
+                      default=_listed)
 
 
-@lru_cache(maxsize=1)
-def _environment():
-    """The sandboxed environment, made once (jinja2 is imported here, on first use)."""
+def _listed(value: object) -> list:
+    """What ``tojson`` writes of a value json can't: a generator (``tools | map(attribute='function')``, a
+    list in llama.cpp's engine, a generator in jinja2) as the list it yields; anything else is refused as
+    transformers refuses it."""
+    if isinstance(value, Iterator):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+@lru_cache(maxsize=2)
+def _environment(mutable: bool = False):
+    """The sandboxed environment, made once (jinja2 is imported here, on first use); ``mutable``: the one
+    that lets a template change its own lists and dicts (module docstring)."""
     import jinja2
     from jinja2.ext import Extension, loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
     class GenerationTag(Extension):
         """``{% generation %}…{% endgeneration %}``: transformers tracks where the body lands; we write it."""
@@ -64,7 +89,8 @@ def _environment():
         def _body(self, caller):  # type: ignore[no-untyped-def]
             return caller()
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, loopcontrols])
+    sandbox = SandboxedEnvironment if mutable else ImmutableSandboxedEnvironment
+    env = sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, loopcontrols])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise
     return env
@@ -85,6 +111,8 @@ class ChatTemplate:
         self.reads_thinking = "enable_thinking" in source
         #: the template reads ``reasoning_effort`` (gpt-oss, Solar Open, Hunyuan, DeepSeek V4, Command A)
         self.reads_effort = "reasoning_effort" in source
+        #: the template changes lists of its own, which transformers' sandbox refuses (module docstring)
+        self.mutates = False
         #: transformers passes ``tools=None``; a tool-use template that then fails on a plain message
         #: (``for tool in tools``) is rendered as llama.cpp renders it, with ``tools`` undefined.
         self.tools_undefined = False
@@ -118,10 +146,21 @@ class ChatTemplate:
             extra["tools"] = [dict(t) for t in tools]
         elif not self.tools_undefined:
             extra["tools"] = None
+        variables = dict(messages=[dict(m) for m in messages], documents=None,
+                         add_generation_prompt=add_generation_prompt, bos_token=bos_token, eos_token=eos_token,
+                         strftime_now=strftime_now, **extra)
         try:
-            return self._compiled.render(messages=[dict(m) for m in messages], documents=None,
-                                         add_generation_prompt=add_generation_prompt, bos_token=bos_token,
-                                         eos_token=eos_token, strftime_now=strftime_now, **extra)
+            if self.mutates:
+                return self._compiled.render(copy.deepcopy(variables))
+            try:
+                return self._compiled.render(variables)
+            except jinja2.sandbox.SecurityError as refused:
+                if not _MUTATION.search(str(refused)):
+                    raise
+                mutable = _environment(mutable=True).from_string(self.source)
+                text = mutable.render(copy.deepcopy(variables))
+                self._compiled, self.mutates = mutable, True
+                return text
         except TemplateRaised:
             raise
         except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,

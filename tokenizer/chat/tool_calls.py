@@ -40,9 +40,10 @@ _COUNT_HOLE = "\1"  # a call's number (0, 1, …)
 NAME_HOLE = "\2"  # the tool's name again (muse's ``to=NAME<|message|>…<atem:invoke name="NAME">``)
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 _PROBE_TOOLS = [{"type": "function", "function": {"name": n, "description": "A probe.", "parameters": {
-    "type": "object", "properties": {"xq_key": {"type": "string"}, "xq_beta": {"type": "string"},
-                                     "xq_num": {"type": "integer"}},
-    "required": ["xq_key"]}}} for n in NAMES]
+    "type": "object", "properties": {"xq_key": {"type": "string", "description": "A key."},
+                                     "xq_beta": {"type": "string", "description": "A beta."},
+                                     "xq_num": {"type": "integer", "description": "A number."}},
+    "required": ["xq_key"]}}} for n in NAMES]  # every part described, as transformers' get_json_schema writes
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,9 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
         return None, renders
     prompt, one, two, as_string, content_none = renders
     common = reply_start(prompt, one)
+    if any(stop and stop in prompt[common:] for stop in stops):
+        return None, ("the template writes a call's turn before a turn the generation prompt ends with, not "
+                      "where the reply goes")
     text = one[common:].replace(CALL_ID, _ID_HOLE)
     at = text.find(NAMES[0])
     keyed = None
