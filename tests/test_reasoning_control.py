@@ -122,6 +122,18 @@ def test_a_channel_between_the_thought_and_the_answer_is_shown_as_itself(step: i
     assert splitter.thought_raw == HARMONY[len(r.open):HARMONY.index(r.close)]  # as written, for the history
 
 
+@pytest.mark.parametrize("step", [1, 3, 7, 200])
+def test_a_call_after_the_analysis_ends_the_thought_and_is_the_answer(step: int) -> None:
+    """gpt-oss writes a call as a message addressed to the tool before its channel: the thought is over,
+    and the message, header and all, is the answer, where the call is parsed."""
+    r = derive(_template("openai-gpt-oss-120b"))
+    splitter = ThoughtSplitter(r.open, r.close, r.answer_open, False, Channels(*r.channels()))
+    call = ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}'
+    reply = f"{r.open}Paris, then.<|end|><|start|>assistant{call}"
+    answer = "".join(splitter.feed(reply[at:at + step]) for at in range(0, len(reply), step)) + splitter.finish()
+    assert answer == call.lstrip() and splitter.take_thought() == "Paris, then."
+
+
 def test_templates_without_channels_have_none() -> None:
     assert derive(_template(EXPECTED["qwen3"][0])).channels() is None
     assert derive(_template(EXPECTED["cohere2"][0])).channels() is None  # its answer opens with no channel name

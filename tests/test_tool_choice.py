@@ -68,9 +68,9 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
 @pytest.mark.whitebox  # (the toolbox's grammar for a required call, read before the session hands it on)
 def test_a_required_call_on_gpt_oss_is_a_message_of_its_own_not_after_the_final_channel(copies) -> None:
     """gpt-oss's thought and answer are channels, and a call is a message of its own (` to=functions.NAME
-    <|channel|>commentary json<|message|>ARGS`). Under `required` the reply is that call from its first token,
-    as the grammar the session hands llama.cpp says (its sampler the oracle); not the final channel's opening
-    and then the call, which is what a schema's answer after a thought would be."""
+    <|channel|>commentary json<|message|>ARGS`). Under `required` the reply is that call, after the model's
+    analysis or without one (llama.cpp's gpt-oss grammar: analysis messages, then the call), as the grammar
+    the session hands llama.cpp says (its sampler the oracle); never the final channel, which answers."""
     from test_reasoning_grammar import Grammar
 
     from rml_chat.core.gbnf import for_reply
@@ -84,5 +84,12 @@ def test_a_required_call_on_gpt_oss_is_a_message_of_its_own_not_after_the_final_
     session = ChatSession(model, None, Sampling())  # type: ignore[arg-type]  (no engine: the grammar alone)
     handed = for_reply(box._required(session), model.reasoning, in_thought=False, thought_over=False)
     call = ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}'
+    analysis = "<|channel|>analysis<|message|>The user wants Paris. <|end|> is a token.<|end|><|start|>assistant"
     assert Grammar().verdict(handed, call) == "complete"
+    assert Grammar().verdict(handed, analysis + call) == "complete"  # its analysis first, as llama.cpp's allows
     assert Grammar().verdict(handed, "<|channel|>final<|message|>" + call) == "refused"
+    assert Grammar().verdict(handed, analysis + "<|channel|>final<|message|>Sunny") == "refused"
+    # the budget or Ctrl-C closes the analysis with the message's end alone, and the call follows (not the final channel)
+    after = for_reply(box._required(session), model.reasoning, in_thought=False, thought_over=True)
+    assert box._required(session).close == "<|end|><|start|>assistant"
+    assert Grammar().verdict(after, call) == "complete" and Grammar().verdict(after, analysis + call) == "refused"

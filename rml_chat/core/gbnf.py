@@ -91,7 +91,7 @@ def answer_alone(gbnf: str, reasoning: Reasoning | None) -> bool:
 def thought_free(gbnf: str | None, reasoning: Reasoning | None) -> bool:
     """Whether a reply's thought is free of its grammar (none, a lazy one, or one for the answer alone), so
     that the budget or Ctrl-C can end it by hand."""
-    return gbnf is None or isinstance(gbnf, LazyGrammar) or answer_alone(gbnf, reasoning)
+    return gbnf is None or isinstance(gbnf, (LazyGrammar, ThoughtThenCall)) or answer_alone(gbnf, reasoning)
 
 
 def after_thought(answer_gbnf: str, reasoning: Reasoning, in_thought: bool = False) -> str:
@@ -115,6 +115,32 @@ class WholeReply(str):
     answer are channels, gpt-oss: the call is a message of its own, from the reply's first token)."""
 
 
+class ThoughtThenCall(str):
+    """A required call where thought and answer are channels (gpt-oss): an optional thought, a message of
+    its own, then the call, a message of its own (``thought_then_call``). ``close``: what ends a thought
+    closed by hand (the budget, Ctrl-C) before the call; ``call``: the grammar from there on."""
+
+    close: str
+    call: WholeReply
+
+
+def thought_then_call(call: WholeReply, reasoning: Reasoning) -> ThoughtThenCall:
+    r"""The call's grammar after an optional thought in the template's channels, as gpt-oss's template
+    writes a call after its analysis (``<|channel|>analysis<|message|>…<|end|><|start|>assistant`` then
+    `` to=functions.NAME…``)::
+
+        root ::= th-head a-root
+        th-head ::= ( "<|channel|>analysis<|message|>" th-s0 "<|end|><|start|>assistant" )?
+        (th-s0 …: any text in which "<|end|><|start|>assistant" does not occur; a-root …: the call)
+    """
+    separator = reasoning.channels()[0]
+    made = ThoughtThenCall("\n".join([
+        "root ::= th-head a-root", f"th-head ::= ( {literal(reasoning.open)} th-s0 {literal(separator)} )?",
+        *text_without(separator, "th"), renamed(call, "a-")]) + "\n")
+    made.close, made.call = separator, call
+    return made
+
+
 def lazy_after_thought(grammar: LazyGrammar, reasoning: Reasoning, in_thought: bool = False) -> LazyGrammar:
     r"""A lazy grammar (a tool call's) whose trigger counts only outside a thought: after the thought's close,
     or in a reply that opened none (``in_thought``: the prompt opened one, so after its close only). Its
@@ -135,6 +161,8 @@ def for_reply(gbnf: str | None, reasoning: Reasoning | None, in_thought: bool, t
     """The grammar of a reply's next call: a schema's or grammar's after a free thought (``after_thought``), a
     lazy one's trigger outside the thought (``lazy_after_thought``); once the thought is over (closed by
     hand: the budget, Ctrl-C), or for a model without thoughts, the grammar as it is."""
+    if isinstance(gbnf, ThoughtThenCall):
+        return gbnf.call if thought_over else gbnf
     if gbnf is None or reasoning is None or thought_over or isinstance(gbnf, WholeReply):
         return gbnf
     if isinstance(gbnf, LazyGrammar):

@@ -256,10 +256,11 @@ class ChatSession:
         REPL's Ctrl-C), it is closed and the reply goes on (``_ids``: the prompt ids of the last call), under
         the answer's grammar alone where there is one (``gbnf.for_reply``)."""
         sampling, self._ids, ended = self.sampling, ids, False
+        prompt_len: int | None = len(ids)  # each call's ids: this prompt, then reply tokens (None: moved)
         stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
         free = thought_free(constraint and constraint.gbnf, self.model.reasoning)  # a thought to end by hand
         if reply.in_thought and sampling.reasoning_budget == 0 and free:  # the prompt opened one: end it
-            ids, ended = self._end_thought(ids, gen, reply, emit), True
+            ids, ended = self._end_thought(ids, gen, reply, emit, constraint), True
         while True:
             part = Generation()
             try:
@@ -284,10 +285,14 @@ class ChatSession:
                     raise
                 part.stop_reason = "thought ended"  # the first Ctrl-C during a thought ends the thought
             finally:
+                if prompt_len is not None:  # reply tokens fed back (a thought's close) are no prompt tokens
+                    common = part.prompt_tokens - part.to_evaluate
+                    part.to_evaluate = max(0, prompt_len - common)
+                    part.evaluated = min(part.evaluated, part.to_evaluate)
                 gen.absorb(part)
                 self._since_shift = part.tokens
             if part.stop_reason == "thought ended":
-                ids, ended = self._end_thought(ids + part.tokens, gen, reply, emit), True
+                ids, ended = self._end_thought(ids + part.tokens, gen, reply, emit, constraint), True
             elif part.stop_reason != "context" or not self.context_shift or constraint is not None \
                     or self.overflow != "drop-oldest":
                 return
@@ -296,18 +301,24 @@ class ChatSession:
                 if moved is None:
                     return
                 ids = self._ids = moved[0]
+                prompt_len = None
                 moves.append(moved[1])
             if sampling.max_tokens >= 0:
                 sampling = replace(self.sampling, max_tokens=max(self.sampling.max_tokens - len(gen.tokens), 0))
 
-    def _end_thought(self, ids: list[int], gen: Generation, reply: Reply, emit: Callable[[str], None]) -> list[int]:
+    def _end_thought(self, ids: list[int], gen: Generation, reply: Reply, emit: Callable[[str], None],
+                     constraint: Constraint | None) -> list[int]:
         """The close marker, tokenized as the template writes it, into the reply and the context: the model
-        answers next (llama.cpp's reasoning budget; the REPL's first Ctrl-C in a thought). The ids to go on from."""
-        for token in self._close_ids:
+        answers next (llama.cpp's reasoning budget; the REPL's first Ctrl-C in a thought); or, before a
+        required call in its own message, what ends the thought there (``gbnf.ThoughtThenCall``). The ids to
+        go on from."""
+        close = getattr(constraint and constraint.gbnf, "close", None)
+        close_ids = self._close_ids if close is None else self.model.tokenizer.encode(close, parse_special=True)
+        for token in close_ids:
             emit(reply.feed(token))
         self._thought_out(reply)
-        gen.tokens.extend(self._close_ids)
-        self._ids = ids + self._close_ids
+        gen.tokens.extend(close_ids)
+        self._ids = ids + close_ids
         return self._ids
 
     def _thought_out(self, reply: Reply) -> None:

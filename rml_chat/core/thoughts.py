@@ -21,7 +21,9 @@ A template whose thought and answer are *channels* (gpt-oss: ``<|channel|>analys
 ``<|channel|>final<|message|>``, a new message between them) lets the model write other channels
 between the two: ``…<|end|><|start|>assistant<|channel|>commentary<|message|>I'll look it up.<|end|>…``.
 Such a message stays on the thought's side (no stop ends the reply in it) and is shown as itself: its
-text under ``[commentary]`` in the shown thought, the markers as written in ``thought_raw``.
+text under ``[commentary]`` in the shown thought, the markers as written in ``thought_raw``. A message
+addressed to a recipient before its channel (``<|end|><|start|>assistant to=functions.NAME<|channel|>…``:
+a tool call) ends the thought, and is the answer, header and all: the call is parsed off the answer.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 HIDDEN_OPEN, HIDDEN_CLOSE = "\ue000", "\ue001"  # around a control token's text in the stream
 _HIDDEN = re.compile(f"{HIDDEN_OPEN}[^{HIDDEN_CLOSE}]*{HIDDEN_CLOSE}")
 START, THOUGHT, ANSWER = "start", "thought", "answer"
+_HEADER_MAX = 160  # a message's header is awaited this long (a call's names its tool)
 
 
 @dataclass(frozen=True)
@@ -143,8 +146,15 @@ class ThoughtSplitter:
         while (at := pending.find(c.next_message)) >= 0:
             body = at + len(c.next_message)
             end = pending.find(c.name_end, body)
-            if end < 0 and len(pending) - body < 64:  # the header so far: wait for its end
+            if end < 0 and len(pending) - body < _HEADER_MAX:  # the header so far: wait for its end
                 break
+            if end >= 0 and not pending.startswith(c.name_start, body) and c.name_start in pending[body:end]:
+                # addressed before its channel: a call (gpt-oss's " to=functions.NAME<|channel|>commentary
+                # json<|message|>ARGS" after its analysis). The thought is over; the message, header and
+                # all, is the answer, where the call is parsed.
+                self._add_thought(pending[:at])
+                self.state = ANSWER
+                return pending[body:]
             if end < 0 or not pending.startswith(c.name_start, body) or len(name := pending[body + len(c.name_start):end]) > 64:
                 self._add_thought(pending[:body])  # not a header after all
                 pending = pending[body:]

@@ -20,7 +20,7 @@ from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
 from tokenizer.chat.tool_keyed import typed
 
-from ..core.gbnf import WholeReply
+from ..core.gbnf import WholeReply, thought_then_call
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint
 from ..engines.base import LazyGrammar, Progress, triggers_of
@@ -101,7 +101,7 @@ class Toolbox:
         reply, a message of its own (not after the final channel's opening, which answers rather than calls)."""
         r = session.model.reasoning
         if r is not None and r.channels() is not None:
-            return WholeReply(self.grammar(whole=True))
+            return thought_then_call(WholeReply(self.grammar(whole=True)), r)
         return self.grammar(whole=not self._thinks_first(session))
 
     def _thinks_first(self, session: ChatSession) -> bool:
