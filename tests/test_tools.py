@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import replace
 
 import pytest
 from conftest import fetch, model_path
@@ -18,8 +17,7 @@ from conftest import fetch, model_path
 from rml_chat.tools.functions import load_functions, tool_of
 from rml_chat.tools.toolbox import Toolbox
 from tokenizer.chat.template import ChatTemplate
-from tokenizer.chat.tool_calls import CallSyntax, ToolCall, derive, render_calls, reply_start
-from tokenizer.chat.tool_keyed import typed
+from tokenizer.chat.tool_calls import CallSyntax, ToolCall, derive
 
 WEATHER = '''
 def get_weather(city: str, days: int = 1) -> str:
@@ -30,65 +28,8 @@ def get_weather(city: str, days: int = 1) -> str:
 def _helper() -> None:
     pass
 '''
-#: templates whose call syntax is read (the rest write arguments one by one, or refuse tools: named below)
-READ = ("Qwen-Qwen2.5-7B-Instruct", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "meta-llama-Llama-3.2-3B-Instruct",
-        "Mistral-Small-3.2-24B-Instruct-2506", "openai-gpt-oss-120b", "Qwen-Qwen3-0.6B", "deepseek-ai-DeepSeek-V3.1",
-        "moonshotai-Kimi-K2", "upstage-Solar-Open-100B", "ibm-granite-granite-4.0", "mistralai-Mistral-Nemo-Instruct-2407",
-        "deepseek-ai-DeepSeek-R1-Distill-Llama-8B",  # (takes a call only in OpenAI's shape: content None, the
-        "Kimi-K2-Instruct", "Kimi-K2-Thinking", "llama-cpp-deepseek-r1")  # arguments a JSON string; the last three
-#   render as llama.cpp renders them, where transformers' sandbox refuses them: test_tool_shapes.py)
-KEYED = ("Qwen3-Coder", "Qwen3.5-4B", "GLM-4.6", "MiniMax-M2", "deepseek-ai-DeepSeek-V3.2", "ByteDance-Seed-OSS",
-         "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "tencent-Hy3", "google-gemma-4-31B-it", "google-gemma-4-31B-it-interleaved",
-         "LFM2.5-8B-A1B", "muse-glimmer", "MiniMax-M3")  # (Gemma 4 and LFM2 quote strings, the rest bare:
-#   test_tool_shapes.py; muse names the tool twice: to=NAME<|message|>…<atem:invoke name="NAME">; MiniMax-M3
-#   makes each argument a tag named by its key: <city>Oslo</city>)
 STOPS = ["<|im_end|>", "<|eot_id|>", "</s>", "<|eom_id|>", "<|end_of_text|>", "<|end|>", "<|call|>", "<|calls|>",
          "<｜end▁of▁sentence｜>", "<|END_OF_TURN_TOKEN|>"]
-
-
-def _templates() -> dict[str, str]:
-    folder = fetch.models_dir() / "templates"
-    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.jinja"))
-            if "tool_calls" in p.read_text(encoding="utf-8")}
-
-
-def _reparsed(template: ChatTemplate, syntax: CallSyntax, calls: list[ToolCall]) -> list[ToolCall]:
-    """The calls rendered by the template itself, then parsed back by the syntax read off it."""
-    user = [{"role": "user", "content": "Weather?"}]
-    tools = [{"type": "function", "function": {"name": c.name, "description": "", "parameters": {
-        "type": "object", "properties": {k: {"type": "integer" if isinstance(v, int) else "string"}
-                                         for k, v in c.arguments.items()}}}} for c in calls]
-    rendered = render_calls([replace(c, id="abc123XYZ") for c in calls], syntax.string_arguments)
-    prompt = template.render(user, True, tools=tools)
-    text = template.render(user + [{"role": "assistant", "content": None if syntax.content_none else "",
-                                    "tool_calls": rendered}], False, tools=tools)
-    reply = text[reply_start(prompt, text):]
-    return syntax.parse(reply.split(syntax.lead)[-1] if syntax.lead else reply)[1]
-
-
-def test_every_tool_use_template_has_its_call_syntax_read_or_a_reason_named() -> None:
-    calls = [ToolCall("get_weather", {"city": "Oslo", "days": 3}), ToolCall("get_time", {"zone": "UTC"})]
-    read, unread = [], {}
-    for name, source in _templates().items():
-        template = ChatTemplate(source)
-        syntax, why = derive(template, STOPS, thought_close="</think>")
-        if syntax is None:
-            assert why, name
-            unread[name] = why
-            continue
-        read.append(name)
-        want = calls if syntax.between is not None else calls[:1]
-        got = _reparsed(template, syntax, want)
-        if syntax.keyed is not None:  # keyed values come back as text, read by the tool's schema
-            got = [ToolCall(c.name, typed(c.arguments, {"properties": {"days": {"type": "integer"}}})) for c in got]
-        assert [(c.name, c.arguments) for c in got] == [(c.name, c.arguments) for c in want], name
-        assert (syntax.keyed is not None) == (name in KEYED) or name not in READ + KEYED, name
-    assert set(READ + KEYED) <= set(read) and len(read) >= 60, (read, unread)
-    assert unread["meetkai-functionary-medium-v3.2"] == "the template writes a call with nothing around its name"
-    assert "before a turn the generation prompt ends with" in unread["CohereForAI-c4ai-command-r-plus-tool_use"]
-    assert "'functions' is undefined" in unread["fireworks-ai-llama-3-firefunction-v2"] and len(unread) == 3
-    r1 = derive(ChatTemplate(_templates()["deepseek-ai-DeepSeek-R1-Distill-Llama-8B"]), STOPS)[0]
-    assert r1 is not None and r1.content_none and r1.string_arguments and not r1.quoted
 
 
 def test_a_functions_file_gives_its_public_functions_with_schemas_from_their_signatures(tmp_path) -> None:
@@ -410,38 +351,3 @@ def test_a_json_schema_shapes_the_whole_reply_so_such_a_turn_makes_no_call(copie
     out = json.loads(done.stdout)
     assert out["tool_calls"] == [] and "tool call:" not in done.stderr
     assert out["schema_valid"] is (out["stop_reason"] == "stop") and "answer" in out["reply"]
-
-
-@pytest.mark.parametrize("result", ['Sunny {"t": 21}', 'line one\nline "two" \\ back', " padded <|im_end|> "])
-def test_every_tool_templates_prompt_with_a_call_and_its_result_is_the_template_itself(result: str) -> None:
-    """Byte for byte jinja2's rendering, results with quotes, newlines and a special token's text too
-    (Llama 3.x and gpt-oss hand a result to tojson: the splice takes its escaped text, still literal)."""
-    import datetime
-
-    from tokenizer.chat.errors import ChatFormatError
-    from tokenizer.chat.render import format_chat
-    from tokenizer.chat.segments import segments_text
-    from tokenizer.chat.splice import TemplateFormat
-
-    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-    now, same = datetime.datetime(2026, 1, 2), 0
-    for name, source in _templates().items():
-        syntax = derive(ChatTemplate(source), STOPS)[0] or CallSyntax("", "", "")  # the call in the template's shape
-        conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Oslo?"},
-                        {"role": "assistant", "content": None if syntax.content_none else "",
-                         "tool_calls": render_calls([ToolCall("get_weather", {"city": "Oslo"}, "call00001")],
-                                                    syntax.string_arguments)},
-                        {"role": "tool", "content": result, "tool_call_id": "call00001", "name": "get_weather"}]
-        options = {"bos_token": "<s>", "eos_token": "</s>", "now": now}
-        try:
-            expected = ChatTemplate(source).render(conversation, True, tools=tools, **options)
-        except ChatFormatError:
-            continue  # the template refuses tools itself (named in the syntax test)
-        segments = format_chat(TemplateFormat(name, source), conversation, True, tools=tools, **options)
-        assert segments_text(segments) == expected, name
-        literal = (result.strip(), json.dumps(result.strip(), ensure_ascii=False)[1:-1])  # as written, or in tojson
-        assert any(not s.special and s.text in literal for s in segments), name
-        same += 1
-    assert same >= 58
-
