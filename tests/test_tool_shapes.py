@@ -182,6 +182,33 @@ def test_a_tool_is_called_on_real_weights_and_the_result_goes_back(template: str
     assert first["result"] == f"Sunny, 21 C in {first['arguments']['city']}" and "tool call: get_weather(" in done.stderr
 
 
+@pytest.mark.whitebox  # (the toolbox reads the reply as the session recorded it)
+def test_a_call_inside_a_thought_that_never_closes_is_a_call_and_the_thought_ends_where_it_begins(tools) -> None:
+    """Kimi K2 Thinking writes its calls inside its thought, which never closes (llama.cpp's own test of the
+    template reads them as calls). Call markup in a thought that did close is reasoning, not a call (as
+    llama.cpp's "fake tool call marker inside reasoning")."""
+    from types import SimpleNamespace
+
+    from rml_chat.tools.toolbox import Toolbox
+
+    box = Toolbox(tools, _syntax("Kimi-K2-Thinking"))
+    call = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>'
+            '{"city": "Oslo"}<|tool_call_end|><|tool_calls_section_end|>')
+
+    def recorded(thought: str, answer: str, ended_in_thought: bool) -> SimpleNamespace:
+        message = {"role": "assistant", "content": answer, "reasoning": thought}
+        return SimpleNamespace(conversation=SimpleNamespace(messages=[message]), last=SimpleNamespace(
+            ended_in_thought=ended_in_thought, generation=SimpleNamespace(stop_reason="stop")))
+
+    inside = recorded("I need the weather. " + call, "", True)
+    assert box._calls(inside, print) == [ToolCall("get_weather", {"city": "Oslo"}, "call00001")]
+    message = inside.conversation.messages[0]
+    assert message["reasoning"] == "I need the weather." and message["content"] == ""
+    assert message["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Oslo"}}
+    closed = recorded(f"I could write {call} here.", "Sunny, I think.", False)
+    assert box._calls(closed, print) == [] and closed.conversation.messages[0]["reasoning"].endswith("here.")
+
+
 #: templates transformers' sandbox refuses and llama.cpp renders (tokenizer/chat/template.py): Kimi K2's
 #: queue their calls' ids in a list of their own; llama.cpp's own DeepSeek R1 template hands a generator to
 #: tojson

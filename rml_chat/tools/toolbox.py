@@ -126,15 +126,23 @@ class Toolbox:
         message = session.conversation.messages[-1] if session.conversation.messages else {}
         if message.get("role") != "assistant" or message.get("cut"):
             return []
-        last = session.last
-        if last is not None and last.generation.stop_reason != "stop" and self.syntax.trigger() in message["content"]:
+        last, trigger = session.last, self.syntax.trigger()
+        text, thought = message["content"] or "", message.get("reasoning") or ""
+        # a call inside a thought that never closed (Kimi K2 Thinking writes them so, and llama.cpp reads
+        # them): the thought ends where the call begins
+        nested = thought.find(trigger) if last is not None and last.ended_in_thought and trigger not in text else -1
+        if nested >= 0:
+            text = thought[nested:]
+        if last is not None and last.generation.stop_reason != "stop" and trigger in text:
             notify(f"tools: the reply was cut ({last.generation.stop_reason}) inside a call, which is not run")
             return []
         try:
-            content, calls = self.syntax.parse(message["content"])
+            content, calls = self.syntax.parse(text)
         except ChatFormatError as err:
             notify(f"tools: {err}; the reply is kept as text")
             return []
+        if nested >= 0 and calls:
+            message["reasoning"], content = thought[:nested].rstrip(), ""
         calls = [replace(c, id=self._new_id(), arguments=typed(c.arguments, self.tools[c.name].parameters)
                          if self.syntax.keyed is not None and c.name in self.tools else c.arguments) for c in calls]
         if calls:  # the message as the template takes a call (CallSyntax: OpenAI's shape where it asks for it)
