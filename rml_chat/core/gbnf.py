@@ -106,8 +106,16 @@ def after_thought(answer_gbnf: str, reasoning: Reasoning, in_thought: bool = Fal
         head = f"{literal(opening)} {body} | {literal(reasoning.answer_open)}"
     else:
         head = f"( {literal(opening)} {body} )?"
-    return "\n".join(["root ::= th-head th-ws a-root", f"th-head ::= {head}", *text_without(close, "th"),
-                      "th-ws ::= [ \\t\\r\\n]{0,8}", renamed(answer_gbnf, "a-")]) + "\n"
+    return _headed(head, close, answer_gbnf, spaced=True)
+
+
+def _headed(head: str, close: str, answer_gbnf: str, spaced: bool) -> str:
+    """``root ::= th-head (th-ws) a-root``: the thought's ``head`` (which runs its text as ``th-s0``, any text
+    without ``close``), a little whitespace where ``spaced``, then ``answer_gbnf`` renamed apart."""
+    rules = ["root ::= th-head th-ws a-root" if spaced else "root ::= th-head a-root", f"th-head ::= {head}",
+             *text_without(close, "th"), *(["th-ws ::= [ \\t\\r\\n]{0,8}"] if spaced else []),
+             renamed(answer_gbnf, "a-")]
+    return "\n".join(rules) + "\n"
 
 
 class WholeReply(str):
@@ -134,9 +142,8 @@ def thought_then_call(call: WholeReply, reasoning: Reasoning) -> ThoughtThenCall
         (th-s0 …: any text in which "<|end|><|start|>assistant" does not occur; a-root …: the call)
     """
     separator = reasoning.channels()[0]
-    made = ThoughtThenCall("\n".join([
-        "root ::= th-head a-root", f"th-head ::= ( {literal(reasoning.open)} th-s0 {literal(separator)} )?",
-        *text_without(separator, "th"), renamed(call, "a-")]) + "\n")
+    made = ThoughtThenCall(_headed(f"( {literal(reasoning.open)} th-s0 {literal(separator)} )?", separator, call,
+                                   spaced=False))
     made.close, made.call = separator, call
     return made
 

@@ -23,7 +23,7 @@ from ..engines.base import Engine, Generation, Progress, Sampling, common_prefix
 from ..errors import AppError
 from ..words import counted
 from .conversation import ChatError, Conversation
-from .gbnf import for_reply, thought_free
+from .gbnf import ThoughtThenCall, for_reply, thought_free
 from .model import Model
 from .reply import Reply
 from .structured import Constraint, Outcome, judge
@@ -287,9 +287,7 @@ class ChatSession:
                 part.stop_reason = "thought ended"  # the first Ctrl-C during a thought ends the thought
             finally:
                 if prompt_len is not None:  # reply tokens fed back (a thought's close) are no prompt tokens
-                    common = part.prompt_tokens - part.to_evaluate
-                    part.to_evaluate = max(0, prompt_len - common)
-                    part.evaluated = min(part.evaluated, part.to_evaluate)
+                    part.count_prompt_alone(prompt_len)
                 gen.absorb(part)
                 self._since_shift = part.tokens
             if part.stop_reason == "thought ended":
@@ -313,8 +311,9 @@ class ChatSession:
         answers next (llama.cpp's reasoning budget; the REPL's first Ctrl-C in a thought); or, before a
         required call in its own message, what ends the thought there (``gbnf.ThoughtThenCall``). The ids to
         go on from."""
-        close = getattr(constraint and constraint.gbnf, "close", None)
-        close_ids = self._close_ids if close is None else self.model.tokenizer.encode(close, parse_special=True)
+        gbnf = constraint and constraint.gbnf
+        close_ids = (self.model.tokenizer.encode(gbnf.close, parse_special=True) if isinstance(gbnf, ThoughtThenCall)
+                     else self._close_ids)
         for token in close_ids:
             emit(reply.feed(token))
         self._thought_out(reply)

@@ -71,6 +71,18 @@ class Generation:
         self.tokens.append(token)
         return True
 
+    def count_prompt_alone(self, prompt_len: int) -> None:
+        """Count as evaluated only the first ``prompt_len`` ids of this call's: a call whose ids are the prompt
+        and then reply tokens fed back (a thought's close) evaluated those too, and they are no prompt's.
+
+            >>> g = Generation(prompt_tokens=12, evaluated=3, to_evaluate=3)  # 9 cached: 1 of the prompt, 2 fed back
+            >>> g.count_prompt_alone(10); (g.evaluated, g.to_evaluate)
+            (1, 1)
+        """
+        common = self.prompt_tokens - self.to_evaluate
+        self.to_evaluate = max(0, prompt_len - common)
+        self.evaluated = min(self.evaluated, self.to_evaluate)
+
     def absorb(self, part: Generation) -> None:
         """Fold in a call that continued this reply (after a shift mid-reply; the first call too): its
         counts add up, its tokens follow, its stop reason and end time are the reply's.

@@ -88,7 +88,7 @@ class Accelerator(Speedups):
         """Write the entry; once written, ``spec``'s merges answer from ``merge_table`` as the next load's
         will, and the merge list's bytes and the token records (SmolLM2: 6 MB) go."""
         if table_cache.write(source, files, spec, merge_table, warnings) and spec.model.merges is not None:
-            spec.model.merges = table_cache.PackedMerges(merge_table, spec.vocab.tokens, len(spec.vocab.tokens) + 1)
+            spec.model.merges = table_cache.PackedMerges(merge_table, spec.vocab.tokens)
 
 
 ACCELERATOR = Accelerator()

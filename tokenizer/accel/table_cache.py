@@ -87,11 +87,12 @@ def _entry_path(root: Path, source: Path) -> Path:
 class PackedMerges(LazyMerges):
     """A cached tokenizer's merges: ``table`` answers with the cached merge table itself, and the pairs in
     rank order are rebuilt from it only if someone reads them. A pair listed twice appears once, at its
-    first rank — the one the engine uses."""
+    first rank — the one the engine uses. The table is keyed as the merge models key theirs (``width``:
+    the vocabulary's size + 1)."""
 
-    def __init__(self, table: dict[int, int], tokens: Sequence[str], width: int):
+    def __init__(self, table: dict[int, int], tokens: Sequence[str]):
         super().__init__(len(table))
-        self._table, self._tokens, self._width = table, tokens, width
+        self._table, self._tokens, self._width = table, tokens, len(tokens) + 1
 
     def table(self, vocab: TextIndex, width: int, tokens: Sequence[str]) -> dict[int, int] | None:
         return self._table if width == self._width else None
@@ -140,7 +141,7 @@ def read(source: Path, files: Sequence[Path]) -> Entry | None:
         parts = {name: part(**fields[name]) for name, part in _PARTS.items()}
         tokens = parts["vocab"].tokens
         if has_merges:
-            parts["model"].merges = PackedMerges(table, tokens, len(tokens) + 1)
+            parts["model"].merges = PackedMerges(table, tokens)
         spec = TokenizerSpec(**parts, source=fields["source"], chat_template=fields["chat_template"])
         return Entry(spec, list(warnings))
     except (OSError, EOFError, ValueError, TypeError, KeyError):
