@@ -57,6 +57,25 @@ def test_a_fenced_block_ended_by_ctrl_d_is_sent_not_lost(session, tmp_path, caps
     assert session.conversation.messages[0]["content"] == "line one\nline two"
 
 
+def test_a_ctrl_c_as_a_turn_ends_does_not_end_the_session(session, tmp_path, capsys, monkeypatch) -> None:
+    """A Ctrl-C can land after the reply, while its stats are written or the conversation is autosaved:
+    the REPL goes on, the conversation kept (found in a real terminal: it used to end the session)."""
+    saves = []
+    real = Repl.autosave
+
+    def autosave(self) -> None:
+        saves.append(len(self.session.conversation.messages))
+        if len(saves) == 1:
+            raise KeyboardInterrupt
+        real(self)
+
+    monkeypatch.setattr(Repl, "autosave", autosave)
+    out = drive(session, "Hi" + ENTER + "Bye" + ENTER, tmp_path, capsys)
+    assert "[stopped by Ctrl-C; the conversation is kept]" in out
+    assert [m["content"] for m in session.conversation.messages if m["role"] == "user"] == ["Hi", "Bye"]
+    assert saves[:2] == [2, 2] and len(session.conversation.messages) == 4  # saved again at once, then the turn
+
+
 def test_undo_save_load_round_trip(session, tmp_path, capsys) -> None:
     saved = tmp_path / "chat.json"
     keys = ("one" + ENTER + "two" + ENTER + "/undo" + ENTER + f"/save {saved}" + ENTER + "/clear" + ENTER

@@ -137,20 +137,30 @@ class Repl:
                 return 0
             if not text.strip():
                 continue
-            with self.typeahead:  # keys typed meanwhile wait for the next prompt, unseen
-                if text.startswith("/"):
-                    leaving = self.guarded(lambda: self.commands.run(text))  # noqa: B023
-                else:
-                    leaving = self.reply(text)
-            if leaving or self.typeahead.eof:
-                if self.typeahead.eof:
-                    if self.typeahead.text:
-                        self.history.keep(self.typeahead.text)
-                    self._say(dim("(Ctrl-D while busy: leaving now" + ("; what you typed is in the history)"
-                                                                       if self.typeahead.text else ")")))
-                self.leave()
-                return 0
-            self.typeahead.hand_to(self.prompt.input)
+            try:
+                if self.work(text):
+                    return 0
+            except KeyboardInterrupt:  # a Ctrl-C just as the work ended (its stats line, the autosave)
+                self._say(dim("[stopped by Ctrl-C; the conversation is kept]"))
+                self.autosave()
+
+    def work(self, text: str) -> bool:
+        """A command or a turn, the keys typed meanwhile held for the next prompt; True: leave now."""
+        with self.typeahead:  # keys typed meanwhile wait for the next prompt, unseen
+            if text.startswith("/"):
+                leaving = self.guarded(lambda: self.commands.run(text))
+            else:
+                leaving = self.reply(text)
+        if leaving or self.typeahead.eof:
+            if self.typeahead.eof:
+                if self.typeahead.text:
+                    self.history.keep(self.typeahead.text)
+                self._say(dim("(Ctrl-D while busy: leaving now" + ("; what you typed is in the history)"
+                                                                   if self.typeahead.text else ")")))
+            self.leave()
+            return True
+        self.typeahead.hand_to(self.prompt.input)
+        return False
 
     def show_last_exchange(self, lines: int = 6, chars: int = 600) -> None:
         """On --resume: where the chat stopped (its last exchange, each message to a few lines)."""
