@@ -101,14 +101,6 @@ def judge(template: str, fmt) -> tuple[int, int, str]:
     return identical, total, first
 
 
-#: the templates no format reproduces, with the reason
-NOT_IDENTICAL = {
-    "fireworks-ai-llama-3-firefunction-v2.jinja": "it needs variables transformers does not pass (functions, "
-                                                  "datetime): jinja2 cannot render it; the closest family is used, "
-                                                  "with a warning",
-}
-
-
 def test_every_template_is_established_as_pinned() -> None:
     table = {name: {"format": d.format.name, "source": d.source,
                     "probes": f"{d.verdict.identical}/{d.verdict.total}" if d.verdict else None}
@@ -118,13 +110,21 @@ def test_every_template_is_established_as_pinned() -> None:
     assert table == json.loads(DETECTIONS.read_text(encoding="utf-8"))
     assert len(table) == 71
     for name, d in established().items():
-        if name in NOT_IDENTICAL:
-            assert d.source == SOURCE_UNVERIFIED and not d.exact and "unverified" in d.warning
-        else:
-            assert d.exact and d.verdict.ok and not d.warning, name
+        assert d.exact and d.verdict.ok and not d.warning, name
+    # FireFunction v2 reads its tools as `functions` and the date as `datetime` (llama.cpp's handler hands
+    # them): with them it renders, and its fit is verified
+    assert table["fireworks-ai-llama-3-firefunction-v2.jinja"]["source"] == SOURCE_FITTED
 
 
-def test_at_least_68_of_70_templates_write_a_battery_the_verification_never_saw_byte_identically() -> None:
+def test_a_template_jinja2_cannot_render_gets_the_closest_family_marked_unverified() -> None:
+    source = template_files()["meta-llama-Llama-3.2-3B-Instruct.jinja"].replace("{{- bos_token }}",
+                                                                               "{{- bos_token + house_rules }}", 1)
+    d = detect_chat_format(source, bos_token=BOS, eos_token=EOS)
+    assert (d.source, d.format.name, d.exact) == (SOURCE_UNVERIFIED, "llama3", False)
+    assert "unverified" in d.warning and "house_rules" in d.warning
+
+
+def test_every_one_of_70_templates_writes_a_battery_the_verification_never_saw_byte_identically() -> None:
     templates = template_files()
     failures = {}
     for name, d in established().items():
@@ -133,8 +133,7 @@ def test_at_least_68_of_70_templates_write_a_battery_the_verification_never_saw_
             failures[name] = first
     print(f"\nchat templates: {len(templates) - len(failures)}/{len(templates)} byte-identical on "
           f"{len(BATTERY)} conversations (generation prompt on and off, thinking unset/on/off)", file=sys.stderr)
-    assert set(failures) == set(NOT_IDENTICAL), failures
-    assert len(templates) - 1 - len(failures) >= 68
+    assert failures == {}
 
 
 def test_most_templates_are_written_without_jinja_per_turn() -> None:

@@ -41,6 +41,12 @@ def test_a_functions_file_gives_its_public_functions_with_schemas_from_their_sig
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
                        "required": ["city"]}}}
     assert tool.run({"city": "Oslo"}) == "Sunny, 21 C in Oslo"
+    path.write_text('def f(city: str, days: int = 1) -> str:\n    """Weather.\n\n    Args:\n        city (str): The city,\n'
+                    '            in full.\n        days: How many days.\n\n    Returns:\n        A line.\n    """\n')
+    (documented,) = load_functions(str(path))  # an Args: section describes the parameters, as transformers reads it
+    assert documented.description == "Weather." and documented.parameters["properties"] == {
+        "city": {"type": "string", "description": "The city, in full."},
+        "days": {"type": "integer", "description": "How many days."}}
     bad = tmp_path / "bad.py"
     bad.write_text("raise ValueError('no')\n")
     done = subprocess.run([sys.executable, "-m", "rml_chat", "--functions", str(bad), "-p", "x"], capture_output=True,

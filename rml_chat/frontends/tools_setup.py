@@ -8,7 +8,8 @@ import json
 import sys
 from collections.abc import Callable
 
-from tokenizer.chat.template import compiled
+from tokenizer.chat.errors import ChatFormatError
+from tokenizer.chat.template import ChatTemplate, compiled
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, derive
 
 from ..core.session import ChatSession
@@ -42,7 +43,7 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
             say(f"note: {err}; its tools are left out")
             continue
         tools += server.tools()
-    tools = [tool for tool in tools if _writable(tool, syntax, say)]
+    tools = [tool for tool in tools if _writable(tool, syntax, compiled(template), say)]
     if not tools:
         say("note: no tools to give the model")
         return
@@ -54,8 +55,14 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
         say(f"tools: {', '.join(box.tools)} (calls written as {syntax.trigger()!r}…)")
 
 
-def _writable(tool: Tool, syntax: CallSyntax, say: Callable[[str], None]) -> bool:
-    """Whether a call grammar can be made of the tool's schema (else it is left out, in one line)."""
+def _writable(tool: Tool, syntax: CallSyntax, template: ChatTemplate, say: Callable[[str], None]) -> bool:
+    """Whether the template writes the tool's definition, and a call grammar can be made of its schema (else
+    it is left out, in one line)."""
+    try:
+        template.render([{"role": "user", "content": "Hi"}], True, tools=[tool.definition()])
+    except ChatFormatError as err:  # (Command R+ writes every parameter's description: an Args: section)
+        say(f"note: tool {tool.name!r} ({tool.source}) left out: the chat template can't write its definition ({err})")
+        return False
     try:
         call_grammar(syntax, [tool], schema_to_gbnf)
     except Exception as err:  # the converter raises what it likes

@@ -3,12 +3,19 @@
 Each function defined in the file whose name does not start with ``_`` becomes a tool: its name, its
 docstring as the description, and a JSON Schema of its parameters built from the signature's type hints
 (``str`` string, ``int`` integer, ``float`` number, ``bool`` boolean, ``list`` array, ``dict`` object; a
-parameter with a default is optional). Example::
+parameter with a default is optional). A docstring's ``Args:`` section (Google style, as transformers'
+``get_json_schema`` reads it) describes the parameters; some templates write every parameter's description
+(Command R+). Example::
 
     def get_weather(city: str, days: int = 1) -> str:
-        '''The weather of a city.'''
+        '''The weather of a city.
+
+        Args:
+            city: The city's name.
+        '''
     -> {"name": "get_weather", "description": "The weather of a city.", "parameters": {"type": "object",
-        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}
+        "properties": {"city": {"type": "string", "description": "The city's name."}, "days": {"type": "integer"}},
+        "required": ["city"]}}
 
 The file runs when it is loaded, as ``llm --functions`` runs it: it is the user's own code.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,19 +56,43 @@ def _schema(hint: object) -> dict:
     return {"type": kind} if kind else {}
 
 
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?):\s*$", re.M)
+_ARG = re.compile(r"^(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
+
+
+def _documented(doc: str) -> tuple[str, dict[str, str]]:
+    """(the docstring's text before its sections, each parameter's description from its ``Args:``)."""
+    sections = _SECTION.split(doc)
+    described: dict[str, str] = {}
+    for title, body in zip(sections[1::2], sections[2::2]):
+        if title not in ("Args", "Arguments", "Parameters"):
+            continue
+        name, indent = "", 0
+        for line in body.splitlines():
+            arg = _ARG.match(line.strip())
+            if arg and (not name or len(line) - len(line.lstrip()) <= indent):
+                name, indent = arg.group(1), len(line) - len(line.lstrip())
+                described[name] = arg.group(2).strip()
+            elif name and line.strip():
+                described[name] = f"{described[name]} {line.strip()}".strip()
+    return sections[0].strip(), described
+
+
 def tool_of(function: Callable, source: str) -> Tool:
-    """A function as a tool, its schema read off its signature."""
+    """A function as a tool, its schema read off its signature and its docstring."""
     hints = typing.get_type_hints(function)
+    description, described = _documented(inspect.getdoc(function) or "")
     properties, required = {}, []
     for name, parameter in inspect.signature(function).parameters.items():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
         properties[name] = _schema(hints.get(name, str))
+        if described.get(name):
+            properties[name]["description"] = described[name]
         if parameter.default is parameter.empty:
             required.append(name)
     schema = {"type": "object", "properties": properties, "required": required}
-    return Tool(function.__name__, inspect.getdoc(function) or "", schema, lambda arguments: function(**arguments),
-                source)
+    return Tool(function.__name__, description, schema, lambda arguments: function(**arguments), source)
 
 
 def load_functions(path: str) -> list[Tool]:

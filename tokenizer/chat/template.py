@@ -8,6 +8,11 @@ transformers' setup, reproduced here:
 * the variables ``messages``, ``tools=None``, ``documents=None``, ``add_generation_prompt``, the special
   tokens' texts (``bos_token``, ``eos_token``) and any extra keyword (``enable_thinking``).
 
+A template that reads its tools as ``functions`` (a JSON text) and the date as ``datetime``, and never
+reads ``tools`` (FireFunction v2), is handed them as llama.cpp's handler for it hands them: the tools
+written as JSON with an indent of 2 (an empty text where there are none), the date as
+``Dec 03 2026 00:52:16 GMT``.
+
 Where transformers' sandbox refuses a template that llama.cpp renders, the template is rendered as
 llama.cpp's engine (minja) renders it, and nowhere else: with ``tools`` undefined where ``tools=None``
 breaks it, and where it changes a list of its own (``ids.append(x)``, ``ids.pop(0)``: Kimi K2's templates
@@ -96,6 +101,7 @@ class ChatTemplate:
 
     def __init__(self, source: str):
         import jinja2
+        import jinja2.meta
 
         self.source = source
         try:
@@ -111,6 +117,11 @@ class ChatTemplate:
         #: transformers passes ``tools=None``; a tool-use template that then fails on a plain message
         #: (``for tool in tools``) is rendered as llama.cpp renders it, with ``tools`` undefined.
         self.tools_undefined = False
+        undeclared = jinja2.meta.find_undeclared_variables(_environment().parse(source))
+        #: the template reads its tools as ``functions``, a JSON text, and the date as ``datetime`` (module
+        #: docstring)
+        self.tools_as_functions = "functions" in undeclared and "tools" not in undeclared
+        self.reads_datetime = "datetime" in undeclared
         try:
             self.render([{"role": "user", "content": "x"}], True)
         except TemplateBroken:
@@ -137,10 +148,14 @@ class ChatTemplate:
         extra: dict[str, object] = {} if thinking is None else {"enable_thinking": thinking}
         if effort is not None:
             extra["reasoning_effort"] = effort
-        if tools is not None:
+        if self.tools_as_functions:
+            extra["functions"] = json.dumps([dict(t) for t in tools], indent=2, ensure_ascii=False) if tools else ""
+        elif tools is not None:
             extra["tools"] = [dict(t) for t in tools]
         elif not self.tools_undefined:
             extra["tools"] = None
+        if self.reads_datetime:
+            extra["datetime"] = strftime_now("%b %d %Y %H:%M:%S GMT")
         variables = dict(messages=[dict(m) for m in messages], documents=None,
                          add_generation_prompt=add_generation_prompt, bos_token=bos_token, eos_token=eos_token,
                          strftime_now=strftime_now, **extra)

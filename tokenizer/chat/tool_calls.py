@@ -93,11 +93,11 @@ class CallSyntax:
             >>> s.parse('Let me look.\\n<tool_call>\\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\\n</tool_call>')
             ('Let me look.', [ToolCall(name='get_weather', arguments={'city': 'Oslo'}, id='')])
         """
-        start = text.find(self.trigger()) if self.trigger() else -1
-        if start < 0:
-            return text, []
-        content, rest, calls = text[:start].rstrip(), text[start:], []
         piece = self._piece(self.opening)
+        opened = piece.search(text) if self.opening.strip() else None  # in any spacing (as written, or
+        if opened is None:  # llama.cpp's test of Command R+: ``Action:\n```json\n[{"tool_name": …}]``)
+            return text, []
+        content, rest, calls = text[:opened.start()].rstrip(), text[opened.start():], []
         while True:
             found = piece.match(rest)
             if found is None:
@@ -211,19 +211,17 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
         return None, renders
     prompt, one, two, as_string, content_none = renders
     common = reply_start(prompt, one)
-    if any(stop and stop in prompt[common:] for stop in stops):
-        return None, ("the template writes a call's turn before a turn the generation prompt ends with, not "
-                      "where the reply goes")
-    text = one[common:].replace(CALL_ID, _ID_HOLE)
+    header, late = _late_turn(prompt, common, one[common:])
+    text = one[common + len(header):].replace(CALL_ID, _ID_HOLE)
     at = text.find(NAMES[0])
     keyed = None
-    quoted = as_string and text.find(json.dumps(json.dumps(ARGS[0])), at) >= 0  # a string the template quotes
+    quoted = as_string and _json_span(text, json.dumps(json.dumps(ARGS[0])), at)[0] >= 0  # a string the template quotes
 
     def spelling(args: dict) -> str:
         return json.dumps(json.dumps(args)) if quoted else json.dumps(args)
 
     spelled = spelling(ARGS[0])
-    if text.find(spelled, at) < 0:
+    if _json_span(text, spelled, at)[0] < 0:
         if not ("xq_key" in text and "xq_value" in text):
             return None, "the template writes a call's arguments its own way, not as one JSON object (not read yet)"
         keyed = derive_keyed(template, {"bos_token": bos, "eos_token": eos, "tools": _PROBE_TOOLS}, common, at)
@@ -235,11 +233,11 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
         cut = opening.index(thought_close.strip()) + len(thought_close.strip())
         lead, opening = opening[:cut], opening[cut:]
     after_name, tail = text[at + len(NAMES[0]):start].replace(NAMES[0], NAME_HOLE), text[end:]
-    ends = [tail.find(s) for s in stops if s and tail.find(s) >= 0]
-    closing = tail[:min(ends)] if ends else tail
+    ends = [tail.find(s) for s in stops if s and tail.find(s) >= 0] + [_late_start(tail, late, prompt[:common])]
+    closing = tail[:min(e for e in ends if e >= 0)] if max(ends) >= 0 else tail
     between = None
     if two is not None:
-        second = two[common:].replace(CALL_ID, _ID_HOLE)
+        second = two[common + len(header):].replace(CALL_ID, _ID_HOLE)
         first_end = _span(second, at, 0, keyed, spelled)[1]
         name_two = second.find(NAMES[1], first_end)
         if first_end > 0 and name_two >= 0:
@@ -258,11 +256,45 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
     return CallSyntax(opening, after_name, closing, between, quoted, lead, keyed, as_string, content_none), ""
 
 
+def _late_turn(prompt: str, common: int, text: str) -> tuple[str, str]:
+    """Where the generation prompt writes a whole turn before the reply's header, a turn the template
+    writes after a call's message instead (Command R+'s instructions, written last in every prompt):
+    (the reply's header, which the generation prompt ends with and the call's message opens with; the
+    late turn's first line, where the call's text ends). ("", "") for the rest::
+
+        prompt  …<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Write 'Action:'…<|END_OF_TURN_TOKEN|>
+                <|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>
+        call    …<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>\nAction:…]```\n<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Write…
+        -> ("<|CHATBOT_TOKEN|>", "<|SYSTEM_TOKEN|>Write 'Action:' followed by…")
+    """
+    rest = prompt[common:]
+    header = next((text[:n] for n in range(min(len(rest), len(text)), 0, -1) if rest.endswith(text[:n])), "")
+    late = rest[:len(rest) - len(header)].split("\n")[0]
+    return (header, late) if header and late.strip() and late in text[len(header):] else ("", "")
+
+
+def _late_start(tail: str, late: str, before: str) -> int:
+    """Where the late turn (``_late_turn``) starts in ``tail``, its opening as ``before`` ends (the turn's
+    opening the two renderings share): -1 where it is not there."""
+    found = tail.find(late) if late else -1
+    if found < 0:
+        return -1
+    shared = next((n for n in range(min(found, len(before)), 0, -1) if tail[:found].endswith(before[-n:])), 0)
+    return found - shared
+
+
+def _json_span(text: str, spelled: str, at: int) -> tuple[int, int]:
+    """Where the JSON ``spelled`` is written in ``text`` from ``at`` on, in any spacing (Command R+ writes
+    ``tojson(indent=4)``): (start, end), or (-1, 0)."""
+    tokens = re.findall(r'"(?:[^"\\]|\\.)*"|[^\s"]', spelled) if spelled else []
+    found = re.compile(r"\s*".join(re.escape(t) for t in tokens)).search(text, max(at, 0)) if tokens else None
+    return (found.start(), found.end()) if found else (-1, 0)
+
+
 def _span(text: str, at: int, call: int, keyed: KeyedArgs | None, spelled: str) -> tuple[int, int]:
     """Where call ``call``'s arguments are in ``text``, from ``at`` (its name) on: (start, end); (-1, 0)."""
     if keyed is None:
-        start = text.find(spelled, at)
-        return (start, start + len(spelled)) if start >= 0 else (-1, 0)
+        return _json_span(text, spelled, at)
     start = text.find("xq_key", at)
     value = ARGS[call]["xq_key"]
     end = text.find(value, start)
