@@ -236,9 +236,15 @@ def test_a_lazy_grammar_leaves_the_text_free_until_its_trigger_and_then_holds_it
         gen = Generation()
         out = model.tokenizer.decode(list(engine.generate(ids, Sampling(temp=0.0, max_tokens=48), model.stop_ids,
                                                           gen, grammar=held)))
+        first = free.split()[0]  # a pattern anchored at the reply's start (functionary's call by its name)
+        anchored = [model.tokenizer.decode(list(engine.generate(ids, Sampling(temp=0.0, max_tokens=24), model.stop_ids,
+                                                                Generation(), grammar=LazyGrammar(
+                                                                    f'root ::= "{word} (held)."', [word], [f"^({word})"]))))
+                    for word in (first, "Paris")]
     finally:
         engine.close()
-    assert out == free[:free.index("Paris")] + "Paris (a lazy grammar wrote this)." and gen.stop_reason == "stop"
+    assert out == free[:free.index("Paris")] + "Paris (a lazy grammar wrote this)."
+    assert gen.stop_reason == "stop" and anchored == [f"{first} (held).", free]  # (Paris is not at the start)
 
 
 MCP_SERVER = '''

@@ -17,6 +17,7 @@ from tokenizer.chat import ChatEncoder, ChatFormatError, Detection, detect_chat_
 from tokenizer.chat.formats import ChatFormat
 from tokenizer.chat.reasoning import Reasoning, derive, effort_changes_prompt, from_record
 from tokenizer.chat.template import compiled
+from tokenizer.chat.tool_calls import answer_lead
 
 from ..errors import ModelError
 from .paths import DEFAULT_MODEL_FILE, default_model_path, resolve
@@ -34,6 +35,7 @@ class Model:
     detection: Detection
     encoder: ChatEncoder
     reasoning: Reasoning | None = None  # how its template writes a thought (None: it writes none)
+    answer_lead: str = ""  # what the model writes before its text, the prompt not (functionary v3.2's "all\n")
 
     @property
     def name(self) -> str:
@@ -58,6 +60,8 @@ class Model:
             lines.append(f"stop strings: {', '.join(map(repr, self.encoder.stop_strings))}")
         if d.history:
             lines.append(f"history: {d.history}; a turn re-evaluates from there")
+        if self.answer_lead:
+            lines.append(f"reply lead: {self.answer_lead!r} (the model writes it before its text; not shown)")
         r = self.reasoning
         if r is not None:
             lines.append(f"reasoning: {r.open!r} … {r.close!r} ({'in ' + r.field if r.field != 'content' else 'inline'}"
@@ -93,17 +97,18 @@ def load_model(model: str | None, *, weights: str | None = None, chat_format: st
     except OSError as err:
         raise ModelError(f"{tokenizer_source}: {err.strerror or err}") from None
     encoder = ChatEncoder(tok, detection.format)
-    reasoning = None
+    reasoning, lead = None, ""
     template = getattr(detection.format, "template", None) or tok.chat_template
     if template:
         try:
             reasoning = derive(compiled(template), bos, eos)
+            lead = answer_lead(compiled(template), bos, eos) if reasoning is None else ""
         except ChatFormatError:  # a template that can't be compiled writes no thought we could read
             reasoning = None
     elif isinstance(detection.format, ChatFormat):  # no template: the record's own markers
         reasoning = from_record(detection.format.strip_think, detection.format.generation_prompt)
     _return_freed_memory()
-    return Model(source, weights_path, tok, detection, encoder, reasoning)
+    return Model(source, weights_path, tok, detection, encoder, reasoning, lead if lead.strip() else "")
 
 
 def _return_freed_memory() -> None:

@@ -110,10 +110,12 @@ class Reply:
     thought text since the last call; ``finish()`` the rest. ``text`` is the answer as shown,
     ``thought`` the thought, ``stopped_by`` the stop string that ended it (None: none did).
 
-    ``reasoning`` (the template's markers) turns on the split; ``in_thought``: the prompt opened a thought."""
+    ``reasoning`` (the template's markers) turns on the split; ``in_thought``: the prompt opened a thought;
+    ``answer_lead``: what a template without thoughts has the model write before its text (functionary
+    v3.2's recipient, ``all\n``), hidden as an answer's opening is."""
 
     def __init__(self, tokenizer: Tokenizer, stop_strings: Sequence[str] = (), reasoning: Reasoning | None = None,
-                 in_thought: bool = False):
+                 in_thought: bool = False, answer_lead: str = ""):
         self._stream = TokenStream(tokenizer)
         self._scanner = StopScanner(stop_strings)
         form = self._stream.stream_form
@@ -122,6 +124,8 @@ class Reply:
         self._splitter = None if reasoning is None else ThoughtSplitter(
             form(reasoning.open), form(reasoning.close), form(reasoning.answer_open) if reasoning.answer_open else "",
             in_thought, channels)
+        if reasoning is None and answer_lead:  # (a splitter with no thought: it only takes the opening off)
+            self._splitter = ThoughtSplitter("", "", form(answer_lead))
         self.thought_tokens = 0  # tokens fed while in a thought (its markers too)
 
     @property

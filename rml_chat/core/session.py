@@ -206,7 +206,8 @@ class ChatSession:
                 self.conversation.messages.pop()  # not lost: the caller still holds it and shows it back
             raise
         gen = Generation()
-        reply = Reply(self.model.tokenizer, self.stop_strings, self.model.reasoning, self._opens_thought(ids))
+        reply = Reply(self.model.tokenizer, self.stop_strings, self.model.reasoning, self._opens_thought(ids),
+                      self.model.answer_lead)
         self._think = think
         moves: list[str] = []  # notes of shifts mid-reply, given once the reply is done (not inside it)
         try:

@@ -23,7 +23,7 @@ from tokenizer.chat.tool_keyed import typed
 from ..core.gbnf import WholeReply, thought_then_call
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint
-from ..engines.base import LazyGrammar, Progress, triggers_of
+from ..engines.base import LazyGrammar, Progress, ecma_escaped, triggers_of
 from ..engines.runtime import schema_to_gbnf
 from .functions import Tool
 from .grammar import call_grammar
@@ -70,8 +70,8 @@ class Toolbox:
         """The user's turn, then a turn after each round of calls, until the model answers without one."""
         if self.choice == "none":
             return session.turn(text, emit, notify, progress, think=think)
-        lazy = Constraint(LazyGrammar(self.grammar(), [self.syntax.trigger()]), None, "--tool-choice auto")
-        hider = CallHider(emit, self.syntax.trigger())
+        lazy = Constraint(self._lazy(), None, "--tool-choice auto")
+        hider = CallHider(emit, self.syntax.trigger(), self._addressed())
         first = Constraint(self._required(session), None, "--tool-choice required") if self.choice == "required" else lazy
         result = self._turn(session, text, hider, notify, progress, first, think)
         records: list[dict] = []
@@ -94,6 +94,21 @@ class Toolbox:
         hider.reset()
         result.tool_calls = records
         return result
+
+    def _addressed(self) -> tuple[str, ...]:
+        """How a call that starts the reply opens, where the model writes a recipient first (functionary
+        v3.2: the tool's name and a newline); () for the rest."""
+        syntax = self.syntax
+        return tuple(n + syntax.after_name for n in self.tools if n in self.enabled) if syntax.text_lead else ()
+
+    def _lazy(self) -> LazyGrammar:
+        """The call grammar from its trigger on; where the model writes a recipient first, from a tool's
+        name at the reply's start too (llama.cpp's patterns: the grammar starts at the first group)."""
+        trigger = self.syntax.trigger()
+        if not self._addressed():
+            return LazyGrammar(self.grammar(), [trigger])
+        names = "|".join(ecma_escaped(a) for a in self._addressed())
+        return LazyGrammar(self.grammar(), [trigger], (f"^((?:{names}))", f"({ecma_escaped(trigger)}(?:{names}))"))
 
     def _required(self, session: ChatSession) -> str:
         """A required call's grammar: after a free thought where the template writes one before a call; else
@@ -130,10 +145,12 @@ class Toolbox:
         text, thought = message["content"] or "", message.get("reasoning") or ""
         # a call inside a thought that never closed (Kimi K2 Thinking writes them so, and llama.cpp reads
         # them): the thought ends where the call begins
-        nested = thought.find(trigger) if last is not None and last.ended_in_thought and trigger not in text else -1
+        opens = self.syntax.opens_at(text) >= 0
+        nested = thought.find(trigger) if last is not None and last.ended_in_thought and not opens else -1
         if nested >= 0:
             text = thought[nested:]
-        if last is not None and last.generation.stop_reason != "stop" and trigger in text:
+        if last is not None and last.generation.stop_reason not in ("stop", "stop_string") and \
+                self.syntax.opens_at(text) >= 0:
             notify(f"tools: the reply was cut ({last.generation.stop_reason}) inside a call, which is not run")
             return []
         try:
@@ -222,11 +239,12 @@ def _as_text(value: object) -> str:
 
 class CallHider:
     """The stream with a call's text held back: text passes until the call's opening appears (a tail that
-    may be its start waits), and what follows it is the call, shown as one line instead."""
+    may be its start waits), and what follows it is the call, shown as one line instead. ``starts``: how a
+    call that starts the reply opens, where that differs (functionary v3.2's ``get_weather\n``)."""
 
-    def __init__(self, emit: Callable[[str], None], trigger: str):
-        self.emit, self.trigger = emit, trigger
-        self.held, self.in_call = "", False
+    def __init__(self, emit: Callable[[str], None], trigger: str, starts: Sequence[str] = ()):
+        self.emit, self.trigger, self.starts = emit, trigger, tuple(starts)
+        self.held, self.in_call, self._started = "", False, False
 
     def write(self, text: str) -> None:
         if self.in_call or not self.trigger:
@@ -234,6 +252,14 @@ class CallHider:
                 self.emit(text)
             return
         self.held += text
+        if not self._started and self.starts:  # the reply's start: is it a call's name?
+            body = self.held.lstrip()
+            if any(body.startswith(s) for s in self.starts):
+                self.held, self.in_call = "", True
+                return
+            if any(s.startswith(body) for s in self.starts):
+                return
+        self._started = True
         at = self.held.find(self.trigger)
         if at >= 0:
             self.emit(self.held[:at].rstrip())
@@ -248,4 +274,4 @@ class CallHider:
         """A reply ended: what was held that opened no call is the reply's."""
         if self.held and not self.in_call:
             self.emit(self.held)
-        self.held, self.in_call = "", False
+        self.held, self.in_call, self._started = "", False, False

@@ -70,6 +70,9 @@ class CallSyntax:
     keyed: KeyedArgs | None = None  # the arguments one by one (Qwen3-Coder's <parameter=…>), not one JSON object
     string_arguments: bool = False
     content_none: bool = False
+    #: a template whose model writes a recipient first (functionary v3.2, its prompt ending ``>>>``): the
+    #: recipient of text (``all\n``); a call has no opening but its tool's name, and after text ``between``
+    text_lead: str = ""
     _patterns: dict = field(default_factory=dict, compare=False, repr=False)
 
     def _piece(self, text: str) -> re.Pattern[str]:
@@ -82,8 +85,43 @@ class CallSyntax:
         return made
 
     def trigger(self) -> str:
-        """The text that opens a call, up to an id hole (what a lazy grammar waits for)."""
+        """The text that opens a call, up to an id hole (what a lazy grammar waits for); a recipient
+        template's: what opens a call after text (a call that starts the reply opens with its name)."""
+        if self.text_lead:
+            return (self.between or "").strip()
         return self.opening.strip().split(_ID_HOLE)[0]
+
+    def opens_at(self, text: str) -> int:
+        """Where the first call starts in ``text``; -1 where none opens."""
+        first = self._first(text)
+        return first[0] if first else -1
+
+    def _first(self, text: str) -> tuple[int, re.Pattern[str]] | None:
+        """(where the first call starts, the piece that opens it), in any spacing (as written, or
+        llama.cpp's test of Command R+: ``Action:\\n```json\\n[{"tool_name": …}]``); a recipient template's
+        call opens with its name at the reply's start, or with ``between`` after text."""
+        if not self.text_lead:
+            piece = self._piece(self.opening)
+            opened = piece.search(text) if self.opening.strip() else None
+            return (opened.start(), piece) if opened else None
+        if self._addressed(text, 0):
+            return 0, re.compile("")
+        piece = self._piece(self.between or "")
+        return next(((m.start(), piece) for m in piece.finditer(text) if self._addressed(text, m.end())), None)
+
+    def _addressed(self, text: str, at: int) -> bool:
+        """Whether a call's name starts at ``at``: a name, the text after it, then the arguments' JSON
+        (not the recipient of text: ``all\\n``)::
+
+            >>> s = CallSyntax("", "\\n", "", ">>>", text_lead="all\\n")
+            >>> s._addressed('get_weather\\n{"city": "Oslo"}', 0), s._addressed("all\\nHi", 0), s._addressed("Hi\\nthere", 0)
+            (True, False, False)
+        """
+        name = _NAME_RE.match(text, at)
+        if name is None or name.group() == self.text_lead.strip():
+            return False
+        glue = self._piece(self.after_name).match(text, name.end())
+        return glue is not None and text[glue.end():].lstrip().startswith("{")
 
     def parse(self, text: str) -> tuple[str, list[ToolCall]]:
         """(the text before the first call, the calls), or (text, []) where no call opens. A call whose
@@ -93,16 +131,18 @@ class CallSyntax:
             >>> s.parse('Let me look.\\n<tool_call>\\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\\n</tool_call>')
             ('Let me look.', [ToolCall(name='get_weather', arguments={'city': 'Oslo'}, id='')])
         """
-        piece = self._piece(self.opening)
-        opened = piece.search(text) if self.opening.strip() else None  # in any spacing (as written, or
-        if opened is None:  # llama.cpp's test of Command R+: ``Action:\n```json\n[{"tool_name": …}]``)
+        if self.text_lead and text.startswith(self.text_lead):  # (the recipient of text, where it was kept)
+            text = text[len(self.text_lead):]
+        first = self._first(text)
+        if first is None:
             return text, []
-        content, rest, calls = text[:opened.start()].rstrip(), text[opened.start():], []
+        (start, piece), calls = first, []
+        content, rest = text[:start].rstrip(), text[start:]
         while True:
             found = piece.match(rest)
             if found is None:
                 break
-            rest = rest[found.end():].lstrip() if self.opening.strip() else rest
+            rest = rest[found.end():].lstrip() if found.end() else rest
             name = _NAME_RE.match(rest)
             if name is None:
                 raise ChatFormatError(f"a tool call opens but names no tool: {rest[:40]!r}")
@@ -201,6 +241,25 @@ def reply_start(prompt: str, rendered: str) -> int:
     return common
 
 
+def answer_lead(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> str:
+    """What the template writes before an assistant's text that its generation prompt does not, which the
+    model then writes itself; "" for most. Functionary v3.2's prompt ends with ``>>>``, the recipient
+    then written by the model: ``all\\n`` before text (the lead), a tool's name before a call::
+
+        prompt  …<|start_header_id|>assistant<|end_header_id|>\\n\\n>>>
+        text    …<|start_header_id|>assistant<|end_header_id|>\\n\\n>>>all\\nHello<|eot_id|>   -> "all\\n"
+    """
+    user = [{"role": "user", "content": "Which tool?"}]
+    try:
+        prompt = template.render(user, True, bos_token=bos, eos_token=eos)
+        text = template.render(user + [{"role": "assistant", "content": "xq_text"}], False, bos_token=bos, eos_token=eos)
+    except ChatFormatError:
+        return ""
+    common = reply_start(prompt, text)
+    at = text.find("xq_text", common)
+    return text[common + len(_late_turn(prompt, common, text[common:])[0]):at] if at >= 0 else ""
+
+
 def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", eos: str = "</s>",
            thought_close: str = "") -> tuple[CallSyntax | None, str]:
     """The template's call shape, or (None, why not). ``stops``: the texts that end a reply (the turn's
@@ -251,9 +310,13 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
         closing, between = closing.replace("xq_key", KEY_HOLE), between and between.replace("xq_key", KEY_HOLE)
     if keyed is not None and "xq_" in after_name + closing + (between or "") + keyed.between_args:
         return None, "the template writes each argument as a tag named by its key (not read yet)"
+    recipient = ""
     if not opening.strip() and not after_name.strip():
-        return None, "the template writes a call with nothing around its name"
-    return CallSyntax(opening, after_name, closing, between, quoted, lead, keyed, as_string, content_none), ""
+        recipient = answer_lead(template, bos, eos)  # (the model writes a recipient: a tool's, or text's)
+        if not (recipient.strip() and between and between.strip()) or keyed is not None:
+            return None, "the template writes a call with nothing around its name"
+    return CallSyntax(opening, after_name, closing, between, quoted, lead, keyed, as_string, content_none,
+                      recipient), ""
 
 
 def _late_turn(prompt: str, common: int, text: str) -> tuple[str, str]:
@@ -264,7 +327,7 @@ def _late_turn(prompt: str, common: int, text: str) -> tuple[str, str]:
 
         prompt  …<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Write 'Action:'…<|END_OF_TURN_TOKEN|>
                 <|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>
-        call    …<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>\nAction:…]```\n<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Write…
+        call    …<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>\\nAction:…]```\\n<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Write…
         -> ("<|CHATBOT_TOKEN|>", "<|SYSTEM_TOKEN|>Write 'Action:' followed by…")
     """
     rest = prompt[common:]
