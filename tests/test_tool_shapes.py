@@ -86,6 +86,28 @@ def test_every_tool_use_template_has_its_call_syntax_read_or_a_reason_named() ->
     assert r1 is not None and r1.content_none and r1.string_arguments and not r1.quoted
 
 
+def test_the_table_of_known_syntaxes_is_used_only_where_a_template_renders_no_calls_and_holds_to_its_family() -> None:
+    """LFM2-8B-A1B's and LFM2.5-Instruct's templates list the tools and render no call: they get LFM2's
+    Python call, which their family's newer template renders (read off it here) and llama.cpp reads for
+    all three with one parser (its own test strings, double quotes too)."""
+    from tokenizer.chat.tool_calls import RENDERS_NO_CALLS
+    from tokenizer.chat.tool_table import KNOWN, known_syntax
+
+    templates = {p.stem: ChatTemplate(p.read_text(encoding="utf-8"))
+                 for p in sorted((fetch.models_dir() / "templates").glob("*.jinja"))}
+    tabled = {name for name, t in templates.items()
+              if derive(t, STOPS)[1] == RENDERS_NO_CALLS and known_syntax(t) is not None}
+    assert tabled == {"LFM2-8B-A1B", "LFM2.5-Instruct"}  # (not Granite 3.3, Phi-3.5, SmolLM3, …)
+    (lfm2,) = KNOWN
+    assert replace(lfm2.syntax, in_content=False) == _syntax("LFM2.5-8B-A1B")
+    for text, call in (("<|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>", ("special_function", {"arg1": "1"})),
+                       ('<|tool_call_start|>[get_time(city="XYZCITY")]<|tool_call_end|>', ("get_time", {"city": "XYZCITY"})),
+                       ("Checking.<|tool_call_start|>[get_time(city='Paris', days=2)]<|tool_call_end|>",
+                        ("get_time", {"city": "Paris", "days": "2"}))):
+        content, (got,) = lfm2.syntax.parse(text)
+        assert (got.name, got.arguments) == call and content in ("", "Checking.")
+
+
 def _syntax(name: str):
     template = ChatTemplate((fetch.models_dir() / "templates" / f"{name}.jinja").read_text(encoding="utf-8"))
     syntax, why = derive(template, STOPS, thought_close="</think>")

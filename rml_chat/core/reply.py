@@ -112,7 +112,7 @@ class Reply:
 
     ``reasoning`` (the template's markers) turns on the split; ``in_thought``: the prompt opened a thought;
     ``answer_lead``: what a template without thoughts has the model write before its text (functionary
-    v3.2's recipient, ``all\n``), hidden as an answer's opening is."""
+    v3.2's recipient, ``all\\n``), hidden as an answer's opening is."""
 
     def __init__(self, tokenizer: Tokenizer, stop_strings: Sequence[str] = (), reasoning: Reasoning | None = None,
                  in_thought: bool = False, answer_lead: str = ""):

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.template import ChatTemplate, compiled
-from tokenizer.chat.tool_calls import CallSyntax, ToolCall, derive
+from tokenizer.chat.tool_calls import RENDERS_NO_CALLS, CallSyntax, ToolCall, derive
+from tokenizer.chat.tool_table import known_syntax
 
 from ..core.session import ChatSession
 from ..engines.runtime import schema_to_gbnf
@@ -34,6 +35,11 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
     close = model.reasoning.close if model.reasoning is not None else ""
     syntax, why = derive(compiled(template), stops, model.encoder.bos_text or "<s>", model.encoder.eos_text or "</s>",
                          thought_close=close)
+    known = known_syntax(compiled(template)) if why == RENDERS_NO_CALLS else None
+    if known is not None:  # (a family that lists tools and leaves the call to the model's training)
+        syntax = known.syntax
+        say(f"note: the chat template renders no tool calls; calls are read as {known.name} "
+            f"({syntax.trigger()}…), from the table of known syntaxes")
     if syntax is None:
         raise UsageError(f"{flag}: {why}")
     for command in args.mcp:

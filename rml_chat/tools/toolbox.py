@@ -162,8 +162,9 @@ class Toolbox:
             message["reasoning"], content = thought[:nested].rstrip(), ""
         calls = [replace(c, id=self._new_id(), arguments=typed(c.arguments, self.tools[c.name].parameters)
                          if self.syntax.keyed is not None and c.name in self.tools else c.arguments) for c in calls]
-        if calls:  # the message as the template takes a call (CallSyntax: OpenAI's shape where it asks for it)
-            message["content"] = None if self.syntax.content_none else content
+        if calls and not self.syntax.in_content:  # the message as the template takes a call (CallSyntax:
+            message["content"] = None if self.syntax.content_none else content  # OpenAI's shape where asked)
+        if calls:  # (in the content too, where the template writes no calls: tool_table.py)
             message["tool_calls"] = render_calls(calls, self.syntax.string_arguments)
         return calls
 
@@ -240,7 +241,7 @@ def _as_text(value: object) -> str:
 class CallHider:
     """The stream with a call's text held back: text passes until the call's opening appears (a tail that
     may be its start waits), and what follows it is the call, shown as one line instead. ``starts``: how a
-    call that starts the reply opens, where that differs (functionary v3.2's ``get_weather\n``)."""
+    call that starts the reply opens, where that differs (functionary v3.2's ``get_weather\\n``)."""
 
     def __init__(self, emit: Callable[[str], None], trigger: str, starts: Sequence[str] = ()):
         self.emit, self.trigger, self.starts = emit, trigger, tuple(starts)

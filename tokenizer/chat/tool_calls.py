@@ -39,6 +39,7 @@ _ID_HOLE = "\0"
 _COUNT_HOLE = "\1"  # a call's number (0, 1, …)
 NAME_HOLE = "\2"  # the tool's name again (muse's ``to=NAME<|message|>…<atem:invoke name="NAME">``)
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
+RENDERS_NO_CALLS = "the template renders no tool calls"
 _PROBE_TOOLS = [{"type": "function", "function": {"name": n, "description": "A probe.", "parameters": {
     "type": "object", "properties": {"xq_key": {"type": "string", "description": "A key."},
                                      "xq_beta": {"type": "string", "description": "A beta."},
@@ -70,6 +71,9 @@ class CallSyntax:
     keyed: KeyedArgs | None = None  # the arguments one by one (Qwen3-Coder's <parameter=…>), not one JSON object
     string_arguments: bool = False
     content_none: bool = False
+    #: a known family's syntax, for a template that renders no calls (``tool_table.py``): the call stays
+    #: in the message's content, where the template writes it back
+    in_content: bool = False
     #: a template whose model writes a recipient first (functionary v3.2, its prompt ending ``>>>``): the
     #: recipient of text (``all\n``); a call has no opening but its tool's name, and after text ``between``
     text_lead: str = ""
@@ -217,7 +221,7 @@ def _renders(template: ChatTemplate, bos: str, eos: str) -> tuple[str, str, str 
         except ChatFormatError as err:
             why = f"the template can't render a call ({err})"
             continue
-        if NAMES[0] not in one:
+        if NAMES[0] not in one[reply_start(prompt, one):]:  # (the tool list names it too: not a call)
             took = True
             continue
         try:
@@ -226,7 +230,7 @@ def _renders(template: ChatTemplate, bos: str, eos: str) -> tuple[str, str, str 
         except ChatFormatError:
             two = None
         return prompt, one, two, quoted, content is None
-    return "the template renders no tool calls" if took else why
+    return RENDERS_NO_CALLS if took else why
 
 
 def reply_start(prompt: str, rendered: str) -> int:
@@ -316,7 +320,7 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
         if not (recipient.strip() and between and between.strip()) or keyed is not None:
             return None, "the template writes a call with nothing around its name"
     return CallSyntax(opening, after_name, closing, between, quoted, lead, keyed, as_string, content_none,
-                      recipient), ""
+                      text_lead=recipient), ""
 
 
 def _late_turn(prompt: str, common: int, text: str) -> tuple[str, str]:

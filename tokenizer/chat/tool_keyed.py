@@ -56,11 +56,14 @@ class KeyedArgs:
             key, text = text[:found.start()].strip(), text[found.end():]
             between = piece(self.between_args.replace(KEY_HOLE, key))
             end = piece(closing.replace(KEY_HOLE, key)) if closing.strip() else None
-            if self.quote and text.startswith(self.quote):  # a string: up to its closing quote, then the next key or the end
-                stop = text.find(self.quote, len(self.quote))
+            # a string: up to its closing quote, then the next key or the end (a Python call's string in
+            # either of Python's quotes: llama.cpp's own tests of LFM2 write city="Paris")
+            quote = next((q for q in (self.quote, '"' if self.quote == "'" else "") if q and text.startswith(q)), "")
+            if quote:
+                stop = text.find(quote, len(quote))
                 if stop < 0:
-                    raise ChatFormatError(f"tool call {name!r}: the value of {key!r} opens {self.quote!r} and never closes it")
-                arguments[key], text = text[len(self.quote):stop], text[stop + len(self.quote):]
+                    raise ChatFormatError(f"tool call {name!r}: the value of {key!r} opens {quote!r} and never closes it")
+                arguments[key], text = text[len(quote):stop], text[stop + len(quote):]
                 after = between.match(text)
                 if after is None:
                     return arguments, text.lstrip()
