@@ -101,11 +101,12 @@ class ChatTemplate:
 
     def __init__(self, source: str):
         import jinja2
-        import jinja2.meta
 
         self.source = source
-        try:
-            self._compiled = _environment().from_string(source)
+        env = _environment()
+        try:  # (``from_string``, with the parsed tree kept: the names it reads are looked up in it below)
+            tree = env.parse(source)
+            self._compiled = env.template_class.from_code(env, env.compile(tree), env.make_globals(None), None)
         except jinja2.TemplateError as err:
             raise TemplateBroken(f"the chat template does not compile ({type(err).__name__}: {err})") from None
         #: the template reads ``enable_thinking``: prompts are verified with it unset, on and off
@@ -117,11 +118,12 @@ class ChatTemplate:
         #: transformers passes ``tools=None``; a tool-use template that then fails on a plain message
         #: (``for tool in tools``) is rendered as llama.cpp renders it, with ``tools`` undefined.
         self.tools_undefined = False
-        undeclared = jinja2.meta.find_undeclared_variables(_environment().parse(source))
+        names = {(n.name, n.ctx) for n in tree.find_all(jinja2.nodes.Name)}
+        handed = {name for name, ctx in names if ctx == "load" and (name, "store") not in names}  # never set
         #: the template reads its tools as ``functions``, a JSON text, and the date as ``datetime`` (module
         #: docstring)
-        self.tools_as_functions = "functions" in undeclared and "tools" not in undeclared
-        self.reads_datetime = "datetime" in undeclared
+        self.tools_as_functions = "functions" in handed and not any(name == "tools" for name, _ in names)
+        self.reads_datetime = "datetime" in handed
         try:
             self.render([{"role": "user", "content": "x"}], True)
         except TemplateBroken:
