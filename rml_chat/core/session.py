@@ -367,10 +367,8 @@ class ChatSession:
             self.reasoning_effort = str(value)
         elif name in ("context_shift", "hide_thinking"):
             setattr(self, name, value == "on")
-        elif name == "thinking_display":
-            self.thinking_display = str(value)
-        else:
-            setattr(self.sampling, name, value)
+        else:  # the session's own thinking_display, or a sampler setting
+            setattr(self if name == "thinking_display" else self.sampling, name, value)
         return ""
 
     def setting(self, name: str) -> object:
@@ -379,11 +377,9 @@ class ChatSession:
             return {True: "on", False: "off", None: "the template's"}[self.thinking]
         if name == "reasoning_effort":
             return self.reasoning_effort or "the template's"
-        if name == "thinking_display":
-            return self.thinking_display
         if name in ("context_shift", "hide_thinking"):
             return "on" if getattr(self, name) else "off"
-        return getattr(self.sampling, name)
+        return getattr(self if name == "thinking_display" else self.sampling, name)
 
     def eval_rate(self) -> float | None:
         """Prompt tokens per second as the last turn evaluated them (None: too few to tell; below 64 tokens

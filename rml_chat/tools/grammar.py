@@ -115,6 +115,9 @@ def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Call
     named = syntax.keyed is not None and KEY_HOLE in syntax.keyed.between_args  # the closing is the arguments'
     more = f" ( {literal(syntax.between)} call )*" if several and syntax.between is not None and not named else ""
     start = syntax.lead + syntax.opening if whole else syntax.trigger() + syntax.opening.strip()[len(syntax.trigger()):]
-    opened = literal(start) if whole or not syntax.text_lead else f"( {literal(start)} )?"  # (a recipient: the
-    head = f"root ::= {opened} call{more} {literal('' if named else syntax.closing)}\ncall ::= {calls}\n"  # name alone)
+    if not whole and syntax.text_lead:  # a recipient template's call may open with its name alone (the reply's start)
+        start_rule = f"( {literal(start)} )?"
+    else:
+        start_rule = literal(start)
+    head = f"root ::= {start_rule} call{more} {literal('' if named else syntax.closing)}\ncall ::= {calls}\n"
     return head + "\n".join(rules) + "\n"

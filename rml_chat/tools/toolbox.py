@@ -141,16 +141,15 @@ class Toolbox:
         message = session.conversation.messages[-1] if session.conversation.messages else {}
         if message.get("role") != "assistant" or message.get("cut"):
             return []
-        last, trigger = session.last, self.syntax.trigger()
+        last = session.last
         text, thought = message["content"] or "", message.get("reasoning") or ""
         # a call inside a thought that never closed (Kimi K2 Thinking writes them so, and llama.cpp reads
         # them): the thought ends where the call begins
         opens = self.syntax.opens_at(text) >= 0
-        nested = thought.find(trigger) if last is not None and last.ended_in_thought and not opens else -1
+        nested = self.syntax.opens_at(thought) if last is not None and last.ended_in_thought and not opens else -1
         if nested >= 0:
-            text = thought[nested:]
-        if last is not None and last.generation.stop_reason not in ("stop", "stop_string") and \
-                self.syntax.opens_at(text) >= 0:
+            text, opens = thought[nested:], True
+        if last is not None and last.generation.stop_reason not in ("stop", "stop_string") and opens:
             notify(f"tools: the reply was cut ({last.generation.stop_reason}) inside a call, which is not run")
             return []
         try:
