@@ -16,8 +16,9 @@ With ``--json`` an error is also a JSON object on stdout: ``{"ok": false, "error
 
 from __future__ import annotations
 
-import json
 import sys
+
+from .terminal import json_text, visible
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_CLOSED = 0, 1, 2, 3, 130, 141
 EXIT_CODES = {EXIT_OK: "ok", EXIT_ERROR: "error", EXIT_USAGE: "usage", EXIT_INCOMPLETE: "incomplete",
@@ -62,10 +63,9 @@ def report(message: str, kind: str, code: int, as_json: bool) -> int:
     hint = " (rml-chat --help lists the flags)" if code == EXIT_USAGE else ""
     line = f"rml-chat: {message}" if message.startswith(kind) else f"rml-chat: {kind}: {message}{hint}"
     try:
-        print(line, file=sys.stderr, flush=True)
+        print(visible(line), file=sys.stderr, flush=True)
         if as_json:
-            print(json.dumps({"ok": False, "error": {"kind": kind, "message": message},
-                              "exit_code": code}, ensure_ascii=False), flush=True)
+            print(json_text({"ok": False, "error": {"kind": kind, "message": message}, "exit_code": code}), flush=True)
     except (BrokenPipeError, OSError):
         pass
     return code

@@ -17,13 +17,15 @@ import re
 import sys
 from collections.abc import Callable
 
+from .terminal import visible
+
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _warned: set[str] = set()
 
 
 def _warn(line: str) -> None:
     try:
-        print(f"rml-chat: warning: {line}", file=sys.stderr, flush=True)
+        print(visible(f"rml-chat: warning: {line}"), file=sys.stderr, flush=True)
     except (BrokenPipeError, OSError):
         pass
 

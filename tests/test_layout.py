@@ -17,7 +17,7 @@ pytestmark = pytest.mark.offline
 
 #: the rooms of rml_chat and what each may import of rml_chat (besides itself); tokenizer: who may use it
 ROOMS = {
-    "engines": {"rml_chat.errors"},
+    "engines": {"rml_chat.errors", "rml_chat.terminal"},
     "core": {"rml_chat.engines.base", "rml_chat.engines.runtime", "rml_chat.errors", "rml_chat.text_input",
              "rml_chat.words"},
     "frontends": {"rml_chat"},

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
+from ..terminal import visible
 from . import cpu_quirks, memory
 from .base import trigger_patterns
 
@@ -90,7 +91,7 @@ class LlamaLog:
             if level in (self._LEVEL_WARN, self._LEVEL_ERROR) and len(self.kept) < 200:
                 self.kept.append(line)
             if self.verbose:
-                print(line, end="", file=sys.stderr, flush=True)
+                print(visible(line), end="", file=sys.stderr, flush=True)
 
         self._callback = callback  # kept alive: llama.cpp holds only its address
         self.install()

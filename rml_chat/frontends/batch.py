@@ -41,6 +41,7 @@ from ..core.session import ChatSession
 from ..core.settings import SAMPLING, SETTINGS, SettingError, settable
 from ..core.structured import Constraint, check, from_schema
 from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
+from ..terminal import json_text
 from ..words import counted
 from .scripted import result_json
 
@@ -248,7 +249,7 @@ def run_parallel(session: ChatSession, args: argparse.Namespace) -> int:
                 number, out = results.pop(written)
                 if not out["ok"]:
                     failed.append(number)
-                sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+                sys.stdout.write(json_text(out) + "\n")
                 sys.stdout.flush()
                 progress.show(number, out.get("completion_tokens", 0))
                 written += 1
@@ -300,7 +301,7 @@ def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
             except AppError as err:
                 out = _failed(text, number, err)
                 failed.append(number)
-            sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+            sys.stdout.write(json_text(out) + "\n")
             sys.stdout.flush()
             done += 1
     except KeyboardInterrupt:

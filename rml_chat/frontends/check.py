@@ -9,7 +9,6 @@ warning too under ``--strict``), else 0.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from functools import partial
 
@@ -18,6 +17,7 @@ from ..doctor.findings import as_json, exit_code
 from ..doctor.report import table, text_report, write_junit
 from ..engines.base import Engine
 from ..errors import AppError
+from ..terminal import for_stream, json_text
 from .launch import open_engine, prompt_cache_for
 
 
@@ -39,10 +39,10 @@ def run_check(args: argparse.Namespace, say) -> int:
         except OSError as err:
             raise AppError(f"--junit {args.junit}: {err.strerror or err}", "output") from None
     if args.json:
-        print(json.dumps(as_json(reports, args.strict), ensure_ascii=False))
+        print(json_text(as_json(reports, args.strict)))
     else:
-        print("\n\n".join(text_report(r, args.strict) for r in reports))
+        print(for_stream("\n\n".join(text_report(r, args.strict) for r in reports), sys.stdout))
         if len(reports) > 1:
-            print("\n" + table(reports, args.strict))
+            print(for_stream("\n" + table(reports, args.strict), sys.stdout))
     sys.stdout.flush()
     return exit_code(reports, args.strict)

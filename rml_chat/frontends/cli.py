@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from .. import text_input
 from ..core.settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
 from ..errors import EXIT_CLOSED, EXIT_CODES, EXIT_INTERRUPTED, AppError, UsageError, report
+from ..terminal import visible
 
 ENVIRONMENT = {
     "RML_CHAT_CACHE": "where downloads and built tables are cached (default ~/.cache/rml-chat)",
@@ -269,7 +270,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
 
     def say(line: str) -> None:
         if not (args.json or scripted) or args.verbose or line.startswith("note:"):
-            print(line, file=sys.stderr, flush=True)
+            print(visible(line), file=sys.stderr, flush=True)
 
     cap = None
     if not scripted and not args.check:  # the REPL's: a bad $RML_CHAT_SESSIONS_MAX is said before the load
@@ -302,7 +303,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
     finally:
         why = session.engine.keep_prompt()  # (nothing where the prompt cache is off or not worth it)
         if why and args.verbose:
-            print(f"rml-chat: {why}", file=sys.stderr)
+            print(visible(f"rml-chat: {why}"), file=sys.stderr)
         if free:
             session.engine.close()
 

@@ -22,6 +22,7 @@ from ..core.structured import Constraint, check, from_grammar, from_schema
 from ..engines.base import Engine, Sampling, context_size
 from ..engines.kv_cache import state_path
 from ..errors import UsageError
+from ..terminal import visible
 from ..words import counted
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def prompt_cache_for(args: argparse.Namespace, engine: Engine) -> None:
 
     def verbose(line: str) -> None:
         if args.verbose:
-            print(line, file=sys.stderr, flush=True)
+            print(visible(line), file=sys.stderr, flush=True)
 
     engine.use_prompt_cache(PromptCache(folder, cap, verbose))
 

@@ -16,25 +16,28 @@ from collections.abc import Sequence
 
 from tokenizer import Tokenizer, TokenType
 
+from ..terminal import REVERSE, Styled, style, visible
+
 _MARKED = frozenset({TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN})
 
 
 def marked_prompt(tokenizer: Tokenizer, ids: Sequence[int], color: bool) -> str:
     """The prompt's text with every control or user-defined token marked (the rest decoded as is; a
-    user-defined token that is only whitespace, as Gemma's newline tokens, is shown as text)."""
+    user-defined token that is only whitespace, as Gemma's newline tokens, is shown as text). With ``color``
+    (a terminal) the text is made visible (``terminal.visible``): a message's escape bytes drive nothing."""
     out: list[str] = []
     run: list[int] = []
     for token_id in ids:
         kind = tokenizer.token_type(token_id)
         if kind in _MARKED and (kind != TokenType.USER_DEFINED or tokenizer.id_to_token(token_id).strip()):
-            out.append(_text(tokenizer, run))
+            out.append(visible(_text(tokenizer, run)) if color else _text(tokenizer, run))
             run.clear()
             text = tokenizer.id_to_token(token_id)
-            out.append(f"\x1b[7m{text}\x1b[0m" if color else f"⟦{text}⟧")
+            out.append(style(text, REVERSE) if color else f"⟦{text}⟧")
         else:
             run.append(token_id)
-    out.append(_text(tokenizer, run))
-    return "".join(out)
+    out.append(visible(_text(tokenizer, run)) if color else _text(tokenizer, run))
+    return Styled("".join(out)) if color else "".join(out)
 
 
 def _text(tokenizer: Tokenizer, ids: list[int]) -> str:

@@ -33,6 +33,8 @@ from ..core.session import ChatSession
 from ..core.sessions import new_autosave_path, prune_states, sessions_dir, size_text, state_worth_it
 from ..engines.kv_cache import state_path
 from ..errors import AppError, one_line
+from ..terminal import dim as styled_dim
+from ..terminal import for_stream, visible
 from ..words import counted
 from .history import FENCE, BlockHistory, SafeFileHistory, block_closed, history_path
 from .progress import EvalProgress
@@ -73,7 +75,8 @@ def _key_bindings() -> KeyBindings:
 
 
 def dim(text: str) -> str:
-    return f"\x1b[2m{text}\x1b[0m" if sys.stdout.isatty() else text
+    """A dim line on the terminal (its text made visible: ``terminal.py``)."""
+    return styled_dim(text, sys.stdout.isatty())
 
 
 def fit_width(fields: list[str], width: int | None = None) -> str:
@@ -230,7 +233,7 @@ class Repl:
                 progress.clear()
                 if view.open:
                     view.answer()
-                sys.stdout.write(chunk)
+                sys.stdout.write(for_stream(chunk, sys.stdout))
                 sys.stdout.flush()
 
         def think(chunk: str) -> None:
@@ -332,7 +335,7 @@ class Repl:
         if self._prompting:
             self._pending.append(line)
             return
-        print(line, flush=True)
+        print(visible(line), flush=True)  # (our own styling is Styled: kept; anything else made visible)
 
     def stats_line(self) -> str:
         last = self.session.last

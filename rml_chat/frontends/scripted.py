@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from tokenizer import TokenType
@@ -12,6 +11,7 @@ from .. import text_input
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint, Outcome
 from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
+from ..terminal import dim, for_stream, json_text, visible
 from .progress import EvalProgress
 from .prompt_view import marked_prompt
 
@@ -53,19 +53,19 @@ def show_prompt(session: ChatSession, text: str, as_json: bool) -> int:
     if as_json:
         controls = [{"at": n, "id": i, "text": tok.id_to_token(i)} for n, i in enumerate(ids)
                     if tok.token_type(i) == TokenType.CONTROL]
-        print(json.dumps({"ok": True, "prompt": tok.decode(ids), "ids": ids, "tokens": len(ids),
-                          "control_tokens": controls, "model": session.model.name,
-                          "chat_format": detection.format.name, "established_by": detection.source},
-                         ensure_ascii=False))
+        print(json_text({"ok": True, "prompt": tok.decode(ids), "ids": ids, "tokens": len(ids),
+                         "control_tokens": controls, "model": session.model.name,
+                         "chat_format": detection.format.name, "established_by": detection.source}))
         return 0
     print(marked_prompt(tok, ids, sys.stdout.isatty()))
-    print(f"({len(ids)} tokens; chat format {detection.format.name}, established by {detection.source})",
+    print(visible(f"({len(ids)} tokens; chat format {detection.format.name}, established by {detection.source})"),
           file=sys.stderr)
     return 0
 
 
 class ThoughtOnStderr:
-    """A reasoning model's thought for ``-p``: on stderr (dim on a terminal), so that stdout is the answer."""
+    """A reasoning model's thought for ``-p``: on stderr (dim and made visible on a terminal, exact elsewhere),
+    so that stdout is the answer."""
 
     def __init__(self, hidden: bool, progress: EvalProgress):
         self.hidden, self.progress, self.open = hidden, progress, False
@@ -75,7 +75,7 @@ class ThoughtOnStderr:
         if self.hidden or not text:
             return
         self.progress.clear()
-        sys.stderr.write(f"\x1b[2m{text}\x1b[0m" if self.tty else text)
+        sys.stderr.write(dim(text, True) if self.tty else text)
         sys.stderr.flush()
         self.open = True
 
@@ -98,11 +98,11 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     def emit(chunk: str) -> None:
         if not args.json and chunk:
             progress.clear()
-            sys.stdout.write(chunk)
+            sys.stdout.write(for_stream(chunk, sys.stdout))  # (exact bytes into a pipe or a file)
             sys.stdout.flush()
 
     def notify(line: str) -> None:
-        print(f"note: {line}", file=sys.stderr)
+        print(visible(f"note: {line}"), file=sys.stderr)
 
     thinking = ThoughtOnStderr(session.hide_thinking or args.json, progress)
     try:
@@ -117,7 +117,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     progress.clear()
     if args.json:
-        print(json.dumps(result_json(session, result, session.constraint), ensure_ascii=False))
+        print(json_text(result_json(session, result, session.constraint)))
         return verdict(result.outcome, args.json)
     if not result.reply.endswith("\n"):
         print()

@@ -14,11 +14,9 @@ import sys
 import time
 from typing import TextIO
 
+from ..terminal import dim, is_terminal, rewrite_line
+
 MODES = ("full", "line")
-
-
-def _dim(text: str, out: TextIO) -> str:
-    return f"\x1b[2m{text}\x1b[0m" if out.isatty() else text
 
 
 class ThoughtView:
@@ -35,11 +33,11 @@ class ThoughtView:
             self.started = time.perf_counter()
         self.text += chunk
         if self.mode == "full":
-            self.out.write(_dim(chunk, self.out))
+            self.out.write(dim(chunk, is_terminal(self.out)))
         else:
             width = shutil.get_terminal_size((80, 24)).columns - len("thinking: ") - 1
             tail = " ".join(self.text.split())[-max(width, 10):]
-            self.out.write("\r\x1b[K" + _dim("thinking: " + tail, self.out))
+            self.out.write(rewrite_line(dim("thinking: " + tail, is_terminal(self.out))))
         self.out.flush()
         self.open = True
 
@@ -55,7 +53,7 @@ class ThoughtView:
             return
         if self.mode == "line":
             spent = time.perf_counter() - self.started
-            self.out.write("\r\x1b[K" + _dim(f"thought: {len(self.text.split())} words, {spent:.1f} s (/thought)",
-                                              self.out))
+            self.out.write(rewrite_line(dim(f"thought: {len(self.text.split())} words, {spent:.1f} s (/thought)",
+                                            is_terminal(self.out))))
         self.out.write("\n")
         self.open = False

@@ -16,6 +16,7 @@ from tokenizer.chat.tool_table import known_syntax
 from ..core.session import ChatSession
 from ..engines.runtime import schema_to_gbnf
 from ..errors import UsageError
+from ..terminal import visible
 from ..tools.functions import Tool, load_functions
 from ..tools.grammar import call_grammar
 from ..tools.mcp_tools import McpError, McpServer
@@ -55,7 +56,7 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
         return
     scripted = args.prompt is not None or args.batch is not None or not sys.stdin.isatty()
     box = Toolbox(tools, syntax, choice=args.tool_choice, approve=lambda call: args.tools_approve if scripted else False)
-    box.shown = lambda line: print(line, file=sys.stderr)
+    box.shown = lambda line: print(visible(line), file=sys.stderr)
     session.toolbox = box
     if args.verbose:
         say(f"tools: {', '.join(box.tools)} (calls written as {syntax.trigger()!r}…)")
@@ -89,7 +90,7 @@ class Consent:
             return True
         line = f"{call.name}({json.dumps(call.arguments, ensure_ascii=False)})"
         try:
-            answer = self.prompt.prompt(f"\nrun {line}? [y]es, [n]o, [a]lways for {call.name}: ").strip().lower()
+            answer = self.prompt.prompt(visible(f"\nrun {line}? [y]es, [n]o, [a]lways for {call.name}: ")).strip().lower()
         except (KeyboardInterrupt, EOFError):
             answer = ""
         if answer in ("a", "always"):

@@ -1,0 +1,98 @@
+"""What may reach a terminal: rml-chat's own styling, and every other character shown as what it is.
+
+A reply, a thought, a tool's name, arguments and result, an MCP server's text, a file name or a value quoted
+in an error line: none of it comes from rml-chat, and any of it may hold bytes that drive a terminal (a
+model steered by a piped file can write ``ESC ] 0 ; title BEL``). On a terminal each such character is shown
+visibly where it is, as ``cat -v`` and ``less`` show it:
+
+* C0 controls but newline and tab in caret notation: ESC ``^[``, BEL ``^G``, CR ``^M``, backspace ``^H``;
+* DEL as ``^?``;
+* C1 controls (U+0080..U+009F, among them the one-character CSI, U+009B) as ``<U+009B>``, as ``less`` does.
+
+    >>> visible("\\x1b]0;PWNED\\x07 and \\x1b[2J\\r\\x9b")
+    '^[]0;PWNED^G and ^[[2J^M<U+009B>'
+
+Only rml-chat's own styling is an escape sequence: ``Styled`` is text this module made safe, and ``style``
+the one way to wrap text in a sequence. Anything joined to styled text is made visible as it is joined, and
+text that lost the mark (an f-string around it) is made visible again where it is printed, so a mistake shows
+our own escapes as ``^[[2m`` rather than letting another's through::
+
+    >>> line = "note: " + dim("a \\x1b[8mhidden\\x1b[0m word", tty=True)
+    >>> visible(line) == line, "\\x1b[8m" in line
+    (True, False)
+
+Elsewhere than a terminal nothing is changed: ``rml-chat -p … > file`` holds the model's exact bytes, the
+saved chats the exact text, and ``json_text`` escapes every control character as JSON escapes them (C1 and
+DEL too, which JSON allows raw: a ``--json`` line read on a terminal drives nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, TextIO
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every C0 control but tab and newline, DEL, C1
+_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029]")  # what json.dumps(ensure_ascii=False) leaves raw
+
+# rml-chat's own sequences (SGR attributes, and the line rewrite the progress lines use)
+DIM, REVERSE, RESET, CLEAR_LINE = "\x1b[2m", "\x1b[7m", "\x1b[0m", "\r\x1b[K"
+
+
+def _caret(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return "^" + chr(code + 0x40)
+    return "^?" if code == 0x7F else f"<U+{code:04X}>"
+
+
+class Styled(str):
+    """Text safe for a terminal: its own characters made visible, its escape sequences rml-chat's own.
+    Plain text joined to it (either side) is made visible as it joins."""
+
+    __slots__ = ()
+
+    def __add__(self, other: str) -> Styled:
+        return Styled(str.__add__(self, visible(other)))
+
+    def __radd__(self, other: str) -> Styled:
+        return Styled(str.__add__(visible(other), self))
+
+
+def visible(text: str) -> str:
+    """Every control character but newline and tab shown as ``cat -v``/``less`` show it; styled text as is."""
+    if isinstance(text, Styled):
+        return text
+    return _CONTROLS.sub(_caret, text)
+
+
+def style(text: str, *codes: str) -> Styled:
+    """``text`` made visible and wrapped in rml-chat's own sequences (``codes``, then a reset)."""
+    return Styled("".join(codes) + visible(text) + RESET)
+
+
+def dim(text: str, tty: bool) -> Styled:
+    """Dim on a terminal (``tty``); elsewhere the text made visible, with no sequence."""
+    return style(text, DIM) if tty else Styled(visible(text))
+
+
+def rewrite_line(text: Styled | str) -> Styled:
+    """The cursor back to the line's start, the line cleared, then ``text``: a progress line redrawn."""
+    return Styled(CLEAR_LINE) + text
+
+
+def for_stream(text: str, stream: TextIO) -> str:
+    """Text from elsewhere as it may be written to ``stream``: visible on a terminal, exact otherwise."""
+    return visible(text) if is_terminal(stream) else text
+
+
+def is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # (a closed or odd stream)
+        return False
+
+
+def json_text(value: Any) -> str:
+    """``json.dumps`` with non-ASCII text kept as is, but DEL and C1 controls (and U+2028/9) escaped too."""
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
