@@ -71,7 +71,12 @@ class ChatEncoder:
                **options: object) -> list[Segment]:
         """``format_chat`` with this model's BOS and EOS texts."""
         return format_chat(self.chat_format, messages, add_generation_prompt, bos_token=self.bos_text,  # type: ignore[arg-type]
-                           eos_token=self.eos_text, **options)
+                           eos_token=self.eos_text, holds_special=self.holds_special, **options)
+
+    def holds_special(self, text: str) -> bool:
+        """Whether template text holding ``text`` would have a special token cut out of it: such a text from
+        a message or a tool definition is written literal (``splice.py``), as a content always is."""
+        return any(token_id is not None for _, token_id in self.tokenizer.split_special(text, self._among))
 
     def encode(self, segments: Iterable[Segment]) -> list[int]:
         """Token ids for prompt segments (BOS once: the format's, else the tokenizer's if it adds one)."""

@@ -149,7 +149,8 @@ def writer_of(fmt: PromptFormat) -> Callable[..., list[Segment]]:
 def format_chat(fmt: PromptFormat, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True, *,
                 bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
                 now: datetime.datetime | None = None, effort: str | None = None,
-                tools: Sequence[Mapping[str, object]] | None = None) -> list[Segment]:
+                tools: Sequence[Mapping[str, object]] | None = None,
+                holds_special: Callable[[str], bool] | None = None) -> list[Segment]:
     """The prompt for ``messages`` as segments, exactly as the model's template writes it.
 
     ``bos_token``/``eos_token`` are the texts of the model's BOS and EOS tokens; ``thinking`` selects
@@ -157,24 +158,30 @@ def format_chat(fmt: PromptFormat, messages: Sequence[Mapping[str, str]], add_ge
     formats write. ``effort`` is the template's ``reasoning_effort`` (None: its default); the template
     itself writes a prompt with one (tables and fits are read off it with the default). ``tools``: tool
     definitions (OpenAI's shape), written by the template itself, as is a conversation with tool calls.
+    ``holds_special`` (the encoder's test of a text) makes every string of the tools and of the messages'
+    other fields that holds a special token's text literal too, where the template renders them
+    (``splice.py``); a content is always literal.
     """
     now = now or datetime.datetime.now()
     options = {"bos_token": bos_token, "eos_token": eos_token, "thinking": thinking, "now": now}
+    spliced = partial(write_spliced, holds_special=holds_special)
     if effort is not None or tools is not None:
         if fmt.template is None:
             raise ChatFormatError(f"the chat format {fmt.name!r} has no template to write "
                                   + ("tools" if tools is not None else "a reasoning effort"))
         if effort is not None and not compiled(fmt.template).reads_effort:
             raise ChatFormatError(f"the chat format {fmt.name!r} reads no reasoning effort")
-        return write_spliced(fmt.template, messages, add_generation_prompt, effort=effort, tools=tools, **options)
-    if fmt.template is None or isinstance(fmt, TemplateFormat):
+        return spliced(fmt.template, messages, add_generation_prompt, effort=effort, tools=tools, **options)
+    if isinstance(fmt, TemplateFormat):
+        return spliced(fmt.template, messages, add_generation_prompt, **options)
+    if fmt.template is None:
         return writer_of(fmt)(messages, add_generation_prompt, **options)
     try:
         if isinstance(fmt, ChatFormat):  # what the record was verified on (a fitted table checks it itself)
             check_domain(messages)
         return writer_of(fmt)(messages, add_generation_prompt, **options)
     except ChatFormatError:
-        return write_spliced(fmt.template, messages, add_generation_prompt, **options)
+        return spliced(fmt.template, messages, add_generation_prompt, **options)
 
 
 def write_record(fmt: ChatFormat, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True, *,

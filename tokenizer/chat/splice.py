@@ -15,6 +15,15 @@ literal. The splice is used only when it reproduces
 rendering 2 exactly; otherwise the conversation is refused, naming the difference. Example::
 
     content " Hi <|im_end|> " -> rendered as " \\U000f0200 " -> segments … Segment("Hi <|im_end|>", False) …
+
+Every other string the template reads from the conversation is data too: a tool call's name and arguments
+(keys and values, at any depth, or the arguments' JSON text), a tool message's name, the reasoning, and
+every string of the tool definitions (names, descriptions, parameter names, enums). A template compares
+some of those (``param.type == "string"``, a call's name against the tools'), so they keep their text, and
+only the ones that hold a special token's text (``holds_special``, the tokenizer's own test) are replaced
+by a sentinel, the same sentinel for the same text wherever it appears::
+
+    arguments {"city": "Paris<|im_end|>"} -> {"city": "\\U000f0201"} -> … Segment("Paris<|im_end|>", False) …
 """
 
 from __future__ import annotations
@@ -22,8 +31,8 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from .errors import ChatFormatError
 from .segments import Segment, segments_text
@@ -57,41 +66,83 @@ class TemplateFormat:
         return list(self.after_assistant)
 
 
-def _mark(content: str, cores: list[str], reasoning: bool) -> str:
-    """``content`` with its text replaced by a new sentinel (its surrounding whitespace kept), each run
-    between reasoning tags apart when ``reasoning`` (an assistant's: the template may parse them); the
-    texts replaced are appended to ``cores``."""
-    parts = []
-    for part in _TAGS.split(content) if reasoning else (content,):
-        core = part.strip()
-        if not core or _TAGS.fullmatch(part):
-            parts.append(part)
-            continue
-        at = part.index(core)
-        parts.append(part[:at] + chr(_BASE + len(cores)) + part[at + len(core):])
-        cores.append(core)
-    return "".join(parts)
+@dataclass
+class _Sentinels:
+    """The texts replaced so far (``cores[n]`` is sentinel n), one sentinel per distinct text."""
+
+    cores: list[str] = field(default_factory=list)
+    _index: dict[str, int] = field(default_factory=dict)
+
+    def of(self, core: str) -> str:
+        if core not in self._index:
+            self._index[core] = len(self.cores)
+            self.cores.append(core)
+        return chr(_BASE + self._index[core])
+
+    def mark(self, text: str, reasoning: bool = False) -> str:
+        """``text`` with its text replaced by a sentinel (its surrounding whitespace kept), each run between
+        reasoning tags apart when ``reasoning`` (an assistant's content: the template may parse them)."""
+        parts = []
+        for part in _TAGS.split(text) if reasoning else (text,):
+            core = part.strip()
+            if not core or _TAGS.fullmatch(part):
+                parts.append(part)
+                continue
+            at = part.index(core)
+            parts.append(part[:at] + self.of(core) + part[at + len(core):])
+        return "".join(parts)
+
+    def mark_data(self, value: object, holds_special: Callable[[str], bool]) -> object:
+        """``value`` (strings, lists and mappings, at any depth) with each string, key or value, that holds a
+        special token's text marked; the rest as it was."""
+        if isinstance(value, str):
+            return self.mark(value) if holds_special(value) else value
+        if isinstance(value, Mapping):
+            return {self.mark_data(k, holds_special): self.mark_data(v, holds_special) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.mark_data(item, holds_special) for item in value]
+        return value
+
+
+def _marked_message(message: Mapping[str, object], sentinels: _Sentinels,
+                    holds_special: Callable[[str], bool] | None) -> dict:
+    """A message with its content marked, and every other field's strings that hold a special token's text."""
+    marked = {}
+    for key, value in message.items():
+        if key == "content" and isinstance(value, str):
+            marked[key] = sentinels.mark(value, message.get("role") == "assistant")
+        elif key == "role" or holds_special is None:
+            marked[key] = value
+        else:
+            marked[key] = sentinels.mark_data(value, holds_special)
+    return marked
 
 
 def write_spliced(template: str, messages: Sequence[Mapping[str, object]], add_generation_prompt: bool = True, *,
                   bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
                   now: datetime.datetime | None = None, effort: str | None = None,
-                  tools: Sequence[Mapping[str, object]] | None = None) -> list[Segment]:
+                  tools: Sequence[Mapping[str, object]] | None = None,
+                  holds_special: Callable[[str], bool] | None = None) -> list[Segment]:
     """The template's prompt for ``messages`` as segments, contents literal (see the module docstring);
-    ``effort`` is the template's ``reasoning_effort``, ``tools`` its tool definitions."""
+    ``effort`` is the template's ``reasoning_effort``, ``tools`` its tool definitions. ``holds_special``:
+    whether a text holds a special token's (the tokenizer's test); where given, every other string of the
+    messages and the tools that holds one is literal too (None: contents alone)."""
     tpl = compiled(template)
     now = now or datetime.datetime.now()
     options = {"bos_token": bos_token, "eos_token": eos_token, "thinking": thinking, "now": now, "effort": effort,
                "tools": tools}
-    cores: list[str] = []
-    marked = [{**m, "content": _mark(m["content"], cores, m.get("role") == "assistant")}
-              if isinstance(m.get("content"), str) else dict(m) for m in messages]
+    sentinels = _Sentinels()
+    marked = [_marked_message(m, sentinels, holds_special) for m in messages]
+    marked_options = dict(options)
+    if tools is not None and holds_special is not None:
+        marked_options["tools"] = sentinels.mark_data(list(tools), holds_special)
     real = tpl.render(messages, add_generation_prompt, **options)  # the template's refusal, if any, is raised here
     segments: list[Segment] = []
+    cores = sentinels.cores
     if cores:
-        sentinels = re.compile("([" + chr(_BASE) + "-" + chr(_BASE + len(cores) - 1) + "])")
+        marks = re.compile("([" + chr(_BASE) + "-" + chr(_BASE + len(cores) - 1) + "])")
         at = 0  # where the real rendering is, part by part
-        for part in sentinels.split(tpl.render(marked, add_generation_prompt, **options)):
+        for part in marks.split(tpl.render(marked, add_generation_prompt, **marked_options)):
             if len(part) == 1 and _BASE <= ord(part) < _BASE + len(cores):
                 core = cores[ord(part) - _BASE]
                 quoted = json.dumps(core, ensure_ascii=False)[1:-1]  # inside a string the template's tojson wrote
