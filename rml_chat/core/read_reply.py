@@ -1,0 +1,134 @@
+"""A whole reply read as its model's family writes it: the thought, the answer, and the tool calls, with
+their arguments typed by each tool's schema.
+
+``ReplyFormat`` holds what a template says about its replies, each piece read off the template's own
+renderings: the thought's markers (``tokenizer.chat.reasoning``), the call syntax
+(``tokenizer.chat.tool_calls``), what the model writes before its text (functionary's ``all\\n``) and the
+stop strings. ``parse_reply`` reads a finished reply with it, in the stages the streaming path uses
+(``thoughts.ThoughtSplitter``, then the stop strings, then the calls), so a reply read whole and one read
+as it streamed give the same message::
+
+    >>> from tokenizer.chat.reasoning import Reasoning
+    >>> from tokenizer.chat.tool_calls import CallSyntax
+    >>> qwen = ReplyFormat(Reasoning("<think>", "</think>"),
+    ...                    CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>'))
+    >>> reply = parse_reply(qwen, '<think>Oslo?</think>\\n\\nLet me look.\\n<tool_call>\\n'
+    ...                           '{"name": "weather", "arguments": {"city": "Oslo"}}\\n</tool_call>')
+    >>> reply.reasoning, reply.content, reply.tool_calls
+    ('Oslo?', 'Let me look.', (ToolCall(name='weather', arguments={'city': 'Oslo'}, id=''),))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from tokenizer.chat.errors import ChatFormatError
+from tokenizer.chat.reasoning import Reasoning
+from tokenizer.chat.reasoning import derive as derive_reasoning
+from tokenizer.chat.template import compiled
+from tokenizer.chat.tool_calls import RENDERS_NO_CALLS, CallSyntax, ToolCall, answer_lead
+from tokenizer.chat.tool_calls import derive as derive_calls
+from tokenizer.chat.tool_keyed import typed
+from tokenizer.chat.tool_table import known_syntax
+
+from .thoughts import Channels, ThoughtSplitter
+
+
+@dataclass(frozen=True)
+class ReplyFormat:
+    """What a template says about the replies written after its prompt (None: it writes no thought, no
+    call)."""
+
+    reasoning: Reasoning | None = None
+    calls: CallSyntax | None = None
+    answer_lead: str = ""
+    stop_strings: tuple[str, ...] = ()
+
+    @classmethod
+    def of_template(cls, source: str, *, bos: str = "<s>", eos: str = "</s>", stops: Sequence[str] = (),
+                    stop_strings: Sequence[str] = ()) -> ReplyFormat:
+        """Read off a template's source; ``stops``: the texts of the ids that end a turn (a call's closing
+        stops where they start); ``stop_strings``: texts that end a reply."""
+        template = compiled(source)
+        try:
+            reasoning = derive_reasoning(template, bos, eos)
+        except ChatFormatError:
+            reasoning = None
+        lead = answer_lead(template, bos, eos) if reasoning is None else ""
+        return cls(reasoning, call_syntax(source, stops, bos, eos, reasoning)[0], lead if lead.strip() else "",
+                   tuple(stop_strings))
+
+
+def call_syntax(source: str, stops: Sequence[str], bos: str, eos: str,
+                reasoning: Reasoning | None) -> tuple[CallSyntax | None, str, str]:
+    """The template's call syntax, read off its renderings, or where it renders no call its family's from
+    the table of known syntaxes: (syntax, why none, the table's name for it or "")."""
+    template = compiled(source)
+    syntax, why = derive_calls(template, stops, bos or "<s>", eos or "</s>",
+                               thought_close=reasoning.close if reasoning is not None else "")
+    known = known_syntax(template) if why == RENDERS_NO_CALLS else None
+    if known is not None:
+        return known.syntax, "", known.name
+    return syntax, why, ""
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    """A reply read whole: ``content``, the answer's text before any call (trimmed at its edges);
+    ``problem``, why calls that open were not read ("": none)."""
+
+    content: str
+    reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    problem: str = ""
+    ended_in_thought: bool = False
+
+
+def parse_reply(reply_format: ReplyFormat, text: str, *, schemas: Mapping[str, Mapping] | None = None,
+                in_thought: bool | None = None) -> ParsedReply:
+    """The message in ``text``, a reply as the model wrote it after the prompt. ``schemas``: each tool's
+    parameters by its name (values written as text are typed by them); ``in_thought``: whether the prompt
+    opened a thought (by default: whether the template's generation prompt does)."""
+    r = reply_format.reasoning
+    thought, ended_in_thought = "", False
+    if r is not None or reply_format.answer_lead:
+        splitter = _splitter(reply_format, r.prefilled if in_thought is None and r is not None else bool(in_thought))
+        answer = splitter.feed(text) + splitter.finish()
+        thought, ended_in_thought = splitter.thought, splitter.in_thought
+    else:
+        answer = text
+    for stop in reply_format.stop_strings:
+        if stop and stop in answer:
+            answer = answer[:answer.index(stop)]
+    return read_calls(reply_format.calls, answer, thought, ended_in_thought, schemas or {})
+
+
+def _splitter(reply_format: ReplyFormat, in_thought: bool) -> ThoughtSplitter:
+    r = reply_format.reasoning
+    if r is None:  # (no thought: it only takes the answer's opening off)
+        return ThoughtSplitter("", "", reply_format.answer_lead)
+    marks = r.channels()
+    return ThoughtSplitter(r.open, r.close, r.answer_open, in_thought, None if marks is None else Channels(*marks))
+
+
+def read_calls(syntax: CallSyntax | None, answer: str, thought: str, ended_in_thought: bool,
+               schemas: Mapping[str, Mapping]) -> ParsedReply:
+    """The calls in a reply's answer, or in a thought that never closed (Kimi K2 Thinking writes a call
+    there, and llama.cpp reads it: the thought ends where the call begins)."""
+    whole = ParsedReply(answer.strip(), thought, (), "", ended_in_thought)
+    if syntax is None:
+        return whole
+    opens = syntax.opens_at(answer) >= 0
+    nested = syntax.opens_at(thought) if ended_in_thought and not opens else -1
+    if nested >= 0:
+        answer, thought = thought[nested:], thought[:nested].rstrip()
+    elif not opens:
+        return whole
+    try:
+        content, calls = syntax.parse(answer)
+    except ChatFormatError as err:
+        return replace(whole, problem=str(err))
+    if syntax.keyed is not None:  # keyed values are written as text: the schema types them
+        calls = [replace(c, arguments=typed(c.arguments, schemas[c.name])) if c.name in schemas else c for c in calls]
+    return ParsedReply(content.strip(), thought, tuple(calls), "", ended_in_thought and nested < 0)

@@ -1,0 +1,118 @@
+"""llama.cpp's own reply-parser cases (its ``tests/test-chat.cpp``, read by ``llama_chat_cases.py`` from the
+sdist the suite fetches) run on our public ``parse_reply``, with the format read off the same template.
+
+A case has a counterpart here unless it continues a prefilled message or parses a partial reply (we read
+a reply whole, or as it streams to its end). It agrees when the message matches as llama.cpp's own test
+compares them: content and reasoning with their edges trimmed, each call's name, arguments as JSON, and
+id. The count is printed; the floor only rises. docs/tools.md lists what still differs, and why.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter
+
+import pytest
+from conftest import fetch
+from llama_chat_cases import Case, Message, extract
+from test_tools import STOPS
+
+from rml_chat.core.read_reply import ReplyFormat, parse_reply
+from tokenizer.chat.template import compiled
+
+FLOOR = 257  # cases that agree, of those with a counterpart: raised as the parser reads more
+
+
+@pytest.fixture(scope="module")
+def cases() -> list[Case]:
+    found, unreadable = extract(fetch.llama_chat_tests().read_text(encoding="utf-8"))
+    assert unreadable == [] and len(found) >= 500, unreadable
+    return found
+
+
+@functools.cache
+def _source(template: str) -> str:
+    return (fetch.models_dir() / "templates" / f"{template}.jinja").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _format(template: str) -> ReplyFormat:
+    return ReplyFormat.of_template(_source(template), stops=STOPS)
+
+
+def _as_dict(message: Message) -> dict:
+    made: dict = {"role": message.role, "content": message.content}
+    if message.reasoning:
+        made["reasoning_content"] = message.reasoning
+    if message.calls:
+        made["tool_calls"] = [{"id": i or "call0", "type": "function", "function": {
+            "name": n, "arguments": json.loads(a) if a else {}}} for n, a, i in message.calls]
+    if message.tool_call_id:
+        made["tool_call_id"] = message.tool_call_id
+    return made
+
+
+def ours(case: Case) -> Message:
+    """Our reading of the case's reply: the format of its template, the thought opened where the case's
+    generation prompt opens one."""
+    reply_format = _format(case.template)
+    if not case.tools or case.tool_choice == "NONE":
+        reply_format = ReplyFormat(reply_format.reasoning, None, reply_format.answer_lead, reply_format.stop_strings)
+    in_thought = None
+    r = reply_format.reasoning
+    if r is not None:
+        messages = [_as_dict(m) for m in case.messages] or [{"role": "user", "content": "Hey there!"}]
+        definitions = [{"type": "function", "function": t} for t in case.tools] or None
+        try:
+            prompt = compiled(_source(case.template)).render(messages, True, enable_thinking=case.enable_thinking,
+                                                             tools=definitions, bos_token="<s>", eos_token="</s>")
+            in_thought = prompt.rstrip().endswith(r.open.strip())
+        except Exception:  # (a template that refuses these messages: its format's own default)
+            in_thought = None
+        if case.reasoning_format == "NONE":  # the thought kept in the content, as the prompt opened it
+            opened = r.open if in_thought else ""
+            return _message(parse_reply(ReplyFormat(None, reply_format.calls), opened + case.input,
+                                        schemas=_schemas(case)))
+    return _message(parse_reply(reply_format, case.input, schemas=_schemas(case), in_thought=in_thought))
+
+
+def _schemas(case: Case) -> dict:
+    return {t["name"]: t["parameters"] for t in case.tools}
+
+
+def _message(parsed) -> Message:  # type: ignore[no-untyped-def]
+    return Message(parsed.content, parsed.reasoning,
+                   tuple((c.name, json.dumps(c.arguments, ensure_ascii=False), c.id) for c in parsed.tool_calls))
+
+
+def _json(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None  # (llama.cpp's test compares unparsable arguments as equal)
+
+
+def agrees(expected: Message, got: Message) -> bool:
+    """As test-chat.cpp's ``assert_msg_equals`` with whitespace differences ignored."""
+    return (expected.content.strip() == got.content.strip() and expected.reasoning.strip() == got.reasoning.strip()
+            and len(expected.calls) == len(got.calls)
+            and all(a[0] == b[0] and _json(a[1]) == _json(b[1]) and a[2] == b[2]
+                    for a, b in zip(expected.calls, got.calls)))
+
+
+def test_llama_cpps_parser_cases_agree_with_our_reading(cases: list[Case]) -> None:
+    counterparts = [c for c in cases if not c.continuation and not c.is_partial]
+    differ = []
+    for case in counterparts:
+        try:
+            got = ours(case)
+        except Exception as err:  # a crash is a difference, named
+            got = Message(f"<{type(err).__name__}: {err}>")
+        if not agrees(case.expect, got):
+            differ.append((case, got))
+    agree = len(counterparts) - len(differ)
+    print(f"\nllama.cpp's parser cases: {agree} of {len(counterparts)} agree ({100 * agree / len(counterparts):.1f} %)")
+    for template, n in Counter(c.template for c, _ in differ).most_common():
+        print(f"  {n:3d}  {template}")
+    assert agree >= FLOOR
