@@ -405,7 +405,7 @@ def _option(case: Case, method: str, args: list) -> Case:
     if method == "expect_tool_calls":
         return replace(case, expect=replace(case.expect, calls=tuple(_call(c) for c in arg)))
     if method == "tools":
-        return replace(case, tools=tuple(arg))
+        return replace(case, tools=tuple(t if isinstance(t, dict) else _tool(t) for t in arg))  # (or written inline)
     if method == "messages":
         return replace(case, messages=tuple(_to_message(m) for m in arg))
     simple = {"reasoning_format": enum, "enable_thinking": arg, "parallel_tool_calls": arg,
@@ -425,7 +425,8 @@ def extract(source: str) -> tuple[list[Case], list[tuple[int, str]]]:
     for function, parameter in re.findall(r"static void (\w+)\(const std::string & (\w+)", source):
         paths = re.findall(rf'\b{function}\("([^"]+)"', source)  # (a test function run on templates it is given,
         for name in re.findall(rf"\b{function}\((\w+)", source):  # by name or by a loop's name)
-            for items in re.findall(rf"for \((?:const auto &|const char \*) {name}\s*:\s*\{{([^}}]*)\}}", source):
+            loop = rf"for \((?:const auto &|const char \*) {name}\s*:\s*\{{([^}}]*)\}}\)\s*\{{\s*{function}\("
+            for items in re.findall(loop, source):
                 paths += re.findall(r'"([^"]+)"', items)
         if paths:
             reader.names[parameter] = _Each(paths)

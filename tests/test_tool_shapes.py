@@ -100,10 +100,10 @@ def test_the_table_of_known_syntaxes_is_used_only_where_a_template_renders_no_ca
     assert tabled == {"LFM2-8B-A1B", "LFM2.5-Instruct"}  # (not Granite 3.3, Phi-3.5, SmolLM3, …)
     (lfm2,) = KNOWN
     assert replace(lfm2.syntax, in_content=False) == _syntax("LFM2.5-8B-A1B")
-    for text, call in (("<|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>", ("special_function", {"arg1": "1"})),
+    for text, call in (("<|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>", ("special_function", {"arg1": 1})),
                        ('<|tool_call_start|>[get_time(city="XYZCITY")]<|tool_call_end|>', ("get_time", {"city": "XYZCITY"})),
                        ("Checking.<|tool_call_start|>[get_time(city='Paris', days=2)]<|tool_call_end|>",
-                        ("get_time", {"city": "Paris", "days": "2"}))):
+                        ("get_time", {"city": "Paris", "days": 2}))):  # (bare values: Python literals)
         content, (got,) = lfm2.syntax.parse(text)
         assert (got.name, got.arguments) == call and content in ("", "Checking.")
 
@@ -126,7 +126,7 @@ def test_quoted_strings_and_bare_values_are_read_off_the_template(name: str, quo
     syntax = _syntax(name)
     assert syntax.keyed is not None and syntax.keyed.quote == quote
     content, calls = syntax.parse(text)
-    assert content == "" and calls == [ToolCall("get_weather", {"city": 'Oslo, "north"', "days": "3"}),
+    assert content == "" and calls == [ToolCall("get_weather", {"city": 'Oslo, "north"', "days": 3}),
                                        ToolCall("get_time", {"zone": "UTC"})]
 
 

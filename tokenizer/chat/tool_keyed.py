@@ -16,11 +16,13 @@ with the key just read.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .errors import ChatFormatError
+from .literals import literal_value, scan
 from .template import ChatTemplate
 
 TWO_ARGS = {"xq_key": "xq_value", "xq_beta": "xq_two"}
@@ -46,40 +48,47 @@ class KeyedArgs:
             >>> k.parse("city</arg_key>\\n<arg_value>Oslo</arg_value>\\n</tool_call>", "</arg_value>\\n</tool_call>",
             ...         lambda t: re.compile(r"\\s*" + re.escape(t.strip())), "get_weather")
             ({'city': 'Oslo'}, '</arg_value>\\n</tool_call>')
+
+        A value written as text is kept as written, less the whitespace the template writes around it
+        (Qwen3-Coder's ``<parameter=code>\\n…\\n</parameter>``: code keeps its indents and its own last
+        newline); a family that quotes strings has its values read as literals (``literals.py``).
         """
-        arguments: dict[str, str] = {}
+        arguments: dict[str, object] = {}
         key_values = [piece(t) for t in self.separators()]
+        value_end = os.path.commonprefix([closing, self.between_args])  # what ends any value ("\\n</parameter>")
         while True:
             found = min((m for m in (p.search(text) for p in key_values) if m), key=lambda m: m.start(), default=None)
             if found is None:
                 raise ChatFormatError(f"tool call {name!r}: {self.key_value.strip()!r} expected after an argument's name")
             key, text = text[:found.start()].strip(), text[found.end():]
             between = piece(self.between_args.replace(KEY_HOLE, key))
-            end = piece(closing.replace(KEY_HOLE, key)) if closing.strip() else None
-            # a string: up to its closing quote, then the next key or the end (a Python call's string in
-            # either of Python's quotes: llama.cpp's own tests of LFM2 write city="Paris")
-            quote = next((q for q in (self.quote, '"' if self.quote == "'" else "") if q and text.startswith(q)), "")
-            if quote:
-                stop = text.find(quote, len(quote))
-                if stop < 0:
-                    raise ChatFormatError(f"tool call {name!r}: the value of {key!r} opens {quote!r} and never closes it")
-                arguments[key], text = text[len(quote):stop], text[stop + len(quote):]
-                after = between.match(text)
-                if after is None:
-                    return arguments, text.lstrip()
-                text = text[after.end():]
-                continue
-            ends = [(m.start(), kind, m) for kind, m in (("next", between.search(text)),
-                                                        ("end", end.search(text) if end else None)) if m]
-            if not ends:
-                arguments[key] = text.strip()
-                return arguments, ""
-            # the earliest; at one place the longer (MiniMax-M3's next-key text is the start of its closing)
-            at, kind, match = min(ends, key=lambda e: (e[0], e[2].start() - e[2].end(), e[1] != "next"))
-            arguments[key] = text[:at].strip()
-            if kind == "end":
-                return arguments, text[at:].lstrip()
-            text = text[match.end():]
+            ends = [between] + [piece(t.replace(KEY_HOLE, key)) for t in (value_end, closing) if t.strip()]
+            if self.quote:
+                at = scan(text, self.quote, ends)
+                if at < 0:
+                    opened = next((q for q in (self.quote, '"', "'") if text.lstrip().startswith(q)), self.quote)
+                    raise ChatFormatError(f"tool call {name!r}: the value of {key!r} opens {opened!r} and never closes it")
+                arguments[key], text = literal_value(text[:at].strip(), self.quote), text[at:]
+            else:
+                at = min((m.start() for m in (e.search(text) for e in ends) if m), default=len(text))
+                at += len(text[at:]) - len(text[at:].lstrip())  # (the template's own whitespace is cut below)
+                arguments[key], text = self._verbatim(text[:at]), text[at:]
+            after = between.match(text)
+            ended = piece(closing.replace(KEY_HOLE, key)).match(text) if closing.strip() else None
+            if after is None or (ended is not None and ended.end() > after.end()):  # (MiniMax-M3's next-key
+                return arguments, text.lstrip()  # text is the start of its closing: the longer is meant)
+            text = text[after.end():]
+
+    def _verbatim(self, value: str) -> str:
+        """A text value less the whitespace the template writes after its key and before what follows it
+        (once each), the rest as the model wrote it."""
+        lead = self.key_value[len(self.key_value.rstrip()):]
+        trail = self.between_args[:len(self.between_args) - len(self.between_args.lstrip())]
+        if lead and value.startswith(lead):
+            value = value[len(lead):]
+        if trail and value.endswith(trail):
+            value = value[:-len(trail)]
+        return value
 
 
 def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: int, at: int) -> KeyedArgs | str:
