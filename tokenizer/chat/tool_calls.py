@@ -80,20 +80,33 @@ class CallSyntax:
     _patterns: dict = field(default_factory=dict, compare=False, repr=False)
 
     def _piece(self, text: str) -> re.Pattern[str]:
+        """``text`` as a pattern that takes any whitespace where the template writes some, or between two
+        markers (``</arg_value><arg_key>`` as ``</arg_value>\\n<arg_key>``); holes take what the model
+        writes there, the first id and count as groups."""
         made = self._patterns.get(text)
         if made is None:
-            made = self._patterns[text] = re.compile(r"\s*" +
-                r"\s*".join({_ID_HOLE: r"[\w\-]+", _COUNT_HOLE: r"\d+", KEY_HOLE: r"[\w.\-]+"}.get(part) or re.escape(part)
-                           for part in _split_hole(text.strip()))
-                if text.strip() else "")
+            holes = {_ID_HOLE: r"(?P<id>[\w\-]+)", _COUNT_HOLE: r"(?P<count>\d+)", KEY_HOLE: r"[\w.\-]+"}
+            parts = []
+            for part in _split_hole(text.strip()):
+                parts.append(holes.pop(part, None) or {_ID_HOLE: r"[\w\-]+", _COUNT_HOLE: r"\d+"}.get(part) or re.escape(part))
+            made = self._patterns[text] = re.compile(r"\s*" + r"\s*".join(parts) if text.strip() else "")
         return made
+
+    def _call_opening(self) -> str:
+        """What opens each call where a call list is wrapped (Kimi K2's ``<|tool_calls_section_begin|>``
+        before ``<|tool_call_begin|>functions.``): the opening's end that ``between`` ends with too; ""
+        where that is the whole opening, or there is no wrapper."""
+        if self.between is None or self.text_lead:
+            return ""
+        own = _common_suffix(self.opening, self.between)
+        return own if own.strip() and _is_marked(own) and own.strip() != self.opening.strip() else ""
 
     def trigger(self) -> str:
         """The text that opens a call, up to an id hole (what a lazy grammar waits for); a recipient
         template's: what opens a call after text (a call that starts the reply opens with its name)."""
         if self.text_lead:
             return (self.between or "").strip()
-        return self.opening.strip().split(_ID_HOLE)[0]
+        return re.split(f"[{_ID_HOLE}{_COUNT_HOLE}]", self.opening.strip())[0]
 
     def opens_at(self, text: str) -> int:
         """Where the first call starts in ``text``; -1 where none opens."""
@@ -105,9 +118,9 @@ class CallSyntax:
         llama.cpp's test of Command R+: ``Action:\\n```json\\n[{"tool_name": …}]``); a recipient template's
         call opens with its name at the reply's start, or with ``between`` after text."""
         if not self.text_lead:
-            piece = self._piece(self.opening)
-            opened = piece.search(text) if self.opening.strip() else None
-            return (opened.start(), piece) if opened else None
+            pieces = [self._piece(t) for t in (self.opening, self._call_opening()) if t.strip()]
+            found = [(m.start(), p) for p in pieces for m in [p.search(text)] if m]
+            return min(found, key=lambda f: f[0]) if found else None
         if self._addressed(text, 0):
             return 0, re.compile("")
         piece = self._piece(self.between or "")
@@ -128,12 +141,17 @@ class CallSyntax:
         return glue is not None and text[glue.end():].lstrip().startswith("{")
 
     def parse(self, text: str) -> tuple[str, list[ToolCall]]:
-        """(the text before the first call, the calls), or (text, []) where no call opens. A call whose
-        arguments are no JSON object raises ChatFormatError naming it::
+        """(the text before the first call and after the last, the calls), or (text, []) where no call
+        opens. A call whose arguments are no JSON object raises ChatFormatError naming it::
 
             >>> s = CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>')
             >>> s.parse('Let me look.\\n<tool_call>\\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\\n</tool_call>')
             ('Let me look.', [ToolCall(name='get_weather', arguments={'city': 'Oslo'}, id='')])
+
+        Read as tolerantly as llama.cpp reads: any whitespace between markers, a call list's wrapper left
+        out (each call's own opening alone), a closing the reply stops inside of, and no arguments at all
+        (``<function=get_time>\\n</function>``). The id a model writes (Mistral's ``"id": "…"``, Kimi K2's
+        ``functions.get_weather:0``, Command R7B's ``"tool_call_id": "0"``) is the call's.
         """
         if self.text_lead and text.startswith(self.text_lead):  # (the recipient of text, where it was kept)
             text = text[len(self.text_lead):]
@@ -141,35 +159,106 @@ class CallSyntax:
         if first is None:
             return text, []
         (start, piece), calls = first, []
-        content, rest = text[:start].rstrip(), text[start:]
+        content, at = text[:start].rstrip(), start
+        pieces = [piece]
         while True:
-            found = piece.match(rest)
+            found = next((m for m in (p.match(text, at) for p in pieces) if m), None)
             if found is None:
                 break
-            rest = rest[found.end():].lstrip() if found.end() else rest
-            name = _NAME_RE.match(rest)
-            if name is None:
-                raise ChatFormatError(f"a tool call opens but names no tool: {rest[:40]!r}")
-            rest = rest[name.end():]
-            glue = self._piece(self.after_name.replace(NAME_HOLE, name.group())).match(rest)
-            if glue is None:
-                raise ChatFormatError(f"tool call {name.group()!r}: {self.after_name.strip()!r} expected after the name")
-            if self.keyed is not None:
-                ends = os.path.commonprefix([self.closing, self.between]) if self.between else self.closing
-                arguments, rest = self.keyed.parse(rest[glue.end():], ends, self._piece, name.group())
-            else:
-                arguments, rest = _json_arguments(rest[glue.end():].lstrip(), self.quoted, name.group())
-            calls.append(ToolCall(name.group(), arguments))
+            at = found.end() + len(text[found.end():]) - len(text[found.end():].lstrip()) if found.end() > at else at
+            call, at = self._one_call(text, at, found)
+            calls.append(call)
             if self.between is None:
                 break
-            piece = self._piece(self.between)
-        return content, calls
+            pieces = [self._piece(t) for t in (self.between, self._call_opening()) if t.strip()]
+        closed = self._closing_end(text, at)
+        after = text[closed:] if closed is not None else ""
+        return (content + after.rstrip() if after.strip() else content), calls
+
+    def _one_call(self, text: str, at: int, opened: re.Match[str]) -> tuple[ToolCall, int]:
+        """The call whose name starts at ``at``, and where it ends."""
+        name = _NAME_RE.match(text, at)
+        if name is None:
+            raise ChatFormatError(f"a tool call opens but names no tool: {text[at:at + 40]!r}")
+        glue = self._piece(self.after_name.replace(NAME_HOLE, name.group())).match(text, name.end())
+        if glue is None:
+            empty = self._no_arguments(text, name.end())
+            if empty is not None:
+                return ToolCall(name.group(), {}, _model_id(text, opened)), empty
+            raise ChatFormatError(f"tool call {name.group()!r}: {self.after_name.strip()!r} expected after the name")
+        if self.keyed is not None:
+            empty = self._no_arguments(text, name.end())
+            if empty is not None:
+                return ToolCall(name.group(), {}, _model_id(text, opened, glue)), empty
+            ends = os.path.commonprefix([self.closing, self.between]) if self.between else self.closing
+            arguments, rest = self.keyed.parse(text[glue.end():], ends, self._piece, name.group())
+        else:
+            arguments, rest = _json_arguments(text[glue.end():].lstrip(), self.quoted, name.group())
+        end = len(text) - len(rest)
+        after = self._piece(self.between).match(text, end) if self.between else None
+        return ToolCall(name.group(), arguments, _model_id(text, opened, glue, after)), end
+
+    def _no_arguments(self, text: str, at: int) -> int | None:
+        """Where a call with no arguments ends, written from ``at`` (right after its name): what the
+        template writes after a name less what opens the first argument, then the closing less what
+        ends the last value (Qwen3-Coder's ``>`` then ``</function>``); None where that is not there."""
+        if self.keyed is None:
+            return None
+        between = self.keyed.between_args
+        head = self.after_name[:len(self.after_name) - len(_common_suffix(self.after_name, between))]
+        tail = self.closing[len(os.path.commonprefix([self.closing, between])):]
+        head_match = self._piece(head).match(text, at) if head.strip() else None
+        start = head_match.end() if head_match else at
+        if head.strip() and head_match is None:
+            return None
+        return self._closing_end(text, start, tail)
+
+    def _closing_end(self, text: str, at: int, closing: str | None = None) -> int | None:
+        """Where the call's closing ends, from ``at``: written whole, or the reply stops inside it (the
+        model ended its turn with a token the closing goes on with); None where it is not there."""
+        closing = self.closing if closing is None else closing
+        if not closing.strip():
+            return at
+        whole = self._piece(closing).match(text, at)
+        if whole is not None:
+            return whole.end()
+        rest = re.sub(r"\s+", "", text[at:])
+        return len(text) if rest and re.sub(r"\s+", "", closing).startswith(rest) else None
+
+
+def _common_suffix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return a[len(a) - n:]
+
+
+def _is_marked(text: str) -> bool:
+    """Whether ``text`` holds a marker of its own (``<…>`` or ``[…]``), not only glue like ``", "``."""
+    return bool(re.search(r"<[^<>\s]+>|\[[A-Z_]+\]", text))
+
+
+def _model_id(text: str, *found: re.Match[str] | None) -> str:
+    """The id the model wrote in a call: an id hole's text; else the text around a call's number, as far
+    as it runs in letters, digits and ``._:-`` (Kimi K2's ``functions.get_weather:0``, Command R7B's ``0``)."""
+    for match in found:
+        if match is not None and "id" in match.re.groupindex and match.group("id") is not None:
+            return match.group("id")
+    for match in found:
+        if match is not None and "count" in match.re.groupindex and match.group("count") is not None:
+            start, end = match.span("count")
+            while start > 0 and re.match(r"[\w.:\-]", text[start - 1]):
+                start -= 1
+            return text[start:end]
+    return ""
 
 
 def _split_hole(text: str) -> list[str]:
+    """``text`` in the parts a pattern joins with optional whitespace: at whitespace, between two markers
+    (``>`` then ``<``, ``]`` then ``[``), and around holes."""
     parts: list[str] = []
     for i, part in enumerate(re.split(f"([{_ID_HOLE}{_COUNT_HOLE}{KEY_HOLE}])", text)):
-        parts += [part] if i % 2 else [p for p in re.split(r"\s+", part) if p]
+        parts += [part] if i % 2 else [p for p in re.split(r"\s+|(?<=[>\]])(?=[<\[])", part) if p]
     return parts
 
 
