@@ -28,6 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .affix import common_prefix, common_suffix
 from .errors import ChatFormatError
 from .template import ChatTemplate
 from .tool_keyed import KEY_HOLE, KeyedArgs, derive_keyed
@@ -92,14 +93,22 @@ class CallSyntax:
             made = self._patterns[text] = re.compile(r"\s*" + r"\s*".join(parts) if text.strip() else "")
         return made
 
-    def _call_opening(self) -> str:
-        """What opens each call where a call list is wrapped (Kimi K2's ``<|tool_calls_section_begin|>``
-        before ``<|tool_call_begin|>functions.``): the opening's end that ``between`` ends with too; ""
-        where that is the whole opening, or there is no wrapper."""
-        if self.between is None or self.text_lead:
-            return ""
-        own = _common_suffix(self.opening, self.between)
-        return own if own.strip() and _is_marked(own) and own.strip() != self.opening.strip() else ""
+    def _openings(self) -> list[str]:
+        """What may open a call: the opening as written; where a call list is wrapped, each call's own
+        opening (the end of it that ``between`` ends with too: Kimi K2's ``<|tool_call_begin|>functions.``
+        without ``<|tool_calls_section_begin|>``); and the opening less a first marker that another
+        follows (Qwen3-Coder's ``<function=`` without ``<tool_call>``), as llama.cpp reads them."""
+        found = [self.opening]
+        if self.text_lead or not self.opening.strip():
+            return found
+        if self.between is not None:
+            own = common_suffix(self.opening, self.between, at_marker=True)
+            if own.strip() and _is_marked(own):
+                found.append(own)
+        first = re.match(r"\s*(<[^<>\s]+>|\[[A-Z_]+\])\s*", self.opening)
+        if first and re.match(r"<[\w|]|\[[A-Z]", self.opening[first.end():]):
+            found.append(self.opening[first.end():])
+        return list(dict.fromkeys(t for t in found if t.strip()))
 
     def trigger(self) -> str:
         """The text that opens a call, up to an id hole (what a lazy grammar waits for); a recipient
@@ -118,7 +127,7 @@ class CallSyntax:
         llama.cpp's test of Command R+: ``Action:\\n```json\\n[{"tool_name": …}]``); a recipient template's
         call opens with its name at the reply's start, or with ``between`` after text."""
         if not self.text_lead:
-            pieces = [self._piece(t) for t in (self.opening, self._call_opening()) if t.strip()]
+            pieces = [self._piece(t) for t in self._openings() if t.strip()]
             found = [(m.start(), p) for p in pieces for m in [p.search(text)] if m]
             return min(found, key=lambda f: f[0]) if found else None
         if self._addressed(text, 0):
@@ -170,7 +179,7 @@ class CallSyntax:
             calls.append(call)
             if self.between is None:
                 break
-            pieces = [self._piece(t) for t in (self.between, self._call_opening()) if t.strip()]
+            pieces = [self._piece(t) for t in [self.between, *self._openings()[1:]] if t.strip()]
         closed = self._closing_end(text, at)
         after = text[closed:] if closed is not None else ""
         return (content + after.rstrip() if after.strip() else content), calls
@@ -205,8 +214,8 @@ class CallSyntax:
         if self.keyed is None:
             return None
         between = self.keyed.between_args
-        head = self.after_name[:len(self.after_name) - len(_common_suffix(self.after_name, between))]
-        tail = self.closing[len(os.path.commonprefix([self.closing, between])):]
+        head = self.after_name[:len(self.after_name) - len(common_suffix(self.after_name, between, at_marker=True))]
+        tail = self.closing[len(common_prefix(self.closing, between, at_marker=True)):]
         head_match = self._piece(head).match(text, at) if head.strip() else None
         start = head_match.end() if head_match else at
         if head.strip() and head_match is None:
@@ -226,16 +235,9 @@ class CallSyntax:
         return len(text) if rest and re.sub(r"\s+", "", closing).startswith(rest) else None
 
 
-def _common_suffix(a: str, b: str) -> str:
-    n = 0
-    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
-        n += 1
-    return a[len(a) - n:]
-
-
 def _is_marked(text: str) -> bool:
-    """Whether ``text`` holds a marker of its own (``<…>`` or ``[…]``), not only glue like ``", "``."""
-    return bool(re.search(r"<[^<>\s]+>|\[[A-Z_]+\]", text))
+    """Whether ``text`` holds a marker of its own (``<…>``, ``<name=`` or ``[…]``), not only glue (``", "``)."""
+    return bool(re.search(r"<[^<>\s]+>|<[\w|:]+=|\[[A-Z_]+\]", text))
 
 
 def _model_id(text: str, *found: re.Match[str] | None) -> str:

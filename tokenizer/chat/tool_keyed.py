@@ -16,11 +16,11 @@ with the key just read.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from .affix import common_prefix
 from .errors import ChatFormatError
 from .literals import literal_value, scan
 from .template import ChatTemplate
@@ -55,7 +55,7 @@ class KeyedArgs:
         """
         arguments: dict[str, object] = {}
         key_values = [piece(t) for t in self.separators()]
-        value_end = os.path.commonprefix([closing, self.between_args])  # what ends any value ("\\n</parameter>")
+        value_end = common_prefix(closing, self.between_args, at_marker=True)  # what ends any value ("\\n</parameter>")
         while True:
             found = min((m for m in (p.search(text) for p in key_values) if m), key=lambda m: m.start(), default=None)
             if found is None:
