@@ -27,7 +27,7 @@ from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.reasoning import Reasoning
 from tokenizer.chat.reasoning import derive as derive_reasoning
 from tokenizer.chat.template import compiled
-from tokenizer.chat.tool_calls import RENDERS_NO_CALLS, CallSyntax, ToolCall, answer_lead
+from tokenizer.chat.tool_calls import RENDERS_NO_CALLS, CallSyntax, ToolCall, answer_close, answer_lead
 from tokenizer.chat.tool_calls import derive as derive_calls
 from tokenizer.chat.tool_keyed import typed
 from tokenizer.chat.tool_table import known_syntax
@@ -56,8 +56,9 @@ class ReplyFormat:
         except ChatFormatError:
             reasoning = None
         lead = answer_lead(template, bos, eos) if reasoning is None else ""
+        close = answer_close(template, bos, eos)  # (the answer ends there, whatever the model writes after)
         return cls(reasoning, call_syntax(source, stops, bos, eos, reasoning)[0], lead if lead.strip() else "",
-                   tuple(stop_strings))
+                   tuple(stop_strings) + ((close,) if close else ()))
 
 
 def call_syntax(source: str, stops: Sequence[str], bos: str, eos: str,
@@ -98,10 +99,21 @@ def parse_reply(reply_format: ReplyFormat, text: str, *, schemas: Mapping[str, M
         thought, ended_in_thought = splitter.thought, splitter.in_thought
     else:
         answer = text
-    for stop in reply_format.stop_strings:
-        if stop and stop in answer:
-            answer = answer[:answer.index(stop)]
+    answer = answer[:_stopped_at(answer, reply_format)]
     return read_calls(reply_format.calls, answer, thought, ended_in_thought, schemas or {})
+
+
+def _stopped_at(answer: str, reply_format: ReplyFormat) -> int:
+    """Where the first stop string ends the answer; one where a call opens is the call's first piece
+    (GigaChat writes ``<|message_sep|>`` before each call), not a stop."""
+    syntax, end = reply_format.calls, len(answer)
+    for stop in reply_format.stop_strings:
+        at = answer.find(stop) if stop else -1
+        while 0 <= at < end and syntax is not None and syntax.opens_at(answer[at:]) == 0:
+            at = answer.find(stop, at + 1)
+        if 0 <= at < end:
+            end = at
+    return end
 
 
 def _splitter(reply_format: ReplyFormat, in_thought: bool) -> ThoughtSplitter:

@@ -70,6 +70,11 @@ class ThoughtSplitter:
                  channels: Channels | None = None):
         self._open, self._close, self._answer_open = open_marker, close_marker, answer_open
         self._channels = channels
+        self._opening_due = ""  # the answer's opening, which may follow the close (hidden if it does)
+        if channels is None and answer_open and close_marker.endswith(answer_open) and close_marker != answer_open:
+            # a close that goes on with the answer's opening (Cohere's <|END_THINKING|><|START_TEXT|>): the
+            # thought ends at its first part, whatever follows it (<|START_ACTION|> before a call)
+            self._close, self._opening_due = close_marker[:-len(answer_open)], answer_open
         self.state = THOUGHT if in_thought else START
         self._held = ""          # text that may be part of a marker
         self.thought_raw = ""    # the thought exactly as written between the markers
@@ -124,6 +129,7 @@ class ThoughtSplitter:
             self._add_thought(held)
             return out
         self.state = ANSWER
+        self._opening_due = ""
         return out + self._answer(held)
 
     def _start(self, pending: str) -> tuple[str, bool]:
@@ -181,6 +187,14 @@ class ThoughtSplitter:
         self._visible += without_hidden(text)  # (a control token comes whole: pieces never split one)
 
     def _answer(self, text: str) -> str:
+        if self._opening_due and not self._answering:
+            body = text.lstrip()
+            if self._opening_due.startswith(body):  # (whitespace, or the opening's start, so far)
+                self._held = text
+                return ""
+            if body.startswith(self._opening_due):
+                text = body[len(self._opening_due):]
+            self._opening_due = ""
         if not self._answering:
             body = text.lstrip()
             self.answer_lead += text[:len(text) - len(body)]

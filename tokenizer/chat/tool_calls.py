@@ -271,6 +271,19 @@ def _counted(first: str, second: str) -> str:
     return a if a == b and first != second else first
 
 
+def _counted_ends(first: str, second: str) -> tuple[str, str]:
+    """The opening and ``between``, a call's number made a hole in both where they end alike but for it
+    (Command R7B's ``{"tool_call_id": "0", "tool_name": "`` and ``"1"``)."""
+    i, j, differ = len(first) - 1, len(second) - 1, []
+    while i >= 0 and j >= 0 and (first[i] == second[j] or (first[i].isdigit() and second[j].isdigit())):
+        if first[i] != second[j]:
+            differ.append((i, j))
+        i, j = i - 1, j - 1
+    for i, j in differ:
+        first, second = first[:i] + _COUNT_HOLE + first[i + 1:], second[:j] + _COUNT_HOLE + second[j + 1:]
+    return first, second
+
+
 def _json_arguments(text: str, quoted: bool, name: str) -> tuple[dict, str]:
     """The arguments' JSON at the start of ``text``, and what follows it."""
     try:
@@ -355,6 +368,23 @@ def answer_lead(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> 
     return text[common + len(_late_turn(prompt, common, text[common:])[0]):at] if at >= 0 else ""
 
 
+def answer_close(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> str:
+    """The marker the template writes right after an assistant's text, which the model then writes to end
+    its answer; "" where none follows it at once::
+
+        Command R7B  …<|START_RESPONSE|>Hello<|END_RESPONSE|><|END_OF_TURN_TOKEN|>   -> "<|END_RESPONSE|>"
+        Qwen 2.5     …<|im_start|>assistant\\nHello<|im_end|>\\n                       -> "<|im_end|>"
+    """
+    user = [{"role": "user", "content": "Which tool?"}]
+    try:
+        text = template.render(user + [{"role": "assistant", "content": "xq_text"}], False, bos_token=bos, eos_token=eos)
+    except ChatFormatError:
+        return ""
+    at = text.rfind("xq_text")
+    marker = re.match(r"\s*(<[^<>\s]+>|\[[A-Z_/]+\])", text[at + len("xq_text"):]) if at >= 0 else None
+    return marker.group(1) if marker else ""
+
+
 def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", eos: str = "</s>",
            thought_close: str = "") -> tuple[CallSyntax | None, str]:
     """The template's call shape, or (None, why not). ``stops``: the texts that end a reply (the turn's
@@ -398,6 +428,8 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
             between = second[first_end:name_two]
             second_start = _span(second, name_two, 1, keyed, spelling(ARGS[1]))[0]
             after_name = _counted(after_name, second[name_two + len(NAMES[1]):second_start].replace(NAMES[1], NAME_HOLE))
+    if between is not None:
+        opening, between = _counted_ends(opening, between)
     if keyed is not None and keyed.quote:  # the probe's last value was a string: its closing quote is the value's
         closing = closing[len(keyed.quote):] if closing.startswith(keyed.quote) else closing
         between = between[len(keyed.quote):] if between and between.startswith(keyed.quote) else between
