@@ -292,7 +292,7 @@ def test_a_call_inside_a_thought_that_never_closes_is_a_call_and_the_thought_end
             ended_in_thought=ended_in_thought, generation=SimpleNamespace(stop_reason="stop")))
 
     inside = recorded("I need the weather. " + call, "", True)
-    assert box._calls(inside, print) == [ToolCall("get_weather", {"city": "Oslo"}, "call00001")]
+    assert box._calls(inside, print) == [ToolCall("get_weather", {"city": "Oslo"}, "functions.get_weather:0")]  # (its id)
     message = inside.conversation.messages[0]
     assert message["reasoning"] == "I need the weather." and message["content"] == ""
     assert message["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Oslo"}}

@@ -20,6 +20,8 @@ as it streamed give the same message::
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -92,6 +94,9 @@ def parse_reply(reply_format: ReplyFormat, text: str, *, schemas: Mapping[str, M
     parameters by its name (values written as text are typed by them); ``in_thought``: whether the prompt
     opened a thought (by default: whether the template's generation prompt does)."""
     r = reply_format.reasoning
+    marks = r.channels() if r is not None else None
+    if marks is not None:
+        return _read_channels(reply_format, text, marks, schemas or {})
     thought, ended_in_thought = "", False
     if r is not None or reply_format.answer_lead:
         splitter = _splitter(reply_format, r.prefilled if in_thought is None and r is not None else bool(in_thought))
@@ -101,6 +106,50 @@ def parse_reply(reply_format: ReplyFormat, text: str, *, schemas: Mapping[str, M
         answer = text
     answer = answer[:_stopped_at(answer, reply_format)]
     return read_calls(reply_format.calls, answer, thought, ended_in_thought, schemas or {})
+
+
+def _read_channels(reply_format: ReplyFormat, text: str, marks: tuple[str, str, str, str, str],
+                   schemas: Mapping[str, Mapping]) -> ParsedReply:
+    """A reply of messages on named channels (gpt-oss's harmony), read message by message as llama.cpp
+    reads them: a message to a tool (``to=functions.NAME`` anywhere in its header, on any channel, with
+    any ``<|constrain|>``) is a call, its body the arguments; the thought's channel is the reasoning; any
+    other message to no one is the answer; one to a built-in tool (``to=python``) is left out::
+
+        <|channel|>analysis<|message|>Oslo?<|end|><|start|>assistant<|channel|>commentary to=functions.weather
+        <|constrain|>json<|message|>{"city": "Oslo"}     -> reasoning "Oslo?", a call of weather
+    """
+    next_message, name_start, name_end, thought_name, _ = marks
+    ended = re.match(r"<[^<>]+>|\[[^\]]+\]", next_message)
+    end_marker = ended.group() if ended else next_message
+    start_marker = next_message[len(end_marker):]
+    syntax = reply_format.calls
+    to = re.match(r"\s*(\w+=)(\S*)", syntax.opening) if syntax is not None else None
+    key, space = (to.group(1), to.group(2)) if to else ("to=", "functions.")
+    reasoning, content, calls = [], [], []
+    for chunk in text.split(end_marker):
+        chunk = chunk.lstrip()
+        chunk = chunk[len(start_marker):] if start_marker and chunk.startswith(start_marker) else chunk
+        header, found, body = chunk.partition(name_end)
+        if not found:
+            header, body = "", chunk
+        recipient = re.search(re.escape(key) + r"([^\s<]+)", header)
+        channel = header.rsplit(name_start, 1)[1].split()[0] if name_start in header and \
+            header.rsplit(name_start, 1)[1].split() else ""
+        if recipient is not None and recipient.group(1).startswith(space) and syntax is not None:
+            name = recipient.group(1)[len(space):]
+            try:
+                arguments, _ = json.JSONDecoder().raw_decode(body.strip())
+            except json.JSONDecodeError:
+                return ParsedReply("".join(content).strip(), "\n\n".join(reasoning),
+                                   problem=f"tool call {name!r}: its arguments are not JSON")
+            calls.append(ToolCall(name, arguments if isinstance(arguments, dict) else {}))
+        elif recipient is not None and recipient.group(1) != "assistant":
+            continue  # (a built-in tool's call: no tool of ours)
+        elif channel == thought_name:
+            reasoning.append(body.strip())
+        else:
+            content.append(body)
+    return ParsedReply("".join(content).strip(), "\n\n".join(r for r in reasoning if r), tuple(calls))
 
 
 def _stopped_at(answer: str, reply_format: ReplyFormat) -> int:

@@ -16,11 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
-from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
-from tokenizer.chat.tool_keyed import typed
 
 from ..core.gbnf import WholeReply, thought_then_call
+from ..core.read_reply import read_calls
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint
 from ..engines.base import LazyGrammar, Progress, ecma_escaped, triggers_of
@@ -137,34 +136,30 @@ class Toolbox:
         return result
 
     def _calls(self, session: ChatSession, notify: Callable[[str], None]) -> list[ToolCall]:
-        """The calls of the reply just recorded, its message rewritten as the template takes a call."""
+        """The calls of the reply just recorded (read by ``read_reply.read_calls``), its message rewritten
+        as the template takes a call; a call the model gave an id keeps it."""
         message = session.conversation.messages[-1] if session.conversation.messages else {}
         if message.get("role") != "assistant" or message.get("cut"):
             return []
         last = session.last
         text, thought = message["content"] or "", message.get("reasoning") or ""
-        # a call inside a thought that never closed (Kimi K2 Thinking writes them so, and llama.cpp reads
-        # them): the thought ends where the call begins
-        opens = self.syntax.opens_at(text) >= 0
-        nested = self.syntax.opens_at(thought) if last is not None and last.ended_in_thought and not opens else -1
-        if nested >= 0:
-            text, opens = thought[nested:], True
+        ended_in_thought = last is not None and last.ended_in_thought
+        opens = self.syntax.opens_at(text) >= 0 or (ended_in_thought and self.syntax.opens_at(thought) >= 0)
         if last is not None and last.generation.stop_reason not in ("stop", "stop_string") and opens:
             notify(f"tools: the reply was cut ({last.generation.stop_reason}) inside a call, which is not run")
             return []
-        try:
-            content, calls = self.syntax.parse(text)
-        except ChatFormatError as err:
-            notify(f"tools: {err}; the reply is kept as text")
+        read = read_calls(self.syntax, text, thought, ended_in_thought, {n: t.parameters for n, t in self.tools.items()})
+        if read.problem:
+            notify(f"tools: {read.problem}; the reply is kept as text")
             return []
-        if nested >= 0 and calls:
-            message["reasoning"], content = thought[:nested].rstrip(), ""
-        calls = [replace(c, id=self._new_id(), arguments=typed(c.arguments, self.tools[c.name].parameters)
-                         if self.syntax.keyed is not None and c.name in self.tools else c.arguments) for c in calls]
-        if calls and not self.syntax.in_content:  # the message as the template takes a call (CallSyntax:
-            message["content"] = None if self.syntax.content_none else content  # OpenAI's shape where asked)
-        if calls:  # (in the content too, where the template writes no calls: tool_table.py)
-            message["tool_calls"] = render_calls(calls, self.syntax.string_arguments)
+        if not read.tool_calls:
+            return []
+        if read.reasoning != thought:  # (a call nested in a thought that never closed: the thought ends there)
+            message["reasoning"] = read.reasoning
+        calls = [c if c.id else replace(c, id=self._new_id()) for c in read.tool_calls]
+        if not self.syntax.in_content:  # the message as the template takes a call (CallSyntax: OpenAI's shape
+            message["content"] = None if self.syntax.content_none else read.content  # where asked; in the
+        message["tool_calls"] = render_calls(calls, self.syntax.string_arguments)  # content too: tool_table.py)
         return calls
 
     def _new_id(self) -> str:
