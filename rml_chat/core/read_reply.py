@@ -153,16 +153,13 @@ def _read_channels(reply_format: ReplyFormat, text: str, marks: tuple[str, str, 
 
 
 def _stopped_at(answer: str, reply_format: ReplyFormat) -> int:
-    """Where the first stop string ends the answer; one where a call opens is the call's first piece
-    (GigaChat writes ``<|message_sep|>`` before each call), not a stop."""
-    syntax, end = reply_format.calls, len(answer)
-    for stop in reply_format.stop_strings:
-        at = answer.find(stop) if stop else -1
-        while 0 <= at < end and syntax is not None and syntax.opens_at(answer[at:]) == 0:
-            at = answer.find(stop, at + 1)
-        if 0 <= at < end:
-            end = at
-    return end
+    """Where the first stop string ends the answer: before any call opens (from there on, the text is the
+    calls' own: GigaChat writes ``<|message_sep|>`` before each call, Kimi K3 ``<|close|>`` within one)."""
+    syntax = reply_format.calls
+    first_call = syntax.opens_at(answer) if syntax is not None else -1
+    end = first_call if first_call >= 0 else len(answer)
+    found = [answer.find(stop, 0, end) for stop in reply_format.stop_strings if stop]
+    return min([at for at in found if at >= 0], default=len(answer))
 
 
 def _splitter(reply_format: ReplyFormat, in_thought: bool) -> ThoughtSplitter:

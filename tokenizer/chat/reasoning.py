@@ -24,6 +24,7 @@ distills, MiniMax-M2). ``history`` is what a two-exchange rendering keeps of the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from .errors import ChatFormatError
@@ -131,14 +132,29 @@ def _parted(with_thought: str, plain: str, header: str) -> tuple[str, str, str, 
     r_at, a_at = with_thought.index(_R), with_thought.index(_A)
     start = min(_common(with_thought, plain, header), r_at)
     open_text, prefilled = with_thought[start:r_at].strip(), False
-    if not open_text:  # the generation prompt writes the opening marker itself (Apriel, GLM)
-        open_text, prefilled = header[_common(header, with_thought):].strip(), True
     close_written = with_thought[r_at + len(_R):a_at]
     close = close_written.strip()
+    if not open_text:  # the generation prompt writes the opening marker itself (Apriel, GLM)
+        candidate, named = header[_common(header, with_thought):].strip(), _named_opening(header, close)
+        open_text, prefilled = (named if named.endswith(candidate) else candidate or named), True
     answer_open = plain[min(start, plain.index(_A)):plain.index(_A)].strip()
     if not open_text or not close or open_text in answer_open:
         answer_open = "" if open_text and close else answer_open
     return (open_text, close, answer_open, prefilled, close_written) if open_text and close else None
+
+
+def _named_opening(header: str, close: str) -> str:
+    """Where the generation prompt ends with the whole opening, the renderings share it and part only
+    after it: the opening is the prompt's last marker that names what the close names (Kimi K3's
+    ``<|open|>think<|sep|>`` for ``<|close|>think<|sep|>``); "" where none does.
+
+        >>> _named_opening('<|open|>message role="assistant"<|sep|><|open|>think<|sep|>', "<|close|>think<|sep|>")
+        '<|open|>think<|sep|>'
+    """
+    words = re.findall(r"[A-Za-z]\w*", re.sub(r"<[^<>]*>|\[[^\[\]]*\]", " ", close))  # (outside its markers)
+    found = max((header.rfind(w) for w in words), default=-1)
+    start = max(header.rfind("<", 0, found), header.rfind("[", 0, found)) if found > 0 else -1
+    return header[start:].strip() if start >= 0 else ""
 
 
 def _header(template: ChatTemplate, bos: str, eos: str) -> str:

@@ -242,7 +242,8 @@ def _is_marked(text: str) -> bool:
 
 def _model_id(text: str, *found: re.Match[str] | None) -> str:
     """The id the model wrote in a call: an id hole's text; else the text around a call's number, as far
-    as it runs in letters, digits and ``._:-`` (Kimi K2's ``functions.get_weather:0``, Command R7B's ``0``)."""
+    as it runs in letters, digits and ``._:-`` (Kimi K2's ``functions.get_weather:0``), or a number alone
+    written as an id (Command R7B's ``"tool_call_id": "0"``)."""
     for match in found:
         if match is not None and "id" in match.re.groupindex and match.group("id") is not None:
             return match.group("id")
@@ -251,7 +252,8 @@ def _model_id(text: str, *found: re.Match[str] | None) -> str:
             start, end = match.span("count")
             while start > 0 and re.match(r"[\w.:\-]", text[start - 1]):
                 start -= 1
-            return text[start:end]
+            if start < match.start("count") or re.search(r"id[\"']?\s*[:=]\s*[\"']?$", text[:start]):
+                return text[start:end]  # (a number alone is an id where it is said to be one, not Kimi K3's index)
     return ""
 
 

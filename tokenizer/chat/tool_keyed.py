@@ -63,6 +63,7 @@ class KeyedArgs:
             key, text = text[:found.start()].strip(), text[found.end():]
             between = piece(self.between_args.replace(KEY_HOLE, key))
             ends = [between] + [piece(t.replace(KEY_HOLE, key)) for t in (value_end, closing) if t.strip()]
+            ends.append(_cut_closing(closing.replace(KEY_HOLE, key)))  # (the turn may end inside the closing)
             if self.quote:
                 at = scan(text, self.quote, ends)
                 if at < 0:
@@ -89,6 +90,14 @@ class KeyedArgs:
         if trail and value.endswith(trail):
             value = value[:-len(trail)]
         return value
+
+
+def _cut_closing(closing: str) -> re.Pattern[str]:
+    """A closing the reply stops inside of: any start of it, then the text's end (Gemma 4's
+    ``}<tool_call|>`` of ``}<tool_call|><|tool_response>``, the model's turn ending between the two)."""
+    core = closing.strip()
+    starts = "|".join(re.escape(core[:n]) for n in range(len(core), 0, -1)) or "(?!)"
+    return re.compile(rf"\s*(?:{starts})\s*\Z")
 
 
 def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: int, at: int) -> KeyedArgs | str:
