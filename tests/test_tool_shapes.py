@@ -289,7 +289,8 @@ def test_a_call_inside_a_thought_that_never_closes_is_a_call_and_the_thought_end
     def recorded(thought: str, answer: str, ended_in_thought: bool) -> SimpleNamespace:
         message = {"role": "assistant", "content": answer, "reasoning": thought}
         return SimpleNamespace(conversation=SimpleNamespace(messages=[message]), last=SimpleNamespace(
-            ended_in_thought=ended_in_thought, generation=SimpleNamespace(stop_reason="stop")))
+            ended_in_thought=ended_in_thought, generation=SimpleNamespace(stop_reason="stop"),
+            written=answer, thought_written=thought))
 
     inside = recorded("I need the weather. " + call, "", True)
     assert box._calls(inside, print) == [ToolCall("get_weather", {"city": "Oslo"}, "functions.get_weather:0")]  # (its id)

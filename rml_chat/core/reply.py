@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from tokenizer import Tokenizer, TokenType
 from tokenizer.chat.reasoning import Reasoning
 
-from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, Channels, ThoughtSplitter, without_hidden
+from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, Channels, ThoughtSplitter, as_written, without_hidden
 
 
 class StopScanner:
@@ -127,6 +127,7 @@ class Reply:
         if reasoning is None and answer_lead:  # (a splitter with no thought: it only takes the opening off)
             self._splitter = ThoughtSplitter("", "", form(answer_lead))
         self.thought_tokens = 0  # tokens fed while in a thought (its markers too)
+        self._marked = ""  # without a splitter: the answer as written, control tokens in the stream's form
 
     @property
     def text(self) -> str:
@@ -138,8 +139,19 @@ class Reply:
         return (self._splitter.answer_lead if self._splitter is not None else "") + self._scanner.text
 
     @property
+    def written(self) -> str:
+        """The answer as the model wrote it, control tokens as their text (calls are read off it)."""
+        return as_written(self._splitter.answer_marked if self._splitter is not None else self._marked)
+
+    @property
+    def thought_written(self) -> str:
+        """The thought as the model wrote it, control tokens as their text (a call nested in it is read)."""
+        return as_written(self._splitter.thought_raw) if self._splitter is not None else ""
+
+    @property
     def thought_raw(self) -> str:
-        return self._splitter.thought_raw if self._splitter is not None else ""
+        """The thought exactly as written between its markers, less control tokens (what history keeps)."""
+        return without_hidden(self._splitter.thought_raw) if self._splitter is not None else ""
 
     @property
     def thought(self) -> str:
@@ -159,7 +171,9 @@ class Reply:
 
     def feed(self, token_id: int) -> str:
         if self._splitter is None:
-            return self._scanner.feed(without_hidden(self._stream.feed(token_id)))
+            piece = self._stream.feed(token_id)
+            self._marked += piece
+            return self._scanner.feed(without_hidden(piece))
         if self._splitter.in_thought:
             self.thought_tokens += 1
         return self._scanner.feed(self._splitter.feed(self._stream.feed(token_id)))
@@ -168,6 +182,8 @@ class Reply:
         """The rest (a held stop-string start, an unfinished character replaced); "" when called again (all
         stages are empty then)."""
         rest = self._stream.finish()
+        if self._splitter is None:
+            self._marked += rest
         if self._splitter is not None:
             rest = self._splitter.finish(rest)
         return self._scanner.finish(without_hidden(rest))

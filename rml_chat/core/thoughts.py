@@ -55,6 +55,12 @@ def without_hidden(text: str) -> str:
     return _HIDDEN.sub("", text) if HIDDEN_OPEN in text else text
 
 
+def as_written(text: str) -> str:
+    """The text with the control tokens the stream carried written out as their own text (what a call's
+    markers are matched against: Kimi K2's ``<|tool_call_begin|>`` is one such token in its vocabulary)."""
+    return text.replace(HIDDEN_OPEN, "").replace(HIDDEN_CLOSE, "") if HIDDEN_OPEN in text else text
+
+
 def _prefix_tail(text: str, marker: str) -> int:
     """The length of the longest end of ``text`` that begins ``marker`` (0 when none)."""
     for n in range(min(len(marker) - 1, len(text)), 0, -1):
@@ -81,6 +87,7 @@ class ThoughtSplitter:
         self._visible = ""       # the same without control tokens (grown piece by piece, never rescanned)
         self._released = 0       # how much of the shown thought take_thought has given out
         self.answer_lead = ""    # the whitespace before the answer's first character
+        self.answer_marked = ""  # the answer as written, control tokens in the stream's form (calls are read off it)
         self._answering = False  # the answer's first character is out
 
     @property
@@ -199,4 +206,5 @@ class ThoughtSplitter:
             body = text.lstrip()
             self.answer_lead += text[:len(text) - len(body)]
             text, self._answering = body, bool(body)
+        self.answer_marked += text
         return without_hidden(text)

@@ -143,6 +143,8 @@ class Toolbox:
             return []
         last = session.last
         text, thought = message["content"] or "", message.get("reasoning") or ""
+        if last is not None and (last.written or last.thought_written):  # (as written: a call's markers may be
+            text, thought = last.written, last.thought_written or thought  # control tokens, not shown)
         ended_in_thought = last is not None and last.ended_in_thought
         opens = self.syntax.opens_at(text) >= 0 or (ended_in_thought and self.syntax.opens_at(thought) >= 0)
         if last is not None and last.generation.stop_reason not in ("stop", "stop_string") and opens:
