@@ -286,11 +286,17 @@ def test_a_call_inside_a_thought_that_never_closes_is_a_call_and_the_thought_end
     call = ('<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>'
             '{"city": "Oslo"}<|tool_call_end|><|tool_calls_section_end|>')
 
+    from tokenizer.chat.reasoning import derive as derive_reasoning
+
+    reasoning = derive_reasoning(ChatTemplate((fetch.models_dir() / "templates" / "Kimi-K2-Thinking.jinja").read_text()))
+
     def recorded(thought: str, answer: str, ended_in_thought: bool) -> SimpleNamespace:
         message = {"role": "assistant", "content": answer, "reasoning": thought}
+        written = f"<think>{thought}" + ("" if ended_in_thought else f"</think>{answer}")  # (as the model wrote it)
         return SimpleNamespace(conversation=SimpleNamespace(messages=[message]), last=SimpleNamespace(
             ended_in_thought=ended_in_thought, generation=SimpleNamespace(stop_reason="stop"),
-            written=answer, thought_written=thought))
+            written=written, opened_in_thought=False),
+            model=SimpleNamespace(reasoning=reasoning, answer_lead=""), stop_strings=())
 
     inside = recorded("I need the weather. " + call, "", True)
     assert box._calls(inside, print) == [ToolCall("get_weather", {"city": "Oslo"}, "functions.get_weather:0")]  # (its id)

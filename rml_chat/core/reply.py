@@ -127,7 +127,8 @@ class Reply:
         if reasoning is None and answer_lead:  # (a splitter with no thought: it only takes the opening off)
             self._splitter = ThoughtSplitter("", "", form(answer_lead))
         self.thought_tokens = 0  # tokens fed while in a thought (its markers too)
-        self._marked = ""  # without a splitter: the answer as written, control tokens in the stream's form
+        self.opened_in_thought = in_thought  # the prompt opened the thought
+        self._whole = ""  # the reply as written, control tokens in the stream's form
 
     @property
     def text(self) -> str:
@@ -140,13 +141,8 @@ class Reply:
 
     @property
     def written(self) -> str:
-        """The answer as the model wrote it, control tokens as their text (calls are read off it)."""
-        return as_written(self._splitter.answer_marked if self._splitter is not None else self._marked)
-
-    @property
-    def thought_written(self) -> str:
-        """The thought as the model wrote it, control tokens as their text (a call nested in it is read)."""
-        return as_written(self._splitter.thought_raw) if self._splitter is not None else ""
+        """The whole reply as the model wrote it, control tokens as their text (``read_reply`` reads it)."""
+        return as_written(self._whole)
 
     @property
     def thought_raw(self) -> str:
@@ -170,20 +166,19 @@ class Reply:
         return self._splitter.take_thought() if self._splitter is not None else ""
 
     def feed(self, token_id: int) -> str:
+        piece = self._stream.feed(token_id)
+        self._whole += piece
         if self._splitter is None:
-            piece = self._stream.feed(token_id)
-            self._marked += piece
             return self._scanner.feed(without_hidden(piece))
         if self._splitter.in_thought:
             self.thought_tokens += 1
-        return self._scanner.feed(self._splitter.feed(self._stream.feed(token_id)))
+        return self._scanner.feed(self._splitter.feed(piece))
 
     def finish(self) -> str:
         """The rest (a held stop-string start, an unfinished character replaced); "" when called again (all
         stages are empty then)."""
         rest = self._stream.finish()
-        if self._splitter is None:
-            self._marked += rest
+        self._whole += rest
         if self._splitter is not None:
             rest = self._splitter.finish(rest)
         return self._scanner.finish(without_hidden(rest))

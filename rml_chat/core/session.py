@@ -61,8 +61,8 @@ class TurnResult:
     context_tokens: int = -1  # the context in use at the end (-1: the prompt and the reply's tokens)
     tool_calls: list[dict] = field(default_factory=list)  # {name, arguments, result} of the turn's calls
     ended_in_thought: bool = False  # the reply ended inside its thought (never closed)
-    written: str = ""  # the answer as the model wrote it, control tokens as their text (calls are read off it)
-    thought_written: str = ""  # the same of the thought
+    written: str = ""  # the reply as the model wrote it, control tokens as their text (calls are read off it)
+    opened_in_thought: bool = False  # the prompt opened the thought
 
     def cut_note(self, n_ctx: int, repl: bool = False) -> str:
         """"" for a reply that ended as the model ended it, else what cut it: -n, a full context, a stop
@@ -249,7 +249,7 @@ class ChatSession:
         self.conversation.messages.append(message)
         self.last = TurnResult(reply.text, gen, ids, dropped, shifts=len(moves), reasoning=reply.thought,
                                reasoning_tokens=reply.thought_tokens, ended_in_thought=reply.in_thought,
-                               written=reply.written, thought_written=reply.thought_written)
+                               written=reply.written, opened_in_thought=reply.opened_in_thought)
         if moves:  # the context in use is the last call's prompt and what came after it
             self.last.prompt_ids, self.last.context_tokens = self._ids, len(self._ids) + len(self._since_shift)
         return self.last

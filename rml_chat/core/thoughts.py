@@ -87,7 +87,6 @@ class ThoughtSplitter:
         self._visible = ""       # the same without control tokens (grown piece by piece, never rescanned)
         self._released = 0       # how much of the shown thought take_thought has given out
         self.answer_lead = ""    # the whitespace before the answer's first character
-        self.answer_marked = ""  # the answer as written, control tokens in the stream's form (calls are read off it)
         self._answering = False  # the answer's first character is out
 
     @property
@@ -168,6 +167,11 @@ class ThoughtSplitter:
                 self._add_thought(pending[:at])
                 self.state = ANSWER
                 return pending[body:]
+            addressed = re.search(r" to=(?!assistant\b)", pending[body:end]) if end >= 0 else None
+            if addressed is not None:  # a channel, then a recipient (gpt-oss's "<|channel|>commentary
+                self._add_thought(pending[:at])  # to=functions.NAME <|constrain|>json<|message|>ARGS"): a
+                self.state = ANSWER  # call, as above; the answer from its recipient on
+                return pending[body + addressed.start():]
             if end < 0 or not pending.startswith(c.name_start, body) or len(name := pending[body + len(c.name_start):end]) > 64:
                 self._add_thought(pending[:body])  # not a header after all
                 pending = pending[body:]
@@ -206,5 +210,4 @@ class ThoughtSplitter:
             body = text.lstrip()
             self.answer_lead += text[:len(text) - len(body)]
             text, self._answering = body, bool(body)
-        self.answer_marked += text
         return without_hidden(text)

@@ -19,7 +19,7 @@ from functools import partial
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
 
 from ..core.gbnf import WholeReply, thought_then_call
-from ..core.read_reply import read_calls
+from ..core.read_reply import ReplyFormat, parse_reply
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint
 from ..engines.base import LazyGrammar, Progress, ecma_escaped, triggers_of
@@ -136,28 +136,27 @@ class Toolbox:
         return result
 
     def _calls(self, session: ChatSession, notify: Callable[[str], None]) -> list[ToolCall]:
-        """The calls of the reply just recorded (read by ``read_reply.read_calls``), its message rewritten
-        as the template takes a call; a call the model gave an id keeps it."""
+        """The calls of the reply just recorded, read off it as the model wrote it (control tokens as their
+        text: ``read_reply.parse_reply``), its message rewritten as the template takes a call; a call the
+        model gave an id keeps it."""
         message = session.conversation.messages[-1] if session.conversation.messages else {}
-        if message.get("role") != "assistant" or message.get("cut"):
-            return []
         last = session.last
-        text, thought = message["content"] or "", message.get("reasoning") or ""
-        if last is not None and (last.written or last.thought_written):  # (as written: a call's markers may be
-            text, thought = last.written, last.thought_written or thought  # control tokens, not shown)
-        ended_in_thought = last is not None and last.ended_in_thought
-        opens = self.syntax.opens_at(text) >= 0 or (ended_in_thought and self.syntax.opens_at(thought) >= 0)
-        if last is not None and last.generation.stop_reason not in ("stop", "stop_string") and opens:
+        if message.get("role") != "assistant" or message.get("cut") or last is None:
+            return []
+        model = session.model
+        reply_format = ReplyFormat(model.reasoning, self.syntax, model.answer_lead, tuple(session.stop_strings))
+        schemas = {n: t.parameters for n, t in self.tools.items()}
+        read = parse_reply(reply_format, last.written, schemas=schemas, in_thought=last.opened_in_thought)
+        if last.generation.stop_reason not in ("stop", "stop_string") and (read.tool_calls or read.problem):
             notify(f"tools: the reply was cut ({last.generation.stop_reason}) inside a call, which is not run")
             return []
-        read = read_calls(self.syntax, text, thought, ended_in_thought, {n: t.parameters for n, t in self.tools.items()})
         if read.problem:
             notify(f"tools: {read.problem}; the reply is kept as text")
             return []
         if not read.tool_calls:
             return []
-        if read.reasoning != thought:  # (a call nested in a thought that never closed: the thought ends there)
-            message["reasoning"] = read.reasoning
+        if last.ended_in_thought and not read.ended_in_thought:  # (a call nested in a thought that never
+            message["reasoning"] = read.reasoning  # closed: the thought ends where the call begins)
         calls = [c if c.id else replace(c, id=self._new_id()) for c in read.tool_calls]
         if not self.syntax.in_content:  # the message as the template takes a call (CallSyntax: OpenAI's shape
             message["content"] = None if self.syntax.content_none else read.content  # where asked; in the
