@@ -89,10 +89,11 @@ class ParsedReply:
 
 
 def parse_reply(reply_format: ReplyFormat, text: str, *, schemas: Mapping[str, Mapping] | None = None,
-                in_thought: bool | None = None) -> ParsedReply:
+                in_thought: bool | None = None, pieces: Sequence[str] | None = None) -> ParsedReply:
     """The message in ``text``, a reply as the model wrote it after the prompt. ``schemas``: each tool's
     parameters by its name (values written as text are typed by them); ``in_thought``: whether the prompt
-    opened a thought (by default: whether the template's generation prompt does)."""
+    opened a thought (by default: whether the template's generation prompt does); ``pieces``: ``text`` as
+    it streamed, fed to the streaming stage piece by piece (the message is the same at every chunking)."""
     r = reply_format.reasoning
     marks = r.channels() if r is not None else None
     if marks is not None:
@@ -100,8 +101,12 @@ def parse_reply(reply_format: ReplyFormat, text: str, *, schemas: Mapping[str, M
     thought, ended_in_thought = "", False
     if r is not None or reply_format.answer_lead:
         splitter = _splitter(reply_format, r.prefilled if in_thought is None and r is not None else bool(in_thought))
-        answer = splitter.feed(text) + splitter.finish()
+        answer = "".join(splitter.feed(piece) for piece in (pieces if pieces is not None else [text]))
+        answer += splitter.finish()
         thought, ended_in_thought = splitter.thought, splitter.in_thought
+        if r is not None:
+            answer, again = _thought_reopened(answer, r)
+            thought = "\n\n".join(t for t in (thought, again) if t)
     else:
         answer = text
     answer = answer[:_stopped_at(answer, reply_format)]
@@ -160,6 +165,26 @@ def _stopped_at(answer: str, reply_format: ReplyFormat) -> int:
     end = first_call if first_call >= 0 else len(answer)
     found = [answer.find(stop, 0, end) for stop in reply_format.stop_strings if stop]
     return min([at for at in found if at >= 0], default=len(answer))
+
+
+def _thought_reopened(answer: str, r: Reasoning) -> tuple[str, str]:
+    """The answer less the thoughts the model opened again in it and the stray closes around it (Gemma 4
+    writes an empty ``<|channel>thought\\n<channel|>`` after its answer, or a last ``<channel|>``), as
+    llama.cpp reads it: (the answer, the text of those thoughts)::
+
+        >>> _thought_reopened("Hi!<|channel>thought\\nhm<channel|><channel|>", Reasoning("<|channel>thought", "<channel|>"))
+        ('Hi!', 'hm')
+    """
+    opening, close, again = r.open.strip(), r.close.strip(), []
+    if not opening or not close:
+        return answer, ""
+    while (start := answer.find(opening)) >= 0 and (end := answer.find(close, start + len(opening))) >= 0:
+        again.append(answer[start + len(opening):end].strip())
+        answer = answer[:start] + answer[end + len(close):]
+    body = answer.strip()
+    while body.endswith(close) or body.startswith(close):
+        body = (body[:-len(close)] if body.endswith(close) else body[len(close):]).strip()
+    return (body if body != answer.strip() else answer), "\n\n".join(t for t in again if t)
 
 
 def _splitter(reply_format: ReplyFormat, in_thought: bool) -> ThoughtSplitter:

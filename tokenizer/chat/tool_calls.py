@@ -203,9 +203,9 @@ class CallSyntax:
             arguments, rest = self.keyed.parse(text[glue.end():], ends, self._piece, name.group())
         else:
             arguments, rest = _json_arguments(text[glue.end():].lstrip(), self.quoted, name.group())
-        end = len(text) - len(rest)
-        after = self._piece(self.between).match(text, end) if self.between else None
-        return ToolCall(name.group(), arguments, _model_id(text, opened, glue, after)), end
+        end = len(text) - len(rest)  # (Mistral Nemo writes the id after the arguments)
+        after = [self._piece(t).match(text, end) for t in (self.between or "", self.closing) if t.strip()]
+        return ToolCall(name.group(), arguments, _model_id(text, opened, glue, *after)), end
 
     def _no_arguments(self, text: str, at: int) -> int | None:
         """Where a call with no arguments ends, written from ``at`` (right after its name): what the

@@ -142,20 +142,47 @@ def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: 
 
 
 def typed(arguments: Mapping[str, object], schema: Mapping[str, object]) -> dict:
-    """Keyed arguments read by the tool's schema: a value whose property is no string is JSON (``"3"`` -> 3),
-    where it parses; the rest stay text::
+    """Keyed arguments read by the tool's schema: a value written as text whose property may be other than
+    a string (a type, a list of types, ``anyOf``/``oneOf``, nullable) is JSON where it parses as one of
+    those; the rest stay text::
 
         >>> typed({"city": "Oslo", "days": "3"}, {"properties": {"city": {"type": "string"}, "days": {"type": "integer"}}})
         {'city': 'Oslo', 'days': 3}
+        >>> union = {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+        >>> typed({"limit": "5", "name": "1abc"}, {"properties": {"limit": union, "name": union}})
+        {'limit': 5, 'name': '1abc'}
     """
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     out = {}
     for key, value in arguments.items():
-        kind = properties.get(key, {}).get("type") if isinstance(properties.get(key), dict) else None  # type: ignore[union-attr]
-        if isinstance(value, str) and kind not in (None, "string"):
+        kinds = _kinds(properties.get(key))  # type: ignore[union-attr]
+        if isinstance(value, str) and kinds and kinds != {"string"}:
             try:
-                value = json.loads(value)
+                parsed = json.loads(value)
             except json.JSONDecodeError:
-                pass
+                parsed = value
+            if _JSON_KINDS.get(type(parsed), "") in kinds or ("number" in kinds and isinstance(parsed, int)):
+                value = parsed
         out[key] = value
     return out
+
+
+_JSON_KINDS = {int: "integer", float: "number", bool: "boolean", dict: "object", list: "array", type(None): "null"}
+
+
+def _kinds(schema: object) -> set[str]:
+    """The JSON types a property's schema allows (an empty set where it says none: any, left as text)."""
+    if not isinstance(schema, dict):
+        return set()
+    kind = schema.get("type")
+    kinds = set(kind) if isinstance(kind, list) else {kind} if isinstance(kind, str) else set()
+    for way in ("anyOf", "oneOf"):
+        for option in schema.get(way) or ():
+            kinds |= _kinds(option) or {"string", "integer", "number", "boolean", "object", "array", "null"}
+    if schema.get("nullable"):
+        kinds.add("null")
+    if not kinds and "properties" in schema:
+        kinds = {"object"}
+    elif not kinds and "items" in schema:
+        kinds = {"array"}
+    return kinds
