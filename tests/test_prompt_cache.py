@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import model_path
 
 SYSTEM = " ".join(["The archive holds the records of ships, ports and cargo from many years."] * 40)  # ~600 tokens
@@ -80,3 +81,23 @@ def test_the_cache_is_bounded_by_size_the_least_recently_used_going_first(tmp_pa
     assert len(kept) == 2  # the oldest went
     hit = cache.best(stamp, list(range(300, 600)) + [1], better_than=0)
     assert hit is not None and hit.shared == 300
+
+
+@pytest.mark.offline
+def test_the_cache_counts_and_prunes_only_its_own_entries_and_reads_only_regular_files(tmp_path) -> None:
+    """A cache folder pointed at a folder of the user's: their ``notes.kv`` is neither counted toward the cap
+    nor removed; a FIFO named like an entry is never opened."""
+    from rml_chat.engines.prompt_cache import PromptCache, is_entry
+
+    notes = tmp_path / "notes.kv"
+    notes.write_bytes(b"x" * 5000)
+    cache = PromptCache(tmp_path, cap=3000)
+    stamp = {"weights": "w", "n_ctx": 512}
+    for n in range(3):
+        assert cache.keep(stamp, list(range(n, n + 40)), b"s" * 1000) == ""
+        time.sleep(0.01)
+    entries = sorted(p for p in tmp_path.iterdir() if is_entry(p))
+    assert notes.read_bytes() == b"x" * 5000 and len(entries) == 2  # (the oldest entry went; the notes count for nothing)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / ("f" * 24 + ".kv"))
+        assert len(PromptCache(tmp_path)._entries()) == len(entries)

@@ -118,3 +118,29 @@ def test_sessions_and_delete_session_on_the_command_line(folder) -> None:
     assert bad.returncode == 2 and "--sessions-max: must be a size such as 500M or 2G" in bad.stderr
     empty = _cli("--sessions", env={"RML_CHAT_SESSIONS": str(folder / "none")})
     assert empty.returncode == 0 and empty.stdout.startswith("no saved chats in")
+
+
+def test_two_chats_started_in_the_same_second_each_claim_their_own_file_and_an_unused_claim_goes(folder) -> None:
+    from rml_chat.core.sessions import new_autosave_path, release_claim
+
+    first, second = new_autosave_path("m"), new_autosave_path("m")
+    assert first != second and first.is_file() and second.is_file()  # (claimed at once, not at the first save)
+    Conversation(messages=[{"role": "user", "content": "kept"}]).save(second)
+    release_claim(first)
+    release_claim(second)
+    assert not first.exists() and second.exists()  # (only an empty claim goes)
+    assert [s.path for s in list_sessions()].count(second) == 1
+
+
+def test_a_name_that_reads_as_a_selector_or_a_path_is_refused_with_why() -> None:
+    from rml_chat.core.sessions import name_problem
+
+    assert "place in the listing" in name_problem("last") and "place in the listing" in name_problem("3")
+    assert "path" in name_problem("team/alpha") and "path" in name_problem("x.json")
+    assert name_problem("team-alpha") == "" and name_problem("last week") == ""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_the_listing_reads_only_regular_files(folder) -> None:
+    os.mkfifo(folder / "x.json")  # (reading it would wait for a writer forever)
+    assert [s.name for s in list_sessions()].count("alpha") == 1

@@ -65,14 +65,31 @@ def default_cap() -> str:
 
 
 def new_autosave_path(model_name: str) -> Path:
+    """A new chat's autosave file, claimed at once: created empty and exclusively, so that two chats started
+    in the same second never share one (the second takes ``…-2.json``). A chat that saves nothing gives
+    its claim back (``release_claim``). Where the folder can't be written, the name alone: the first save
+    says why."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", model_name)[:60] or "chat"
-    path = sessions_dir() / f"{stamp}-{safe}.json"
-    n = 1
-    while path.exists():  # two chats started in the same second
-        n += 1
-        path = sessions_dir() / f"{stamp}-{safe}-{n}.json"
-    return path
+    folder = sessions_dir()
+    for n in range(1, 10_000):
+        path = folder / (f"{stamp}-{safe}.json" if n == 1 else f"{stamp}-{safe}-{n}.json")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return path
+        except FileExistsError:
+            continue
+        except OSError:
+            return path
+    return folder / f"{stamp}-{safe}-{os.getpid()}.json"
+
+
+def release_claim(path: Path) -> None:
+    """Remove an autosave file claimed and never written (still empty)."""
+    with contextlib.suppress(OSError):
+        if path.is_file() and path.stat().st_size == 0:
+            path.unlink()
 
 
 def state_worth_it(tokens: int, eval_tokens_per_s: float | None) -> bool:
@@ -128,8 +145,19 @@ def _read(path: Path) -> SessionInfo | None:
 def list_sessions(folder: Path | None = None) -> list[SessionInfo]:
     """Every readable conversation in the folder, newest first (a file that is not one is left out)."""
     folder = folder or sessions_dir()
-    found = [_read(p) for p in folder.glob("*.json")] if folder.is_dir() else []
+    found = [_read(p) for p in folder.glob("*.json") if p.is_file()] if folder.is_dir() else []  # (a FIFO
+    # or a device never: reading one would wait forever)
     return sorted((s for s in found if s is not None), key=lambda s: s.when, reverse=True)
+
+
+def name_problem(name: str) -> str:
+    """Why ``name`` can't name a chat ("" where it can): it would read as one of ``find_session``'s other
+    keys — "last", a listing's number, a path — and reopen (or delete) another chat than this one."""
+    if name == "last" or name.isdigit():
+        return f"{name!r} selects a chat by its place in the listing (--resume {name}); pick a name that isn't one"
+    if os.sep in name or (os.altsep and os.altsep in name) or name.endswith(".json"):
+        return f"{name!r} reads as a file's path; pick a name without {os.sep!r} and not ending .json"
+    return ""
 
 
 def find_session(key: str) -> Path:

@@ -241,12 +241,15 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def prune_oldest(folder: Path, cap: int, newest: Path | None = None) -> list[Path]:
+def prune_oldest(folder: Path, cap: int, newest: Path | None = None,
+                 owns: Callable[[Path], bool] | None = None) -> list[Path]:
     """Delete the oldest ``*.kv`` states of ``folder`` (the sessions', the prompt cache's) until its files
     together are within ``cap`` bytes; ``newest`` (the state just written) goes last, only when it alone is
-    over the cap. The states removed; a file that can't be removed is passed over."""
+    over the cap. ``owns``: where the folder may hold others' files (the prompt cache's can be pointed
+    anywhere), only the files it says are ours count and go. The states removed; a file that can't be
+    removed is passed over."""
     try:
-        files = [(p, p.stat()) for p in folder.iterdir() if p.is_file()]
+        files = [(p, p.stat()) for p in folder.iterdir() if p.is_file() and (owns is None or owns(p))]
     except OSError:
         return []
     total = sum(st.st_size for _, st in files)

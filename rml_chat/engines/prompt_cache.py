@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,15 @@ class Hit:
     shared: int  # the ids it shares with the prompt
 
 
+_ENTRY_NAME = re.compile(r"[0-9a-f]{24}\.kv")
+
+
+def is_entry(path: Path) -> bool:
+    """Whether ``path`` is one of the cache's own entries: its name as ``keep`` makes them, and the header
+    ``kv_cache`` writes (a user's ``notes.kv`` in the same folder is neither counted nor removed)."""
+    return bool(_ENTRY_NAME.fullmatch(path.name)) and path.is_file() and kv_cache.read_header(path) is not None
+
+
 class PromptCache:
     def __init__(self, folder: Path, cap: int = DEFAULT_CAP, say: Callable[[str], None] = lambda _: None):
         self.folder, self.cap, self.say = folder, cap, say
@@ -56,7 +66,7 @@ class PromptCache:
         if self._headers is None:
             self._headers = []
             try:
-                paths = sorted(self.folder.glob("*.kv"))
+                paths = sorted(p for p in self.folder.glob("*.kv") if p.is_file())  # (a FIFO would hang)
             except OSError:
                 paths = []
             for path in paths:
@@ -100,6 +110,6 @@ class PromptCache:
             kv_cache.write_state(self.folder / name, state, stamp, ids)
         except OSError as err:
             return f"the prompt cache can't be written ({err.strerror or err})"
-        prune_oldest(self.folder, self.cap, self.folder / name)
+        prune_oldest(self.folder, self.cap, self.folder / name, owns=is_entry)
         self._headers = None
         return ""

@@ -30,7 +30,7 @@ from tokenizer.chat import ChatFormatError
 from .. import text_input
 from ..core.conversation import ChatError
 from ..core.session import ChatSession
-from ..core.sessions import new_autosave_path, prune_states, sessions_dir, size_text, state_worth_it
+from ..core.sessions import new_autosave_path, prune_states, release_claim, sessions_dir, size_text, state_worth_it
 from ..engines.kv_cache import state_path
 from ..errors import AppError, one_line
 from ..terminal import dim as styled_dim
@@ -297,6 +297,7 @@ class Repl:
         again; then the sessions folder is brought under its cap (the oldest states go first)."""
         conversation = self.session.conversation
         if not conversation.messages:
+            release_claim(self.autosave_path)  # (nothing said: the file claimed at start goes)
             return
         self.autosave()
         if self._autosave_failed:

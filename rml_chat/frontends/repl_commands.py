@@ -13,6 +13,7 @@ from typing import Protocol
 
 from ..core.conversation import Conversation, window_note
 from ..core.session import ChatSession
+from ..core.sessions import name_problem
 from ..core.settings import BY_NAME, SETTINGS, SettingError, settable
 from ..core.structured import check, from_grammar, from_schema
 from ..engines.kv_cache import state_path
@@ -234,6 +235,10 @@ class Commands:
         if not text:
             self.say(f"this chat is named {conversation.name!r}" if conversation.name else
                      "this chat has no name (/name TEXT gives it one)")
+            return
+        problem = name_problem(text)
+        if problem:
+            self.say(f"/name: {problem}")
             return
         conversation.name = text
         self._changed()
