@@ -87,3 +87,18 @@ def test_a_parallel_batch_gives_one_line_per_line_in_order_with_per_line_setting
     sequential = [json.loads(line) for line in _cli(str(model_path("smollm2")), "--batch", "-", "--temp", "0", "-n", "24",
                                                    stdin="\n".join(map(json.dumps, lines)) + "\n").stdout.splitlines()]
     assert [o.get("prompt_tokens") for o in sequential] == [o.get("prompt_tokens") for o in out]  # the same prompts
+
+
+@pytest.mark.parametrize("parallel", ["1", "2"])
+def test_a_bad_batch_line_is_one_error_line_and_every_other_line_is_answered_in_order(parallel: str) -> None:
+    """A line nested 100,000 deep and a line that is no JSON: each is its own error line (the unreadable
+    one's id None, never a number another line has), and the lines around them are answered, at every
+    -np."""
+    deep = "[" * 100_000 + "]" * 100_000
+    stdin = "\n".join([json.dumps({"id": "a", "prompt": "Hi"}), deep, "{nope", json.dumps({"id": 3, "prompt": "Hi"})])
+    done = _cli(str(model_path("smollm2")), "--batch", "-", "-np", parallel, "--temp", "0", "-n", "2", stdin=stdin + "\n")
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [o["line"] for o in out] == [1, 2, 3, 4] and [o["id"] for o in out] == ["a", None, None, 3], done.stderr
+    assert out[0]["ok"] and out[3]["ok"] and not out[1]["ok"] and not out[2]["ok"]
+    assert "nested too deeply" in out[1]["error"]["message"] and "not JSON" in out[2]["error"]["message"]
+    assert done.returncode == 1 and "Traceback" not in done.stderr

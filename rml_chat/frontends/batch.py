@@ -80,6 +80,8 @@ def parse_job(number: int, text: str, session: ChatSession, constraints: dict[st
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise AppError(f"not JSON ({err})", "input") from None
+    except RecursionError:  # (a line nested thousands deep: its own error, the batch goes on)
+        raise AppError("not read: its JSON is nested too deeply", "input") from None
     if isinstance(data, str):
         data = {"prompt": data}
     if not isinstance(data, dict):
@@ -315,8 +317,10 @@ def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
 
 
 def _id_of(text: str, number: int) -> object:
+    """A failed line's id: its own, where it can be read; None where the line can't be (its line number
+    could be another line's id: ``"line"`` says which it was)."""
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
-        return number
+    except (json.JSONDecodeError, RecursionError):
+        return None
     return data.get("id", number) if isinstance(data, dict) else number
