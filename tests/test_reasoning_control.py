@@ -86,6 +86,16 @@ def test_an_effort_the_template_does_not_read_is_a_note_and_one_it_refuses_a_usa
     assert "should be no_think/low/high" in refused.stderr
     bad = _cli(copies["gpt-oss"], "-p", "Hi", "--reasoning-effort", "Very High!")
     assert bad.returncode == 2 and "--reasoning-effort: must be a lower-case word" in bad.stderr
+    unknown = _cli(copies["gpt-oss"], "-p", "Hi", "-n", "1", "--reasoning-effort", "extreme")  # (not written in)
+    assert unknown.returncode == 2 and "the chat template takes levels (medium named in it; minimal, low, medium, " \
+                                       "high are the levels such templates take), not 'extreme'" in unknown.stderr
+
+
+def test_tool_choice_required_without_tools_is_a_usage_error() -> None:
+    from conftest import model_path
+
+    done = _cli(str(model_path("smollm2")), "-p", "Hi", "-n", "1", "--tool-choice", "required")
+    assert done.returncode == 2 and "--tool-choice required: no tools to call" in done.stderr and not done.stdout
 
 
 def test_think_and_reasoning_effort_are_batch_line_keys(copies) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -167,12 +168,21 @@ def prompt_cache_for(args: argparse.Namespace, engine: Engine) -> None:
     engine.use_prompt_cache(PromptCache(folder, cap, verbose))
 
 
+EFFORTS = ("minimal", "low", "medium", "high")  # the levels templates name (gpt-oss: low, medium, high)
+
+
 def apply_effort(session: ChatSession, effort: str, say: Callable[[str], None]) -> None:
     """``--reasoning-effort``: a note where the template reads none (as ``--think`` without a switch), a
     usage error where it refuses the value."""
     verdict, why = session.model.effort_check(effort)
     if verdict == "refused":
         raise UsageError(f"--reasoning-effort {effort}: {why}")
+    source = session.model.detection.format.template or ""
+    named = [level for level in EFFORTS if re.search(rf"\b{level}\b", source)]
+    if verdict == "applies" and named and effort not in EFFORTS and not re.search(rf"\b{re.escape(effort)}\b", source):
+        raise UsageError(f"--reasoning-effort {effort}: the chat template takes levels ({', '.join(named)} named in "
+                         f"it; {', '.join(EFFORTS)} are the levels such templates take), not {effort!r}, which it "
+                         "would write into the prompt as given")
     if verdict == "applies":
         session.reasoning_effort = effort
     if why:
@@ -211,6 +221,8 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
         session.constraint = constraint_from(args, engine)
         if args.reasoning_effort is not None:
             apply_effort(session, args.reasoning_effort, say)
+        if args.tool_choice == "required" and not (args.functions or args.mcp):
+            raise UsageError("--tool-choice required: no tools to call (give --functions FILE or --mcp COMMAND)")
         if args.functions or args.mcp:
             from .tools_setup import give_tools
 
