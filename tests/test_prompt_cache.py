@@ -84,6 +84,7 @@ def test_the_cache_is_bounded_by_size_the_least_recently_used_going_first(tmp_pa
 
 
 @pytest.mark.offline
+@pytest.mark.whitebox  # (the entries the cache reads: a FIFO among them would hang every run)
 def test_the_cache_counts_and_prunes_only_its_own_entries_and_reads_only_regular_files(tmp_path) -> None:
     """A cache folder pointed at a folder of the user's: their ``notes.kv`` is neither counted toward the cap
     nor removed; a FIFO named like an entry is never opened."""
