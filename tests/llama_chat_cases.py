@@ -203,6 +203,17 @@ class _Reader:
             value += right
         return value
 
+    def items(self, opener: str, closer: str) -> list:
+        """``opener item, item, … closer``: a brace list, or a call's arguments."""
+        self.take(opener)
+        found = []
+        while not self.at(closer):
+            found.append(self.expression())
+            if self.at(","):
+                self.take()
+        self.take(closer)
+        return found
+
     def primary(self) -> object:
         tok = self.take()
         if tok.kind == "string":
@@ -211,13 +222,8 @@ class _Reader:
                 text += self.take().value
             return text
         if tok.value == "{":
-            items = []
-            while not self.at("}"):
-                items.append(self.expression())
-                if self.at(","):
-                    self.take()
-            self.take("}")
-            return items
+            self.i -= 1
+            return self.items("{", "}")
         if tok.kind == "number":
             return int(tok.value) if tok.value.isdigit() else tok.value
         if tok.kind != "name":
@@ -230,14 +236,7 @@ class _Reader:
             helper = _HELPERS.get(tok.value)
             if helper is None:
                 raise Unreadable(f"a call of {tok.value}")
-            self.take("(")
-            args = []
-            while not self.at(")"):
-                args.append(self.expression())
-                if self.at(","):
-                    self.take()
-            self.take(")")
-            return helper(*args)
+            return helper(*self.items("(", ")"))
         if tok.value not in self.names:
             raise Unreadable(f"the name {tok.value}")
         value = self.names[tok.value]
@@ -358,14 +357,7 @@ class _Reader:
         while not self.at(".", "run"):
             self.take(".")
             method = self.take().value
-            self.take("(")
-            args = []
-            while not self.at(")"):
-                args.append(self.expression())
-                if self.at(","):
-                    self.take()
-            self.take(")")
-            case = _option(case, method, args)
+            case = _option(case, method, self.items("(", ")"))
         self.skip_to(";")
         self.cases += [replace(case, template=t) for t in templates]
 
