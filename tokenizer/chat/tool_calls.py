@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from .affix import common_prefix, common_suffix
 from .errors import ChatFormatError
 from .template import ChatTemplate
-from .tool_keyed import KEY_HOLE, KeyedArgs, derive_keyed
+from .tool_keyed import KEY_HOLE, KeyedArgs, cut_closing, derive_keyed
 
 NAMES = ("xq_tool_one", "xq_tool_two")
 ARGS = ({"xq_key": "xq_value"}, {"xq_key": "xq_other"})
@@ -231,8 +231,8 @@ class CallSyntax:
         whole = self._piece(closing).match(text, at)
         if whole is not None:
             return whole.end()
-        rest = re.sub(r"\s+", "", text[at:])
-        return len(text) if rest and re.sub(r"\s+", "", closing).startswith(rest) else None
+        cut = cut_closing(closing).match(text, at)
+        return len(text) if cut and text[at:].strip() else None
 
 
 def _is_marked(text: str) -> bool:

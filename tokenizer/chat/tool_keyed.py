@@ -15,6 +15,7 @@ with the key just read.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -63,7 +64,7 @@ class KeyedArgs:
             key, text = text[:found.start()].strip(), text[found.end():]
             between = piece(self.between_args.replace(KEY_HOLE, key))
             ends = [between] + [piece(t.replace(KEY_HOLE, key)) for t in (value_end, closing) if t.strip()]
-            ends.append(_cut_closing(closing.replace(KEY_HOLE, key)))  # (the turn may end inside the closing)
+            ends.append(cut_closing(closing.replace(KEY_HOLE, key)))  # (the turn may end inside the closing)
             if self.quote:
                 at = scan(text, self.quote, ends)
                 if at < 0:
@@ -92,7 +93,8 @@ class KeyedArgs:
         return value
 
 
-def _cut_closing(closing: str) -> re.Pattern[str]:
+@functools.lru_cache(maxsize=64)  # (a pattern a closing, not one a value)
+def cut_closing(closing: str) -> re.Pattern[str]:
     """A closing the reply stops inside of: any start of it, then the text's end (Gemma 4's
     ``}<tool_call|>`` of ``}<tool_call|><|tool_response>``, the model's turn ending between the two)."""
     core = closing.strip()
