@@ -89,28 +89,70 @@ class ParsedReply:
 
 
 def parse_reply(reply_format: ReplyFormat, text: str, *, schemas: Mapping[str, Mapping] | None = None,
-                in_thought: bool | None = None, pieces: Sequence[str] | None = None) -> ParsedReply:
+                in_thought: bool | None = None, pieces: Sequence[str] | None = None,
+                thought_in_content: bool = False, json_answer: bool = False) -> ParsedReply:
     """The message in ``text``, a reply as the model wrote it after the prompt. ``schemas``: each tool's
     parameters by its name (values written as text are typed by them); ``in_thought``: whether the prompt
     opened a thought (by default: whether the template's generation prompt does); ``pieces``: ``text`` as
-    it streamed, fed to the streaming stage piece by piece (the message is the same at every chunking)."""
+    it streamed, fed to the streaming stage piece by piece (the message is the same at every chunking).
+
+    ``thought_in_content`` (llama-server's ``reasoning_format: none``): the thought stays in the content
+    with its markers, the opening written out where the prompt wrote it; the answer's own opening is still
+    taken off, and a thought that never closes is the content as written. ``json_answer``: the answer was
+    asked for as JSON (a schema), so a Markdown fence around it (```` ```json ````) is taken off.
+    For example::
+
+        >>> cohere = ReplyFormat(Reasoning("<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>"))
+        >>> parse_reply(cohere, "hm<|END_THINKING|><|START_RESPONSE|>Hi", in_thought=True, thought_in_content=True).content
+        '<|START_THINKING|>hm<|END_THINKING|>Hi'
+    """
     r = reply_format.reasoning
     marks = r.channels() if r is not None else None
     if marks is not None:
-        return _read_channels(reply_format, text, marks, schemas or {})
+        read = _read_channels(reply_format, text, marks, schemas or {})
+        if not thought_in_content or not read.reasoning:
+            return read
+        kept = f"{r.open}{read.reasoning}{marks[0][:marks[0].index('>') + 1]}"  # (the message's end: <|end|>)
+        return replace(read, content=kept + read.content, reasoning="")
     thought, ended_in_thought = "", False
     if r is not None or reply_format.answer_lead:
         splitter = _splitter(reply_format, r.prefilled if in_thought is None and r is not None else bool(in_thought))
         answer = "".join(splitter.feed(piece) for piece in (pieces if pieces is not None else [text]))
         answer += splitter.finish()
         thought, ended_in_thought = splitter.thought, splitter.in_thought
-        if r is not None:
+        if r is not None and thought_in_content:
+            answer = text if ended_in_thought else _with_thought(splitter, answer, r, bool(in_thought))
+            thought, ended_in_thought = "", False
+        elif r is not None:
             answer, again = _thought_reopened(answer, r)
             thought = "\n\n".join(t for t in (thought, again) if t)
     else:
         answer = text
     answer = answer[:_stopped_at(answer, reply_format)]
+    if json_answer:
+        answer = _unfenced(answer)
     return read_calls(reply_format.calls, answer, thought, ended_in_thought, schemas or {})
+
+
+def _unfenced(answer: str) -> str:
+    """An answer that is one fenced block (```` ```json ```` or a bare fence) as the block's text::
+
+        >>> _unfenced('```json\\n{"a": 1}\\n```'), _unfenced('{"a": 1}')
+        ('{"a": 1}', '{"a": 1}')
+    """
+    fenced = re.fullmatch(r"\s*```(?:json)?[ \t]*\n(.*?)\n?```\s*", answer, re.DOTALL | re.IGNORECASE)
+    return fenced.group(1) if fenced else answer
+
+
+def _with_thought(splitter: ThoughtSplitter, answer: str, r: Reasoning, prompt_opened: bool) -> str:
+    """The answer after its thought, markers and all, as llama.cpp leaves a closed thought in the content:
+    the opening as the prompt wrote it, the close less the answer's opening (which is taken off as it
+    always is), the whitespace between as the model wrote it."""
+    if not splitter.thought_raw.strip():
+        return answer
+    opening = r.open_written if prompt_opened and r.open_written else r.open
+    close = r.close[:-len(r.answer_open)] if r.answer_open and r.close.endswith(r.answer_open) else r.close
+    return f"{opening}{splitter.thought_raw}{close}{splitter.answer_lead}{answer}"
 
 
 def _read_channels(reply_format: ReplyFormat, text: str, marks: tuple[str, str, str, str, str],
@@ -213,5 +255,7 @@ def read_calls(syntax: CallSyntax | None, answer: str, thought: str, ended_in_th
     except ChatFormatError as err:
         return replace(whole, problem=str(err))
     if syntax.keyed is not None:  # keyed values are written as text: the schema types them
-        calls = [replace(c, arguments=typed(c.arguments, schemas[c.name])) if c.name in schemas else c for c in calls]
+        separator = syntax.keyed.tag_separator()
+        calls = [replace(c, arguments=typed(c.arguments, schemas[c.name], separator)) if c.name in schemas else c
+                 for c in calls]
     return ParsedReply(content.strip(), thought, tuple(calls), "", ended_in_thought and nested < 0)

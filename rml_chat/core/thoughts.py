@@ -69,6 +69,20 @@ def _prefix_tail(text: str, marker: str) -> int:
     return 0
 
 
+def _answer_openings(opening: str) -> list[str]:
+    """The ways a reply that skips its thought may open the answer: the whole opening, or an end of it
+    from a marker a name follows (Kimi K3's ``<|open|>response<|sep|>`` of
+    ``<|close|>think<|sep|><|open|>response<|sep|>``), longest first.
+
+        >>> _answer_openings("<|close|>think<|sep|><|open|>response<|sep|>")
+        ['<|close|>think<|sep|><|open|>response<|sep|>', '<|open|>response<|sep|>']
+    """
+    if not opening:
+        return []
+    named = [m.start() for m in re.finditer(r"(?:<[^<>]*>|\[[^\[\]]*\])\w", opening) if m.start() > 0]
+    return [opening, *(opening[at:] for at in named)]
+
+
 class ThoughtSplitter:
     """``feed(text)`` -> the answer text to show now; ``take_thought()`` -> the thought text since."""
 
@@ -82,6 +96,7 @@ class ThoughtSplitter:
             # thought ends at its first part, whatever follows it (<|START_ACTION|> before a call)
             self._close, self._opening_due = close_marker[:-len(answer_open)], answer_open
         self.state = THOUGHT if in_thought else START
+        self._fresh = in_thought  # a thought the prompt opened, nothing written in it yet
         self._held = ""          # text that may be part of a marker
         self.thought_raw = ""    # the thought exactly as written between the markers
         self._visible = ""       # the same without control tokens (grown piece by piece, never rescanned)
@@ -117,6 +132,13 @@ class ThoughtSplitter:
                 return ""
             pending = rest
         elif self.state == THOUGHT:
+            if self._fresh:
+                pending, settled = self._skipped(pending)
+                if not settled:
+                    self._held = pending
+                    return ""
+            if self.state == ANSWER:
+                return self._answer(pending)
             at = pending.find(self._close)
             if at < 0:
                 keep = _prefix_tail(pending, self._close)
@@ -125,6 +147,7 @@ class ThoughtSplitter:
                 return ""
             self._add_thought(pending[:at])
             self.state, pending = ANSWER, pending[at + len(self._close):]
+            self._opening_due = self._opening_due or self._answer_open  # (Command R7B's <|START_RESPONSE|>)
         return self._answer(pending)
 
     def finish(self, rest: str = "") -> str:
@@ -148,6 +171,24 @@ class ThoughtSplitter:
             if marker and marker.startswith(body):
                 return pending, False  # (whitespace, or the start of a marker, so far)
         self.state = ANSWER
+        return pending, True
+
+    def _skipped(self, pending: str) -> tuple[str, bool]:
+        """At the start of a thought the prompt opened: a reply that opens the answer at once skipped the
+        thought (Kimi K3 writes ``<|open|>response<|sep|>`` after a prefilled ``<|open|>think<|sep|>``), as
+        llama.cpp reads it. (What is left, whether that is settled.)"""
+        body = pending.lstrip()
+        openings = _answer_openings(self._opening_due or self._answer_open)
+        if not openings:
+            self._fresh = False
+            return pending, True
+        if not body or any(o.startswith(body) for o in openings):
+            return pending, False  # (whitespace, or an opening's start, so far)
+        self._fresh = False
+        for opening in openings:
+            if body.startswith(opening):
+                self.state, self._opening_due = ANSWER, ""
+                return body[len(opening):], True
         return pending, True
 
     def _channel_messages(self, pending: str) -> str | None:

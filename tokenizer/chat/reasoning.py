@@ -49,6 +49,7 @@ class Reasoning:
     history: str = "drop"
     close_written: str = ""  # the close with the whitespace the template writes around it ("\n</think>\n\n")
     strips_answer: bool = True  # with history "drop": the template trims the answer's leading whitespace
+    open_written: str = ""  # a prefilled opening as the generation prompt writes it ("<think>\n")
 
     def channels(self) -> tuple[str, str, str, str, str] | None:
         """Where the thought and the answer are two named channels of one shape, a new message apart
@@ -181,14 +182,47 @@ def derive(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> Reaso
             if field == "content":  # the tags are the content's own (what else parted is the template's)
                 parted = (*next((o, c) for o, c in tags if message["content"].startswith(o)), *parted[2:])
             found = Reasoning(*parted[:3], field, parted[3], history="keep")  # (a message that carries the thought)
-            return Reasoning(*parted[:3], field, parted[3] or header.rstrip().endswith(found.open),
-                             _history(template, found, bos, eos), parted[4], _strips_answer(template, found, bos, eos))
+            prefilled = parted[3] or header.rstrip().endswith(found.open)
+            return Reasoning(*parted[:3], field, prefilled, _history(template, found, bos, eos), parted[4],
+                             _strips_answer(template, found, bos, eos),
+                             header[header.rfind(found.open):] if prefilled else "")
+    borne = _call_borne(template, plain, bos, eos)
+    if borne is not None:
+        return replace(borne, prefilled=header.rstrip().endswith(borne.open), history=_history(template, borne, bos, eos))
     for open_text, close in tags:  # the template drops every thought from history: the tags it names
         if header.rstrip().endswith(open_text) or open_text in template.source:
             found = Reasoning(open_text, close, "", "content", header.rstrip().endswith(open_text), "keep")
             return replace(found, history=_history(template, found, bos, eos),
-                           strips_answer=_strips_answer(template, found, bos, eos))
+                           strips_answer=_strips_answer(template, found, bos, eos),
+                           open_written=header[header.rfind(open_text):] if found.prefilled else "")
     return None
+_CALL = {"id": "call0", "type": "function", "function": {"name": "f", "arguments": {}}}
+
+
+def _call_borne(template: ChatTemplate, plain: str, bos: str, eos: str) -> Reasoning | None:
+    """The thought of a template that writes one only before a call (Command R7B: ``<|START_THINKING|>``
+    plan ``<|END_THINKING|><|START_ACTION|>``…, and ``<|START_RESPONSE|>`` answer without one): the markers
+    on either side of the thought in a call-making message, where the plain answer's rendering has neither.
+    The answer's opening is then what the plain rendering writes before the answer."""
+    marker = r"<[^<>]*>|\[[^\[\]]*\]"
+    for field in FIELDS:
+        message = {"role": "assistant", "content": "", "tool_calls": [_CALL], field: _R}
+        rendered = (_render(template, [{"role": "user", "content": _U}, message], False, bos, eos) or "").split(_U, 1)[-1]
+        if _R not in rendered:
+            continue
+        before, after = rendered.split(_R, 1)
+        opened = re.search(rf"({marker})\s*$", before)
+        closed = re.match(rf"\s*({marker})", after)
+        answer_end = plain.index(_A) + len(_A)
+        answered = plain[:answer_end] + (m.group() if (m := re.match(rf"\s*({marker})", plain[answer_end:])) else "")
+        if opened is None or closed is None or opened.group(1) in answered or closed.group(1) in answered:
+            return None  # (the plain answer's own message writes them: they are not the thought's)
+        answer_open = re.search(rf"({marker})\s*$", plain[:plain.index(_A)])
+        return Reasoning(opened.group(1), closed.group(1), answer_open.group(1) if answer_open else "", field,
+                         history="keep", close_written=closed.group())
+    return None
+
+
 def _strips_answer(template: ChatTemplate, found: Reasoning, bos: str, eos: str) -> bool:
     """Whether the template trims the whitespace before an answer that follows an inline thought (in a
     field, the answer is handed over trimmed anyway)."""

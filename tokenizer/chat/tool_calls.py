@@ -181,6 +181,10 @@ class CallSyntax:
                 break
             pieces = [self._piece(t) for t in [self.between, *self._openings()[1:]] if t.strip()]
         closed = self._closing_end(text, at)
+        for shorter in _marker_prefixes(self.closing) if closed is None else ():  # (the text after the calls
+            closed = self._closing_end(text, at, shorter)  # follows a closing that leaves out its turn's end:
+            if closed is not None:  # Ling's "</tool_call>" without "<|role_end|>")
+                break
         after = text[closed:] if closed is not None else ""
         return (content + after.rstrip() if after.strip() else content), calls
 
@@ -215,12 +219,20 @@ class CallSyntax:
             return None
         between = self.keyed.between_args
         head = self.after_name[:len(self.after_name) - len(common_suffix(self.after_name, between, at_marker=True))]
-        tail = self.closing[len(common_prefix(self.closing, between, at_marker=True)):]
-        head_match = self._piece(head).match(text, at) if head.strip() else None
-        start = head_match.end() if head_match else at
-        if head.strip() and head_match is None:
-            return None
-        return self._closing_end(text, start, tail)
+        heads = {head} | {self.after_name[:at + 1] for at, c in enumerate(self.after_name) if c == ">"}
+        # (or cut after any marker of it, where MiniMax-M3's "]<]minimax[>[" blurs where one ends)
+        tails = [self.closing[len(common_prefix(self.closing, between, at_marker=True)):]]
+        if KEY_HOLE in self.closing:  # the last value ends with its key's tag (MiniMax-M3's </city>)
+            tails.append(self.closing[self.closing.index(">", self.closing.index(KEY_HOLE)) + 1:])
+        for head in sorted(heads, key=len, reverse=True):
+            head_match = self._piece(head).match(text, at) if head.strip() else None
+            if head.strip() and head_match is None:
+                continue
+            for tail in tails:
+                end = self._closing_end(text, head_match.end() if head_match else at, tail)
+                if end is not None:
+                    return end
+        return None
 
     def _closing_end(self, text: str, at: int, closing: str | None = None) -> int | None:
         """Where the call's closing ends, from ``at``: written whole, or the reply stops inside it (the
@@ -233,6 +245,16 @@ class CallSyntax:
             return whole.end()
         cut = cut_closing(closing).match(text, at)
         return len(text) if cut and text[at:].strip() else None
+
+
+def _marker_prefixes(closing: str) -> list[str]:
+    """The starts of a closing that end with one of its markers, longest first, less the whole.
+
+        >>> _marker_prefixes("</arg_value>\\n</tool_call><|role_end|>")
+        ['</arg_value>\\n</tool_call>', '</arg_value>']
+    """
+    ends = [m.end() for m in re.finditer(r"<[^<>]+>|\[[^\[\]]+\]", closing) if m.end() < len(closing.rstrip())]
+    return [closing[:end] for end in reversed(ends)]
 
 
 def _is_marked(text: str) -> bool:

@@ -40,6 +40,16 @@ class KeyedArgs:
     def separators(self) -> list[str]:
         return [self.key_value] + ([self.key_number] if self.key_number and self.key_number != self.key_value else [])
 
+    def tag_separator(self) -> str:
+        """Where each argument is a tag named by its key: the text the template writes before a tag
+        (MiniMax-M3's ``]<]minimax[>[``, before ``</city>``), else "".
+
+            >>> KeyedArgs(">", "]<]m[>[</\3>]<]m[>[<").tag_separator()
+            ']<]m[>['
+        """
+        closing_tag = self.between_args.find("</" + KEY_HOLE)
+        return self.between_args[:closing_tag].strip() if closing_tag >= 0 else ""
+
     def parse(self, text: str, closing: str, piece: Callable[[str], re.Pattern[str]],
               name: str) -> tuple[dict, str]:
         """The arguments at the start of ``text`` (right after the first key's opening), and what follows::
@@ -52,7 +62,8 @@ class KeyedArgs:
 
         A value written as text is kept as written, less the whitespace the template writes around it
         (Qwen3-Coder's ``<parameter=code>\\n…\\n</parameter>``: code keeps its indents and its own last
-        newline); a family that quotes strings has its values read as literals (``literals.py``).
+        newline); a family that quotes strings has its values read as literals (``literals.py``); a value
+        in XML's ``<![CDATA[…]]>`` is its text, whatever markers it holds.
         """
         arguments: dict[str, object] = {}
         key_values = [piece(t) for t in self.separators()]
@@ -71,6 +82,9 @@ class KeyedArgs:
                     opened = next((q for q in (self.quote, '"', "'") if text.lstrip().startswith(q)), self.quote)
                     raise ChatFormatError(f"tool call {name!r}: the value of {key!r} opens {opened!r} and never closes it")
                 arguments[key], text = literal_value(text[:at].strip(), self.quote), text[at:]
+            elif text.lstrip().startswith("<![CDATA[") and "]]>" in text:  # (XML's verbatim text: MiniCPM)
+                body = text.lstrip()[len("<![CDATA["):]
+                arguments[key], text = body[:body.index("]]>")], body[body.index("]]>") + 3:]
             else:
                 at = min((m.start() for m in (e.search(text) for e in ends) if m), default=len(text))
                 at += len(text[at:]) - len(text[at:].lstrip())  # (the template's own whitespace is cut below)
@@ -143,7 +157,7 @@ def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: 
     return KeyedArgs(key_value, between, key_number)
 
 
-def typed(arguments: Mapping[str, object], schema: Mapping[str, object]) -> dict:
+def typed(arguments: Mapping[str, object], schema: Mapping[str, object], separator: str = "") -> dict:
     """Keyed arguments read by the tool's schema: a value written as text whose property may be other than
     a string (a type, a list of types, ``anyOf``/``oneOf``, nullable) is JSON where it parses as one of
     those; the rest stay text::
@@ -153,20 +167,79 @@ def typed(arguments: Mapping[str, object], schema: Mapping[str, object]) -> dict
         >>> union = {"anyOf": [{"type": "integer"}, {"type": "string"}]}
         >>> typed({"limit": "5", "name": "1abc"}, {"properties": {"limit": union, "name": union}})
         {'limit': 5, 'name': '1abc'}
+
+    Where each argument is a tag named by its key (MiniMax-M3), an object or array value may be written
+    the same way, nested: ``<real>1.5</real><imaginary>-2</imaginary>``, a list as ``<item>…</item>``s;
+    ``separator`` is the text the template writes before each tag (MiniMax-M3's ``]<]minimax[>[``)::
+
+        >>> point = {"properties": {"at": {"type": "object", "properties": {"x": {"type": "number"}}},
+        ...                         "tags": {"type": "array", "items": {"type": "string"}}}}
+        >>> typed({"at": "<x>1.5</x>", "tags": "<item>a</item>\\n<item>b</item>"}, point)
+        {'at': {'x': 1.5}, 'tags': ['a', 'b']}
     """
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    out = {}
-    for key, value in arguments.items():
-        kinds = _kinds(properties.get(key))  # type: ignore[union-attr]
-        if isinstance(value, str) and kinds and kinds != {"string"}:
-            try:
-                parsed = json.loads(value)
-            except json.JSONDecodeError:
-                parsed = value
-            if _JSON_KINDS.get(type(parsed), "") in kinds or ("number" in kinds and isinstance(parsed, int)):
-                value = parsed
-        out[key] = value
-    return out
+    return {key: _typed_value(value, properties.get(key), separator)  # type: ignore[union-attr]
+            for key, value in arguments.items()}
+
+
+def _typed_value(value: object, schema: object, separator: str) -> object:
+    kinds = _kinds(schema)
+    if not isinstance(value, str) or not kinds or kinds == {"string"}:
+        return value
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value
+    if _JSON_KINDS.get(type(parsed), "") in kinds or ("number" in kinds and isinstance(parsed, int)):
+        return parsed
+    if kinds & {"object", "array"} and "string" not in kinds:  # (text may be meant as text: kept)
+        nested = _tagged(value.replace(separator, "") if separator else value, schema, kinds)
+        if nested is not None:
+            return nested
+    return value
+
+
+_TAG = re.compile(r"<([A-Za-z_][\w.\-]*)>")
+
+
+def _tagged(text: str, schema: object, kinds: set[str]) -> object | None:
+    """A value written as nested tags, read by its schema (an array's elements as any tag, an object's
+    properties as tags named by their keys); None where the text is no such tags."""
+    elements = _elements(text)
+    if not elements:
+        return None
+    options = [schema] + list((schema.get("anyOf") or schema.get("oneOf") or ()) if isinstance(schema, dict) else ())
+    if "array" in kinds:
+        items = next((o.get("items") for o in options if isinstance(o, dict) and o.get("items")), None)
+        if len({name for name, _ in elements}) == 1 and ("object" not in kinds or elements[0][0] == "item"):
+            return [_typed_value(inner.strip() if _kinds(items) != {"string"} else inner, items, "") for _, inner in elements]
+    if "object" in kinds:
+        properties = next((o.get("properties") for o in options if isinstance(o, dict) and o.get("properties")), {})
+        return {name: _typed_value(inner, properties.get(name), "") for name, inner in elements}
+    return None
+
+
+def _elements(text: str) -> list[tuple[str, str]] | None:
+    """The top-level ``<name>…</name>`` elements of ``text``, in order, with whitespace alone between them;
+    None where anything else is there.
+
+        >>> _elements("<a><b>1</b></a>\\n<a>2</a>")
+        [('a', '<b>1</b>'), ('a', '2')]
+    """
+    found, at = [], 0
+    while (opened := _TAG.search(text, at)) is not None:
+        if text[at:opened.start()].strip():
+            return None
+        name, depth = opened.group(1), 1
+        for tag in re.finditer(rf"<(/?){re.escape(name)}>", text[opened.end():]):
+            depth += -1 if tag.group(1) else 1
+            if depth == 0:
+                found.append((name, text[opened.end():opened.end() + tag.start()]))
+                at = opened.end() + tag.end()
+                break
+        else:
+            return None
+    return found if found and not text[at:].strip() else None
 
 
 _JSON_KINDS = {int: "integer", float: "number", bool: "boolean", dict: "object", list: "array", type(None): "null"}
