@@ -37,6 +37,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ["RML_CHAT_TOKENIZER_CACHE"] = _TABLES_DIR
     os.environ["RML_CHAT_FORMAT_CACHE"] = os.path.join(_TABLES_DIR, "chat-formats")
     os.environ["RML_CHAT_SESSIONS"] = os.path.join(_TABLES_DIR, "sessions")  # the REPL's autosaves
+    # the commands tests start read stdin only where a test hands them some: -p with a pipe on stdin takes
+    # the piped text too, and the runner's own stdin (a CI pipe that never closes) is none of theirs
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

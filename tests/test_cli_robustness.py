@@ -418,3 +418,21 @@ def test_an_absurd_context_is_refused_before_memory_grows() -> None:
     code, peak_kb = map(int, done.stdout.split())
     assert code == 1 and b"a context holds at most 2,147,483,647 tokens" in done.stderr
     assert peak_kb < 1_000_000, peak_kb  # the interpreter, the tables and the mapped weights (~170 MB); no cache
+
+
+def test_text_piped_in_with_p_goes_first_and_the_instruction_after_it(tmp_path) -> None:
+    """``cat notes.txt | rml-chat -p "Summarize the text above"``: both in one user message, the piped text
+    first; a file redirected to stdin is read the same way; /dev/null or a terminal adds nothing."""
+    model = str(model_path("smollm2"))
+    done = run(model, "--show-prompt", "--json", "-p", "Summarize the text above.", stdin=b"The sea is blue.\n\n")
+    prompt = json.loads(done.stdout)["prompt"]
+    assert "user\nThe sea is blue.\n\nSummarize the text above.<|im_end|>" in prompt
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"Line one.\r\nLine two.\n")
+    with notes.open("rb") as stdin:
+        redirected = subprocess.run([sys.executable, "-m", "rml_chat", model, "--show-prompt", "--json", "-p", "Count."],
+                                    stdin=stdin, capture_output=True, timeout=300)
+    assert "user\nLine one.\r\nLine two.\n\nCount.<|im_end|>" in json.loads(redirected.stdout)["prompt"]
+    alone = subprocess.run([sys.executable, "-m", "rml_chat", model, "--show-prompt", "--json", "-p", "Count."],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+    assert "user\nCount.<|im_end|>" in json.loads(alone.stdout)["prompt"]

@@ -24,9 +24,11 @@ from tokenizer import TokenType
 SPARE = range(3, 17)  # SmolLM2's control tokens past <|im_end|>, which no chat of its writes
 
 
-def vocabulary_with_markers(target: Path, template: str, markers: list[str]) -> Path:
-    """A vocabulary-only copy of SmolLM2's GGUF, ``markers`` in its spare control tokens, ``template`` (a
-    stem of llama.cpp's set) its chat template."""
+def vocabulary_with_markers(target: Path, template: str, markers: list[str], *, weights: bool = False,
+                            user_defined: frozenset[str] = frozenset()) -> Path:
+    """A copy of SmolLM2's GGUF, ``markers`` in its spare control tokens (type CONTROL, or USER_DEFINED for
+    those in ``user_defined``, as the real vocabulary has them), ``template`` (a stem of llama.cpp's set)
+    its chat template; vocabulary only, or with the weights."""
     reader = gguf.GGUFReader(str(model_path("smollm2")))
     tokens = [str(t) for t in reader.get_field("tokenizer.ggml.tokens").contents()]
     types = list(reader.get_field("tokenizer.ggml.token_type").contents())
@@ -34,7 +36,8 @@ def vocabulary_with_markers(target: Path, template: str, markers: list[str]) -> 
     fresh = [m for m in markers if m not in known]
     assert len(fresh) <= len(SPARE)
     for i, marker in zip(SPARE, fresh):
-        tokens[i], types[i] = marker, int(gguf.TokenType.CONTROL)
+        kind = gguf.TokenType.USER_DEFINED if marker in user_defined else gguf.TokenType.CONTROL
+        tokens[i], types[i] = marker, int(kind)
     writer = gguf.GGUFWriter(str(target), reader.get_field("general.architecture").contents())
     new = {"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": types,
            "tokenizer.chat_template": (fetch.models_dir() / "templates" / f"{template}.jinja").read_text(encoding="utf-8")}
@@ -47,9 +50,13 @@ def vocabulary_with_markers(target: Path, template: str, markers: list[str]) -> 
         writer.add_key_value(field.name, value, kind, sub_type=sub)
     for name, value in new.items():
         writer.add_key_value(name, value, gguf.GGUFValueType.STRING)
+    for tensor in reader.tensors if weights else ():
+        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes, tensor.tensor_type)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
+    for tensor in reader.tensors if weights else ():
+        writer.write_tensor_data(tensor.data, tensor_endianess=reader.endianess)
     writer.close()
     return target
 
@@ -100,3 +107,72 @@ def test_a_call_whose_markers_are_control_tokens_is_read_from_the_streamed_ids(f
     got = parse_reply(reply_format, reply.written, schemas=SCHEMAS, in_thought=reply.opened_in_thought)
     assert [(c.name, c.arguments, c.id) for c in got.tool_calls] == calls, (family, reply.written)
     assert got.content == content and json.dumps(thought) == json.dumps(reasoning)
+
+
+REAL_WEIGHTS = {  # the families of issue 42's proof: template, markers, those the real vocabulary has as
+    # user-defined rather than control, and what the turn needs (gpt-oss may write its analysis first, which
+    # the budget closes: its close is control tokens too)
+    **{family: (*FAMILIES[family][:2], frozenset(), {}) for family in FAMILIES},
+    "Qwen3-Coder": ("Qwen3-Coder", ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"],
+                    frozenset({"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"}), {}),
+    "GLM 4.6": ("GLM-4.6", ["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>",
+                            "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+                            "<think>", "</think>"], frozenset(), {}),
+    "Mistral Small 3.2": ("Mistral-Small-3.2-24B-Instruct-2506",
+                          ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]",
+                           "[CALL_ID]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"],
+                          frozenset(), {}),
+}
+REAL_WEIGHTS["gpt-oss"] = (*REAL_WEIGHTS["gpt-oss"][:3], {"reasoning_budget": 8, "max_tokens": 160})
+
+
+@pytest.mark.parametrize("family", list(REAL_WEIGHTS))
+def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family: str, tmp_path) -> None:
+    """SmolLM2's weights under the family's template and markers, ``--tool-choice required``: the call is
+    read from what the model wrote (control tokens and all), run with the user's consent, the thought shown
+    and kept holds no private character, and the next prompt is the template's own rendering of the
+    conversation, the model's call id in it."""
+    from test_tools import WEATHER
+
+    from rml_chat.core.model import load_model
+    from rml_chat.core.session import ChatSession
+    from rml_chat.engines.base import Sampling
+    from rml_chat.engines.local import LocalEngine
+    from rml_chat.tools.functions import load_functions
+    from rml_chat.tools.toolbox import Toolbox
+    from tokenizer.chat.template import ChatTemplate
+
+    template, markers, user_defined, extra = REAL_WEIGHTS[family]
+    path = vocabulary_with_markers(tmp_path / "model.gguf", template, markers, weights=True, user_defined=user_defined)
+    (tmp_path / "fns.py").write_text(WEATHER)
+    model = load_model(str(path))
+    engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2)
+    asked: list[str] = []
+    prompts: list[list[int]] = []
+    thoughts: list[str] = []
+    try:
+        session = ChatSession(model, engine, Sampling(**{"temp": 0.0, "max_tokens": 96, **extra}))
+        reply_format = ReplyFormat.of_template(model.tokenizer.chat_template, stops=STOPS)
+        assert reply_format.calls is not None
+        tools = load_functions(str(tmp_path / "fns.py"))
+        session.toolbox = Toolbox(tools, reply_format.calls, choice="required",
+                                  approve=lambda call: asked.append(call.name) or True)
+        generate = engine.generate
+        engine.generate = lambda ids, *a, **k: (prompts.append(list(ids)), generate(ids, *a, **k))[1]
+        result = session.exchange("What is the weather in Paris?", lambda t: None, thoughts.append)
+    finally:
+        engine.close()
+    assert asked == ["get_weather"]  # (asked once, before it ran)
+    (call,) = result.tool_calls
+    assert call["name"] == "get_weather" and call["result"] == f"Sunny, 21 C in {call['arguments']['city']}"
+    private = (HIDDEN_OPEN, HIDDEN_CLOSE, "\ue000")
+    kept = json.dumps(session.conversation.messages, ensure_ascii=False)
+    assert not any(p in "".join(thoughts) + kept for p in private)
+    messages = session.conversation.for_prompt()[:-1]  # the conversation the second prompt was made of
+    (made,) = [m for m in messages if m.get("tool_calls")]
+    if family == "Kimi K2":  # (its model writes the id: the one handed back to the template)
+        assert made["tool_calls"][0]["id"].startswith("functions.get_weather:")
+    assert len(prompts) >= 2
+    expected = ChatTemplate(model.tokenizer.chat_template).render(
+        messages, True, tools=[t.definition() for t in tools], bos_token="<|im_start|>", eos_token="<|im_end|>")
+    assert model.tokenizer.decode(prompts[-1]) == expected

@@ -18,12 +18,14 @@ from conftest import fetch, smollm_with_template
 from test_reasoning_grammar import Grammar
 from test_tools import STOPS, WEATHER
 
+from rml_chat.core.call_reader import parse_calls
+from rml_chat.core.typed_values import typed
 from rml_chat.engines.runtime import schema_to_gbnf
 from rml_chat.tools.functions import load_functions
 from rml_chat.tools.grammar import call_grammar
 from tokenizer.chat.template import ChatTemplate
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, derive, render_calls, reply_start
-from tokenizer.chat.tool_keyed import KeyedArgs, typed
+from tokenizer.chat.tool_keyed import KeyedArgs
 
 #: templates whose call syntax is read (the rest write arguments one by one, or refuse tools: named below)
 READ = ("Qwen-Qwen2.5-7B-Instruct", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "meta-llama-Llama-3.2-3B-Instruct",
@@ -58,7 +60,7 @@ def _reparsed(template: ChatTemplate, syntax: CallSyntax, calls: list[ToolCall])
     text = template.render(user + [{"role": "assistant", "content": None if syntax.content_none else "",
                                     "tool_calls": rendered}], False, tools=tools)
     reply = text[reply_start(prompt, text):]
-    return syntax.parse(reply.split(syntax.lead)[-1] if syntax.lead else reply)[1]
+    return parse_calls(syntax, reply.split(syntax.lead)[-1] if syntax.lead else reply)[1]
 
 
 def test_every_tool_use_template_has_its_call_syntax_read_or_a_reason_named() -> None:
@@ -104,7 +106,7 @@ def test_the_table_of_known_syntaxes_is_used_only_where_a_template_renders_no_ca
                        ('<|tool_call_start|>[get_time(city="XYZCITY")]<|tool_call_end|>', ("get_time", {"city": "XYZCITY"})),
                        ("Checking.<|tool_call_start|>[get_time(city='Paris', days=2)]<|tool_call_end|>",
                         ("get_time", {"city": "Paris", "days": 2}))):  # (bare values: Python literals)
-        content, (got,) = lfm2.syntax.parse(text)
+        content, (got,) = parse_calls(lfm2.syntax, text)
         assert (got.name, got.arguments) == call and content in ("", "Checking.")
 
 
@@ -125,7 +127,7 @@ def _syntax(name: str):
 def test_quoted_strings_and_bare_values_are_read_off_the_template(name: str, quote: str, text: str) -> None:
     syntax = _syntax(name)
     assert syntax.keyed is not None and syntax.keyed.quote == quote
-    content, calls = syntax.parse(text)
+    content, calls = parse_calls(syntax, text)
     assert content == "" and calls == [ToolCall("get_weather", {"city": 'Oslo, "north"', "days": 3}),
                                        ToolCall("get_time", {"zone": "UTC"})]
 
@@ -134,7 +136,7 @@ def test_a_quoted_value_that_never_closes_is_named() -> None:
     from tokenizer.chat.errors import ChatFormatError
 
     with pytest.raises(ChatFormatError, match="opens '<|\"|>' and never closes it"):
-        _syntax("google-gemma-4-31B-it").parse('<|tool_call>call:get_weather{city:<|"|>Oslo}<tool_call|>')
+        parse_calls(_syntax("google-gemma-4-31B-it"), '<|tool_call>call:get_weather{city:<|"|>Oslo}<tool_call|>')
     assert KeyedArgs(":", ",", quote="'").quote == "'"
 
 
@@ -162,7 +164,7 @@ def test_a_template_that_names_the_tool_twice_is_read_and_its_grammar_writes_the
     syntax = _syntax("muse-glimmer")
     text = (' to=get_weather<|message|><atem:function_calls>\n<atem:invoke name="get_weather">\n<atem:parameter '
             'name="city">Oslo</atem:parameter>\n</atem:invoke>\n</atem:function_calls><|eot|>')
-    assert syntax.parse(text)[1] == [ToolCall("get_weather", {"city": "Oslo"})]
+    assert parse_calls(syntax, text)[1] == [ToolCall("get_weather", {"city": "Oslo"})]
     grammar = call_grammar(syntax, tools, schema_to_gbnf, whole=True)
     assert Grammar().verdict(grammar, text) == "complete"
     assert Grammar().verdict(grammar, text.replace('name="get_weather"', 'name="get_time"')) == "refused"
@@ -177,8 +179,8 @@ def test_a_template_that_closes_each_argument_with_its_key_is_read_and_its_gramm
     head = f'{syntax.opening}get_weather">{sep}<'
     two = f"{head}city>Oslo, north{sep}</city>{sep}<days>3{sep}</days>{sep}</invoke>\n{sep}</tool_call>"
     nxt = f'{sep}</days>{sep}</invoke>\n{sep}<invoke name="get_time">{sep}<zone>UTC{sep}</zone>{sep}</invoke>\n{sep}</tool_call>'
-    assert syntax.parse(two)[1] == [ToolCall("get_weather", {"city": "Oslo, north", "days": "3"})]
-    assert syntax.parse(two.split(f"{sep}</days>")[0] + nxt)[1] == [
+    assert parse_calls(syntax, two)[1] == [ToolCall("get_weather", {"city": "Oslo, north", "days": "3"})]
+    assert parse_calls(syntax, two.split(f"{sep}</days>")[0] + nxt)[1] == [
         ToolCall("get_weather", {"city": "Oslo, north", "days": "3"}), ToolCall("get_time", {"zone": "UTC"})]
     grammar = call_grammar(syntax, tools, schema_to_gbnf, whole=True)
     closing = syntax.closing.replace("\3", "{}")
@@ -196,11 +198,11 @@ def test_a_template_whose_model_writes_a_recipient_first_is_read_and_its_calls_h
 
     syntax = _syntax("meetkai-functionary-medium-v3.2")
     assert (syntax.text_lead, syntax.between, syntax.trigger(), syntax.string_arguments) == ("all\n", ">>>", ">>>", True)
-    assert syntax.parse('special_function\n{"arg1": 1}') == ("", [ToolCall("special_function", {"arg1": 1})])
-    assert syntax.parse("all\nHello, world!\nWhat's up?") == ("Hello, world!\nWhat's up?", [])
-    assert syntax.parse('Let me look.>>>get_weather\n{"city": "Oslo"}>>>get_time\n{}') == (
+    assert parse_calls(syntax, 'special_function\n{"arg1": 1}') == ("", [ToolCall("special_function", {"arg1": 1})])
+    assert parse_calls(syntax, "all\nHello, world!\nWhat's up?") == ("Hello, world!\nWhat's up?", [])
+    assert parse_calls(syntax, 'Let me look.>>>get_weather\n{"city": "Oslo"}>>>get_time\n{}') == (
         "Let me look.", [ToolCall("get_weather", {"city": "Oslo"}), ToolCall("get_time", {})])
-    assert syntax.parse("Paris\nis sunny.") == ("Paris\nis sunny.", [])  # a name and a newline, but no arguments
+    assert parse_calls(syntax, "Paris\nis sunny.") == ("Paris\nis sunny.", [])  # a name and a newline, but no arguments
     whole, lazy = (call_grammar(syntax, tools, schema_to_gbnf, whole=w) for w in (True, False))
     assert Grammar().verdict(whole, 'get_weather\n{"city": "Oslo", "days": 3}') == "complete"
     assert Grammar().verdict(whole, '>>>get_weather\n{"city": "Oslo"}') == "refused"

@@ -31,10 +31,11 @@ from tokenizer.chat.reasoning import derive as derive_reasoning
 from tokenizer.chat.template import compiled
 from tokenizer.chat.tool_calls import RENDERS_NO_CALLS, CallSyntax, ToolCall, answer_close, answer_lead
 from tokenizer.chat.tool_calls import derive as derive_calls
-from tokenizer.chat.tool_keyed import typed
 from tokenizer.chat.tool_table import known_syntax
 
+from .call_reader import opens_at, parse_calls
 from .thoughts import Channels, ThoughtSplitter
+from .typed_values import typed
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,7 @@ def _stopped_at(answer: str, reply_format: ReplyFormat) -> int:
     """Where the first stop string ends the answer: before any call opens (from there on, the text is the
     calls' own: GigaChat writes ``<|message_sep|>`` before each call, Kimi K3 ``<|close|>`` within one)."""
     syntax = reply_format.calls
-    first_call = syntax.opens_at(answer) if syntax is not None else -1
+    first_call = opens_at(syntax, answer) if syntax is not None else -1
     end = first_call if first_call >= 0 else len(answer)
     found = [answer.find(stop, 0, end) for stop in reply_format.stop_strings if stop]
     return min([at for at in found if at >= 0], default=len(answer))
@@ -244,14 +245,14 @@ def read_calls(syntax: CallSyntax | None, answer: str, thought: str, ended_in_th
     whole = ParsedReply(answer.strip(), thought, (), "", ended_in_thought)
     if syntax is None:
         return whole
-    opens = syntax.opens_at(answer) >= 0
-    nested = syntax.opens_at(thought) if ended_in_thought and not opens else -1
+    opens = opens_at(syntax, answer) >= 0
+    nested = opens_at(syntax, thought) if ended_in_thought and not opens else -1
     if nested >= 0:
         answer, thought = thought[nested:], thought[:nested].rstrip()
     elif not opens:
         return whole
     try:
-        content, calls = syntax.parse(answer)
+        content, calls = parse_calls(syntax, answer)
     except ChatFormatError as err:
         return replace(whole, problem=str(err))
     if syntax.keyed is not None:  # keyed values are written as text: the schema types them

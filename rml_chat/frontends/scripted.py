@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 
 from tokenizer import TokenType
@@ -85,9 +87,29 @@ class ThoughtOnStderr:
             self.open = False
 
 
+def turn_text(prompt: str | None) -> str:
+    """The turn's text: ``-p TEXT``, stdin, or both. Text piped in or redirected from a file goes first and
+    the instruction after it, a blank line apart (``cat notes.txt | rml-chat -p "Summarize the text
+    above"``), as llm, ollama and aichat put the two in one message; a terminal or ``/dev/null`` on stdin
+    adds nothing."""
+    if prompt is None:
+        return text_input.read_stdin()
+    piped = text_input.read_stdin() if _stdin_carries_text() else ""
+    return f"{piped.rstrip()}\n\n{prompt}" if piped.strip() else prompt
+
+
+def _stdin_carries_text() -> bool:
+    """Whether stdin is a pipe or a regular file (not a terminal, not a device such as ``/dev/null``)."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode if sys.stdin is not None else 0
+    except (OSError, ValueError):  # (closed, or no real file)
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
 def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     """One turn: the reply streamed to stdout (or one JSON object); the exit code."""
-    text = args.prompt if args.prompt is not None else text_input.read_stdin()
+    text = turn_text(args.prompt)
     if not text.strip():
         raise AppError("empty prompt (give -p TEXT or text on stdin)", "input")
     if getattr(args, "show_prompt", False):

@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from tokenizer.chat.tool_calls import _COUNT_HOLE, _ID_HOLE, NAME_HOLE, CallSyntax
+from tokenizer.chat.tool_calls import COUNT_HOLE, ID_HOLE, NAME_HOLE, CallSyntax
 from tokenizer.chat.tool_keyed import KEY_HOLE
 
 from ..core.gbnf import literal as gbnf_literal
@@ -28,8 +28,8 @@ from .functions import Tool
 
 def literal(text: str) -> str:
     """Text as GBNF (an id hole as nine letters and digits)."""
-    holes = {_ID_HOLE: "[A-Za-z0-9]{9}", _COUNT_HOLE: "[0-9]"}
-    parts = [holes.get(piece) or gbnf_literal(piece) for piece in re.split(f"([{_ID_HOLE}{_COUNT_HOLE}])", text) if piece]
+    holes = {ID_HOLE: "[A-Za-z0-9]{9}", COUNT_HOLE: "[0-9]"}
+    parts = [holes.get(piece) or gbnf_literal(piece) for piece in re.split(f"([{ID_HOLE}{COUNT_HOLE}])", text) if piece]
     return " ".join(parts) or '""'
 
 

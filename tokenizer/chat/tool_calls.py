@@ -1,4 +1,5 @@
-"""How a template writes a tool call, read off its own renderings, and a reply parsed by that shape.
+"""How a template writes a tool call, read off its own renderings (a reply's calls are read by that shape in
+``rml_chat.core.call_reader``).
 
 Nothing here is a list of families. The template renders an assistant message holding one call and one
 holding two, with a tool name, arguments and an id no template writes (``NAME``, ``ARGS``, ``ID``
@@ -23,21 +24,19 @@ template that writes them its own way (a Python call) is named as such by ``deri
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .affix import common_prefix, common_suffix
 from .errors import ChatFormatError
 from .template import ChatTemplate
-from .tool_keyed import KEY_HOLE, KeyedArgs, cut_closing, derive_keyed
+from .tool_keyed import KEY_HOLE, KeyedArgs, derive_keyed
 
 NAMES = ("xq_tool_one", "xq_tool_two")
 ARGS = ({"xq_key": "xq_value"}, {"xq_key": "xq_other"})
 CALL_ID = "xq1234567"  # nine letters and digits: Mistral's templates refuse any other id
-_ID_HOLE = "\0"
-_COUNT_HOLE = "\1"  # a call's number (0, 1, …)
+ID_HOLE = "\0"
+COUNT_HOLE = "\1"  # a call's number (0, 1, …)
 NAME_HOLE = "\2"  # the tool's name again (muse's ``to=NAME<|message|>…<atem:invoke name="NAME">``)
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 RENDERS_NO_CALLS = "the template renders no tool calls"
@@ -78,220 +77,20 @@ class CallSyntax:
     #: a template whose model writes a recipient first (functionary v3.2, its prompt ending ``>>>``): the
     #: recipient of text (``all\n``); a call has no opening but its tool's name, and after text ``between``
     text_lead: str = ""
-    _patterns: dict = field(default_factory=dict, compare=False, repr=False)
-
-    def _piece(self, text: str) -> re.Pattern[str]:
-        """``text`` as a pattern that takes any whitespace where the template writes some, or between two
-        markers (``</arg_value><arg_key>`` as ``</arg_value>\\n<arg_key>``); holes take what the model
-        writes there, the first id and count as groups."""
-        made = self._patterns.get(text)
-        if made is None:
-            holes = {_ID_HOLE: r"(?P<id>[\w\-]+)", _COUNT_HOLE: r"(?P<count>\d+)", KEY_HOLE: r"[\w.\-]+"}
-            parts = []
-            for part in _split_hole(text.strip()):
-                parts.append(holes.pop(part, None) or {_ID_HOLE: r"[\w\-]+", _COUNT_HOLE: r"\d+"}.get(part) or re.escape(part))
-            made = self._patterns[text] = re.compile(r"\s*" + r"\s*".join(parts) if text.strip() else "")
-        return made
-
-    def _openings(self) -> list[str]:
-        """What may open a call: the opening as written; where a call list is wrapped, each call's own
-        opening (the end of it that ``between`` ends with too: Kimi K2's ``<|tool_call_begin|>functions.``
-        without ``<|tool_calls_section_begin|>``); and the opening less a first marker that another
-        follows (Qwen3-Coder's ``<function=`` without ``<tool_call>``), as llama.cpp reads them."""
-        found = [self.opening]
-        if self.text_lead or not self.opening.strip():
-            return found
-        if self.between is not None:
-            own = common_suffix(self.opening, self.between, at_marker=True)
-            if own.strip() and _is_marked(own):
-                found.append(own)
-        first = re.match(r"\s*(<[^<>\s]+>|\[[A-Z_]+\])\s*", self.opening)
-        if first and re.match(r"<[\w|]|\[[A-Z]", self.opening[first.end():]):
-            found.append(self.opening[first.end():])
-        return list(dict.fromkeys(t for t in found if t.strip()))
 
     def trigger(self) -> str:
         """The text that opens a call, up to an id hole (what a lazy grammar waits for); a recipient
         template's: what opens a call after text (a call that starts the reply opens with its name)."""
         if self.text_lead:
             return (self.between or "").strip()
-        return re.split(f"[{_ID_HOLE}{_COUNT_HOLE}]", self.opening.strip())[0]
+        return re.split(f"[{ID_HOLE}{COUNT_HOLE}]", self.opening.strip())[0]
 
-    def opens_at(self, text: str) -> int:
-        """Where the first call starts in ``text``; -1 where none opens."""
-        first = self._first(text)
-        return first[0] if first else -1
-
-    def _first(self, text: str) -> tuple[int, re.Pattern[str]] | None:
-        """(where the first call starts, the piece that opens it), in any spacing (as written, or
-        llama.cpp's test of Command R+: ``Action:\\n```json\\n[{"tool_name": …}]``); a recipient template's
-        call opens with its name at the reply's start, or with ``between`` after text."""
-        if not self.text_lead:
-            pieces = [self._piece(t) for t in self._openings() if t.strip()]
-            found = [(m.start(), p) for p in pieces for m in [p.search(text)] if m]
-            return min(found, key=lambda f: f[0]) if found else None
-        if self._addressed(text, 0):
-            return 0, re.compile("")
-        piece = self._piece(self.between or "")
-        return next(((m.start(), piece) for m in piece.finditer(text) if self._addressed(text, m.end())), None)
-
-    def _addressed(self, text: str, at: int) -> bool:
-        """Whether a call's name starts at ``at``: a name, the text after it, then the arguments' JSON
-        (not the recipient of text: ``all\\n``)::
-
-            >>> s = CallSyntax("", "\\n", "", ">>>", text_lead="all\\n")
-            >>> s._addressed('get_weather\\n{"city": "Oslo"}', 0), s._addressed("all\\nHi", 0), s._addressed("Hi\\nthere", 0)
-            (True, False, False)
-        """
-        name = _NAME_RE.match(text, at)
-        if name is None or name.group() == self.text_lead.strip():
-            return False
-        glue = self._piece(self.after_name).match(text, name.end())
-        return glue is not None and text[glue.end():].lstrip().startswith("{")
-
-    def parse(self, text: str) -> tuple[str, list[ToolCall]]:
-        """(the text before the first call and after the last, the calls), or (text, []) where no call
-        opens. A call whose arguments are no JSON object raises ChatFormatError naming it::
-
-            >>> s = CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>')
-            >>> s.parse('Let me look.\\n<tool_call>\\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\\n</tool_call>')
-            ('Let me look.', [ToolCall(name='get_weather', arguments={'city': 'Oslo'}, id='')])
-
-        Read as tolerantly as llama.cpp reads: any whitespace between markers, a call list's wrapper left
-        out (each call's own opening alone), a closing the reply stops inside of, and no arguments at all
-        (``<function=get_time>\\n</function>``). The id a model writes (Mistral's ``"id": "…"``, Kimi K2's
-        ``functions.get_weather:0``, Command R7B's ``"tool_call_id": "0"``) is the call's.
-        """
-        if self.text_lead and text.startswith(self.text_lead):  # (the recipient of text, where it was kept)
-            text = text[len(self.text_lead):]
-        first = self._first(text)
-        if first is None:
-            return text, []
-        (start, piece), calls = first, []
-        content, at = text[:start].rstrip(), start
-        pieces = [piece]
-        while True:
-            found = next((m for m in (p.match(text, at) for p in pieces) if m), None)
-            if found is None:
-                break
-            at = found.end() + len(text[found.end():]) - len(text[found.end():].lstrip()) if found.end() > at else at
-            call, at = self._one_call(text, at, found)
-            calls.append(call)
-            if self.between is None:
-                break
-            pieces = [self._piece(t) for t in [self.between, *self._openings()[1:]] if t.strip()]
-        closed = self._closing_end(text, at)
-        for shorter in _marker_prefixes(self.closing) if closed is None else ():  # (the text after the calls
-            closed = self._closing_end(text, at, shorter)  # follows a closing that leaves out its turn's end:
-            if closed is not None:  # Ling's "</tool_call>" without "<|role_end|>")
-                break
-        after = text[closed:] if closed is not None else ""
-        return (content + after.rstrip() if after.strip() else content), calls
-
-    def _one_call(self, text: str, at: int, opened: re.Match[str]) -> tuple[ToolCall, int]:
-        """The call whose name starts at ``at``, and where it ends."""
-        name = _NAME_RE.match(text, at)
-        if name is None:
-            raise ChatFormatError(f"a tool call opens but names no tool: {text[at:at + 40]!r}")
-        glue = self._piece(self.after_name.replace(NAME_HOLE, name.group())).match(text, name.end())
-        if glue is None:
-            empty = self._no_arguments(text, name.end())
-            if empty is not None:
-                return ToolCall(name.group(), {}, _model_id(text, opened)), empty
-            raise ChatFormatError(f"tool call {name.group()!r}: {self.after_name.strip()!r} expected after the name")
-        if self.keyed is not None:
-            empty = self._no_arguments(text, name.end())
-            if empty is not None:
-                return ToolCall(name.group(), {}, _model_id(text, opened, glue)), empty
-            ends = os.path.commonprefix([self.closing, self.between]) if self.between else self.closing
-            arguments, rest = self.keyed.parse(text[glue.end():], ends, self._piece, name.group())
-        else:
-            arguments, rest = _json_arguments(text[glue.end():].lstrip(), self.quoted, name.group())
-        end = len(text) - len(rest)  # (Mistral Nemo writes the id after the arguments)
-        after = [self._piece(t).match(text, end) for t in (self.between or "", self.closing) if t.strip()]
-        return ToolCall(name.group(), arguments, _model_id(text, opened, glue, *after)), end
-
-    def _no_arguments(self, text: str, at: int) -> int | None:
-        """Where a call with no arguments ends, written from ``at`` (right after its name): what the
-        template writes after a name less what opens the first argument, then the closing less what
-        ends the last value (Qwen3-Coder's ``>`` then ``</function>``); None where that is not there."""
-        if self.keyed is None:
-            return None
-        between = self.keyed.between_args
-        head = self.after_name[:len(self.after_name) - len(common_suffix(self.after_name, between, at_marker=True))]
-        heads = {head} | {self.after_name[:at + 1] for at, c in enumerate(self.after_name) if c == ">"}
-        # (or cut after any marker of it, where MiniMax-M3's "]<]minimax[>[" blurs where one ends)
-        tails = [self.closing[len(common_prefix(self.closing, between, at_marker=True)):]]
-        if KEY_HOLE in self.closing:  # the last value ends with its key's tag (MiniMax-M3's </city>)
-            tails.append(self.closing[self.closing.index(">", self.closing.index(KEY_HOLE)) + 1:])
-        for head in sorted(heads, key=len, reverse=True):
-            head_match = self._piece(head).match(text, at) if head.strip() else None
-            if head.strip() and head_match is None:
-                continue
-            for tail in tails:
-                end = self._closing_end(text, head_match.end() if head_match else at, tail)
-                if end is not None:
-                    return end
-        return None
-
-    def _closing_end(self, text: str, at: int, closing: str | None = None) -> int | None:
-        """Where the call's closing ends, from ``at``: written whole, or the reply stops inside it (the
-        model ended its turn with a token the closing goes on with); None where it is not there."""
-        closing = self.closing if closing is None else closing
-        if not closing.strip():
-            return at
-        whole = self._piece(closing).match(text, at)
-        if whole is not None:
-            return whole.end()
-        cut = cut_closing(closing).match(text, at)
-        return len(text) if cut and text[at:].strip() else None
-
-
-def _marker_prefixes(closing: str) -> list[str]:
-    """The starts of a closing that end with one of its markers, longest first, less the whole.
-
-        >>> _marker_prefixes("</arg_value>\\n</tool_call><|role_end|>")
-        ['</arg_value>\\n</tool_call>', '</arg_value>']
-    """
-    ends = [m.end() for m in re.finditer(r"<[^<>]+>|\[[^\[\]]+\]", closing) if m.end() < len(closing.rstrip())]
-    return [closing[:end] for end in reversed(ends)]
-
-
-def _is_marked(text: str) -> bool:
-    """Whether ``text`` holds a marker of its own (``<…>``, ``<name=`` or ``[…]``), not only glue (``", "``)."""
-    return bool(re.search(r"<[^<>\s]+>|<[\w|:]+=|\[[A-Z_]+\]", text))
-
-
-def _model_id(text: str, *found: re.Match[str] | None) -> str:
-    """The id the model wrote in a call: an id hole's text; else the text around a call's number, as far
-    as it runs in letters, digits and ``._:-`` (Kimi K2's ``functions.get_weather:0``), or a number alone
-    written as an id (Command R7B's ``"tool_call_id": "0"``)."""
-    for match in found:
-        if match is not None and "id" in match.re.groupindex and match.group("id") is not None:
-            return match.group("id")
-    for match in found:
-        if match is not None and "count" in match.re.groupindex and match.group("count") is not None:
-            start, end = match.span("count")
-            while start > 0 and re.match(r"[\w.:\-]", text[start - 1]):
-                start -= 1
-            if start < match.start("count") or re.search(r"id[\"']?\s*[:=]\s*[\"']?$", text[:start]):
-                return text[start:end]  # (a number alone is an id where it is said to be one, not Kimi K3's index)
-    return ""
-
-
-def _split_hole(text: str) -> list[str]:
-    """``text`` in the parts a pattern joins with optional whitespace: at whitespace, between two markers
-    (``>`` then ``<``, ``]`` then ``[``), and around holes."""
-    parts: list[str] = []
-    for i, part in enumerate(re.split(f"([{_ID_HOLE}{_COUNT_HOLE}{KEY_HOLE}])", text)):
-        parts += [part] if i % 2 else [p for p in re.split(r"\s+|(?<=[>\]])(?=[<\[])", part) if p]
-    return parts
 
 
 def _counted(first: str, second: str) -> str:
     """``first`` with a call's number in it made a hole, where the second call's text differs from it
     only there (Kimi K2's ``functions.NAME:0`` and ``:1``)."""
-    a, b = re.sub(r"\d+", _COUNT_HOLE, first), re.sub(r"\d+", _COUNT_HOLE, second)
+    a, b = re.sub(r"\d+", COUNT_HOLE, first), re.sub(r"\d+", COUNT_HOLE, second)
     return a if a == b and first != second else first
 
 
@@ -304,21 +103,8 @@ def _counted_ends(first: str, second: str) -> tuple[str, str]:
             differ.append((i, j))
         i, j = i - 1, j - 1
     for i, j in differ:
-        first, second = first[:i] + _COUNT_HOLE + first[i + 1:], second[:j] + _COUNT_HOLE + second[j + 1:]
+        first, second = first[:i] + COUNT_HOLE + first[i + 1:], second[:j] + COUNT_HOLE + second[j + 1:]
     return first, second
-
-
-def _json_arguments(text: str, quoted: bool, name: str) -> tuple[dict, str]:
-    """The arguments' JSON at the start of ``text``, and what follows it."""
-    try:
-        value, end = json.JSONDecoder().raw_decode(text)
-        if quoted and isinstance(value, str):
-            value = json.loads(value)
-    except json.JSONDecodeError as err:
-        raise ChatFormatError(f"tool call {name!r}: its arguments are not JSON ({err.msg} at {err.pos})") from None
-    if not isinstance(value, dict):
-        raise ChatFormatError(f"tool call {name!r}: its arguments are {type(value).__name__}, not an object")
-    return value, text[end:]
 
 
 def _call(i: int, arguments: object) -> dict:
@@ -420,7 +206,7 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
     prompt, one, two, as_string, content_none = renders
     common = reply_start(prompt, one)
     header, late = _late_turn(prompt, common, one[common:])
-    text = one[common + len(header):].replace(CALL_ID, _ID_HOLE)
+    text = one[common + len(header):].replace(CALL_ID, ID_HOLE)
     at = text.find(NAMES[0])
     keyed = None
     quoted = as_string and _json_span(text, json.dumps(json.dumps(ARGS[0])), at)[0] >= 0  # a string the template quotes
@@ -445,7 +231,7 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
     closing = tail[:min(e for e in ends if e >= 0)] if max(ends) >= 0 else tail
     between = None
     if two is not None:
-        second = two[common + len(header):].replace(CALL_ID, _ID_HOLE)
+        second = two[common + len(header):].replace(CALL_ID, ID_HOLE)
         first_end = _span(second, at, 0, keyed, spelled)[1]
         name_two = second.find(NAMES[1], first_end)
         if first_end > 0 and name_two >= 0:
