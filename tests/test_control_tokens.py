@@ -50,13 +50,21 @@ def vocabulary_with_markers(target: Path, template: str, markers: list[str], *, 
         writer.add_key_value(field.name, value, kind, sub_type=sub)
     for name, value in new.items():
         writer.add_key_value(name, value, gguf.GGUFValueType.STRING)
-    for tensor in reader.tensors if weights else ():
-        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes, tensor.tensor_type)
+    tensors = {t.name: t.data for t in reader.tensors} if weights else {}
+    if tensors:  # each marker's embedding (tied: its output row too) is that of its text's first token, so
+        embeddings = tensors["token_embd.weight"].copy()  # the 135M model writes it where it would write
+        plain = tokenizer.load(str(model_path("smollm2")))  # that text, as a real model writes its markers
+        for i, marker in zip(SPARE, fresh):
+            embeddings[i] = embeddings[plain.encode(marker)[0]]
+        tensors["token_embd.weight"] = embeddings
+    kinds = {t.name: t.tensor_type for t in reader.tensors}
+    for name, data in tensors.items():
+        writer.add_tensor_info(name, data.shape, data.dtype, data.nbytes, kinds[name])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for tensor in reader.tensors if weights else ():
-        writer.write_tensor_data(tensor.data, tensor_endianess=reader.endianess)
+    for data in tensors.values():
+        writer.write_tensor_data(data, tensor_endianess=reader.endianess)
     writer.close()
     return target
 
@@ -139,36 +147,44 @@ def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family
     from rml_chat.engines.base import Sampling
     from rml_chat.engines.local import LocalEngine
     from rml_chat.tools.functions import load_functions
+    from rml_chat.tools.grammar import syntax_markers
     from rml_chat.tools.toolbox import Toolbox
     from tokenizer.chat.template import ChatTemplate
 
-    template, markers, user_defined, extra = REAL_WEIGHTS[family]
-    path = vocabulary_with_markers(tmp_path / "model.gguf", template, markers, weights=True, user_defined=user_defined)
+    template, markers_list, user_defined, extra = REAL_WEIGHTS[family]
+    path = vocabulary_with_markers(tmp_path / "model.gguf", template, markers_list, weights=True,
+                                   user_defined=user_defined)
     (tmp_path / "fns.py").write_text(WEATHER)
     model = load_model(str(path))
     engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2)
     asked: list[str] = []
     prompts: list[list[int]] = []
     thoughts: list[str] = []
+    shown: list[str] = []  # what reached the screen
+    cut: list[int] = []  # how much of it had when the call was asked for
     try:
         session = ChatSession(model, engine, Sampling(**{"temp": 0.0, "max_tokens": 96, **extra}))
         reply_format = ReplyFormat.of_template(model.tokenizer.chat_template, stops=STOPS)
         assert reply_format.calls is not None
         tools = load_functions(str(tmp_path / "fns.py"))
-        session.toolbox = Toolbox(tools, reply_format.calls, choice="required",
-                                  approve=lambda call: asked.append(call.name) or True)
+        markers = syntax_markers(reply_format.calls, model.tokenizer.special_texts())
+        assert markers and set(markers) <= set(markers_list)  # (the syntax's markers, written as tokens)
+        session.toolbox = Toolbox(tools, reply_format.calls, choice="required", markers=markers,
+                                  approve=lambda call: asked.append(call.name) or cut.append(len(shown)) or True)
         generate = engine.generate
         engine.generate = lambda ids, *a, **k: (prompts.append(list(ids)), generate(ids, *a, **k))[1]
-        result = session.exchange("What is the weather in Paris?", lambda t: None, thoughts.append)
+        result = session.exchange("What is the weather in Paris?", shown.append, lambda line: None, think=thoughts.append)
     finally:
         engine.close()
     assert asked == ["get_weather"]  # (asked once, before it ran)
+    screen = "".join(shown[:cut[0]])  # (the call's turn: its call is a line of the toolbox's, never its text)
+    assert '"city"' not in screen and "city=" not in screen and not any(m in screen for m in markers_list), screen
     (call,) = result.tool_calls
     assert call["name"] == "get_weather" and call["result"] == f"Sunny, 21 C in {call['arguments']['city']}"
     private = (HIDDEN_OPEN, HIDDEN_CLOSE, "\ue000")
     kept = json.dumps(session.conversation.messages, ensure_ascii=False)
     assert not any(p in "".join(thoughts) + kept for p in private)
-    messages = session.conversation.for_prompt()[:-1]  # the conversation the second prompt was made of
+    messages = session.conversation.for_prompt(model.reasoning)[:-1]  # what the second prompt was made of
     (made,) = [m for m in messages if m.get("tool_calls")]
     if family == "Kimi K2":  # (its model writes the id: the one handed back to the template)
         assert made["tool_calls"][0]["id"].startswith("functions.get_weather:")

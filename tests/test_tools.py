@@ -12,8 +12,9 @@ import sys
 import time
 
 import pytest
-from conftest import fetch, model_path
+from conftest import fetch, model_path, ours
 
+from rml_chat.errors import UsageError
 from rml_chat.tools.functions import load_functions, tool_of
 from rml_chat.tools.toolbox import Toolbox
 from tokenizer.chat.template import ChatTemplate
@@ -53,6 +54,81 @@ def test_a_functions_file_gives_its_public_functions_with_schemas_from_their_sig
                           text=True, timeout=120)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "the file failed to run (ValueError: no)" in done.stderr and "Traceback" not in done.stderr
+
+
+TYPED = '''
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Literal, Optional
+
+if TYPE_CHECKING:
+    from decimal import Decimal
+
+print("loading the weather tools")
+
+
+def forecast(city: str, unit: Literal["c", "f"] = "c", days: Optional[int] = None, tags: list[str] | None = None,
+             precision: Decimal | None = None) -> str:
+    """The forecast."""
+    print("looking it up")
+    return f"{city}: 21 {unit}"
+
+
+async def later(city: str) -> str:
+    await asyncio.sleep(0)
+    return f"{city} later"
+'''
+
+
+def test_hints_literal_optional_and_type_checking_ones_make_schemas_and_async_tools_run(tmp_path, capsys) -> None:
+    path = tmp_path / "typed.py"
+    path.write_text(TYPED)
+    notes: list[str] = []
+    forecast, later = load_functions(str(path), notes.append)
+    assert notes == ["note: --functions typed.py printed while it loaded: loading the weather tools"]
+    assert forecast.parameters["properties"] == {
+        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]},
+        "days": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+        "precision": {}}  # (a name imported only for type checkers: any value)
+    assert later.run({"city": "Oslo"}) == "Oslo later"
+    box = Toolbox([forecast, later], CallSyntax("<tool_call>", "|", "</tool_call>"), approve=lambda call: True)
+    shown: list[str] = []
+    box.shown = shown.append
+    assert box.run(ToolCall("forecast", {"city": "Oslo"})) == "Oslo: 21 c"
+    assert "looking it up" not in capsys.readouterr().out  # (a tool's print is a note, not the reply's stdout)
+    assert shown[0] == "note: tool 'forecast' printed: looking it up"
+
+
+@pytest.mark.parametrize(("source", "refusal"), [
+    ("shout = lambda text: text.upper()\n", "a lambda can't be a tool"),
+    ("def pick(a, /, b):\n    return a\n", "'pick' can't be a tool: its parameter 'a' is positional-only"),
+])
+def test_a_callable_that_cant_be_a_tool_is_refused_by_name(tmp_path, source: str, refusal: str) -> None:
+    path = tmp_path / "odd.py"
+    path.write_text(source)
+    with pytest.raises(UsageError, match=refusal):
+        load_functions(str(path))
+
+
+def test_a_huge_result_is_cut_in_bytes_then_in_tokens_and_the_model_is_told() -> None:
+    from rml_chat.tools.toolbox import MAX_RESULT_BYTES, capped
+
+    def dump(x: str) -> str:
+        return "é" * MAX_RESULT_BYTES  # (two bytes each: cut between characters, never inside one)
+
+    box = Toolbox([tool_of(dump, "test")], CallSyntax("<tool_call>", "|", "</tool_call>"), approve=lambda call: True)
+    result = box.run(ToolCall("dump", {"x": "1"}))
+    body, note = result.rsplit("\n", 1)
+    assert body == "é" * (MAX_RESULT_BYTES // 2)
+    assert note == f"[the tool's result was cut here: {MAX_RESULT_BYTES} of its {2 * MAX_RESULT_BYTES} bytes]"
+    tok = ours("smollm2")
+    cut = capped("word " * 5000, tok.encode, 512)
+    body, note = cut.rsplit("\n", 1)
+    assert len(tok.encode(body)) <= 512
+    assert note == f"[the tool's result was cut here: 512 of its {len(tok.encode('word ' * 5000))} tokens]"
+    assert capped("short", tok.encode, 512) == "short"
 
 
 def test_a_raising_a_hanging_and_an_unknown_tool_each_end_the_call_with_an_error_the_model_reads() -> None:

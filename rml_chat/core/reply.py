@@ -23,12 +23,12 @@ Stop strings are looked for in the answer only. Tool calls will be told apart he
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from tokenizer import Tokenizer, TokenType
 from tokenizer.chat.reasoning import Reasoning
 
-from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, Channels, ThoughtSplitter, as_written, without_hidden
+from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, Channels, ThoughtSplitter, as_written, shown_as_text, without_hidden
 
 
 class StopScanner:
@@ -112,20 +112,22 @@ class Reply:
 
     ``reasoning`` (the template's markers) turns on the split; ``in_thought``: the prompt opened a thought;
     ``answer_lead``: what a template without thoughts has the model write before its text (functionary
-    v3.2's recipient, ``all\\n``), hidden as an answer's opening is."""
+    v3.2's recipient, ``all\\n``), hidden as an answer's opening is; ``shown``: control tokens the answer
+    carries as their text, for the tool layer to find a call by (its syntax's markers: it hides them)."""
 
     def __init__(self, tokenizer: Tokenizer, stop_strings: Sequence[str] = (), reasoning: Reasoning | None = None,
-                 in_thought: bool = False, answer_lead: str = ""):
+                 in_thought: bool = False, answer_lead: str = "", shown: Iterable[str] = ()):
         self._stream = TokenStream(tokenizer)
         self._scanner = StopScanner(stop_strings)
+        self._shown = frozenset(shown)
         form = self._stream.stream_form
         marks = reasoning.channels() if reasoning is not None else None
         channels = None if marks is None else Channels(form(marks[0]), form(marks[1]), form(marks[2]), *marks[3:])
         self._splitter = None if reasoning is None else ThoughtSplitter(
             form(reasoning.open), form(reasoning.close), form(reasoning.answer_open) if reasoning.answer_open else "",
-            in_thought, channels)
+            in_thought, channels, self._shown)
         if reasoning is None and answer_lead:  # (a splitter with no thought: it only takes the opening off)
-            self._splitter = ThoughtSplitter("", "", form(answer_lead))
+            self._splitter = ThoughtSplitter("", "", form(answer_lead), shown=self._shown)
         self.thought_tokens = 0  # tokens fed while in a thought (its markers too)
         self.opened_in_thought = in_thought  # the prompt opened the thought
         self._whole = ""  # the reply as written, control tokens in the stream's form
@@ -169,7 +171,7 @@ class Reply:
         piece = self._stream.feed(token_id)
         self._whole += piece
         if self._splitter is None:
-            return self._scanner.feed(without_hidden(piece))
+            return self._scanner.feed(shown_as_text(piece, self._shown))
         if self._splitter.in_thought:
             self.thought_tokens += 1
         return self._scanner.feed(self._splitter.feed(piece))
@@ -181,4 +183,4 @@ class Reply:
         self._whole += rest
         if self._splitter is not None:
             rest = self._splitter.finish(rest)
-        return self._scanner.finish(without_hidden(rest))
+        return self._scanner.finish(shown_as_text(rest, self._shown))

@@ -14,7 +14,7 @@ the same way and the reply goes on from the ids it has so far; off (the default)
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -34,7 +34,11 @@ OVERFLOW_POLICIES = ("drop-oldest", "error")
 
 
 class Toolbox(Protocol):
-    """What a session holds of its tools (rml_chat/tools/toolbox.py)."""
+    """What a session holds of its tools (rml_chat/tools/toolbox.py). ``markers``: the call syntax's
+    special tokens; a reply carries those that are control tokens as their text, for the toolbox to find
+    and hide a call by."""
+
+    markers: Mapping[str, int]
 
     def definitions(self) -> list[dict]: ...
 
@@ -209,7 +213,7 @@ class ChatSession:
             raise
         gen = Generation()
         reply = Reply(self.model.tokenizer, self.stop_strings, self.model.reasoning, self._opens_thought(ids),
-                      self.model.answer_lead)
+                      self.model.answer_lead, shown=self.toolbox.markers if self.toolbox is not None else ())
         self._think = think
         moves: list[str] = []  # notes of shifts mid-reply, given once the reply is done (not inside it)
         try:

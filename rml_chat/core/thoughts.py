@@ -55,6 +55,18 @@ def without_hidden(text: str) -> str:
     return _HIDDEN.sub("", text) if HIDDEN_OPEN in text else text
 
 
+def shown_as_text(text: str, markers: frozenset[str]) -> str:
+    """The text less the control tokens the stream carried, but those of ``markers`` written as their text
+    (a call syntax's markers, for the tool layer to hide the call from its opening on).
+
+        >>> shown_as_text("Hi\ue000<|x|>\ue001\ue000<|call|>\ue001{}", frozenset({"<|call|>"}))
+        'Hi<|call|>{}'
+    """
+    if not markers or HIDDEN_OPEN not in text:
+        return without_hidden(text)
+    return _HIDDEN.sub(lambda m: m.group()[1:-1] if m.group()[1:-1] in markers else "", text)
+
+
 def as_written(text: str) -> str:
     """The text with the control tokens the stream carried written out as their own text (what a call's
     markers are matched against: Kimi K2's ``<|tool_call_begin|>`` is one such token in its vocabulary)."""
@@ -87,8 +99,9 @@ class ThoughtSplitter:
     """``feed(text)`` -> the answer text to show now; ``take_thought()`` -> the thought text since."""
 
     def __init__(self, open_marker: str, close_marker: str, answer_open: str = "", in_thought: bool = False,
-                 channels: Channels | None = None):
+                 channels: Channels | None = None, shown: frozenset[str] = frozenset()):
         self._open, self._close, self._answer_open = open_marker, close_marker, answer_open
+        self._shown = shown  # control tokens the answer carries as their text (a call syntax's markers)
         self._channels = channels
         self._opening_due = ""  # the answer's opening, which may follow the close (hidden if it does)
         if channels is None and answer_open and close_marker.endswith(answer_open) and close_marker != answer_open:
@@ -251,4 +264,4 @@ class ThoughtSplitter:
             body = text.lstrip()
             self.answer_lead += text[:len(text) - len(body)]
             text, self._answering = body, bool(body)
-        return without_hidden(text)
+        return shown_as_text(text, self._shown)

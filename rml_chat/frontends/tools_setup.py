@@ -18,7 +18,7 @@ from ..engines.runtime import schema_to_gbnf
 from ..errors import UsageError
 from ..terminal import visible
 from ..tools.functions import Tool, load_functions
-from ..tools.grammar import call_grammar
+from ..tools.grammar import call_grammar, syntax_markers
 from ..tools.mcp_tools import McpError, McpServer
 from ..tools.toolbox import Toolbox
 
@@ -26,7 +26,7 @@ from ..tools.toolbox import Toolbox
 def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[str], None]) -> None:
     """Tools for the session, or UsageError where the model's template can't take them (it is not made up)."""
     flag = "--functions" if args.functions else "--mcp"
-    tools = [tool for path in args.functions for tool in load_functions(path)]  # (a bad file is said first)
+    tools = [tool for path in args.functions for tool in load_functions(path, say)]  # (a bad file is said first)
     model = session.model
     template = model.detection.format.template
     if template is None:
@@ -55,7 +55,8 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
         say("note: no tools to give the model")
         return
     scripted = args.prompt is not None or args.batch is not None or not sys.stdin.isatty()
-    box = Toolbox(tools, syntax, choice=args.tool_choice, approve=lambda call: args.tools_approve if scripted else False)
+    box = Toolbox(tools, syntax, choice=args.tool_choice, approve=lambda call: args.tools_approve if scripted else False,
+                  markers=syntax_markers(syntax, model.tokenizer.special_texts()))
     box.shown = lambda line: print(visible(line), file=sys.stderr)
     session.toolbox = box
     if args.verbose:

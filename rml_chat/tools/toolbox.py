@@ -11,8 +11,10 @@ the tool's result, an error text the model reads, never a crash.
 from __future__ import annotations
 
 import json
+import re
+import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -24,21 +26,24 @@ from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint
 from ..engines.base import LazyGrammar, Progress, ecma_escaped, triggers_of
 from ..engines.runtime import schema_to_gbnf
-from .functions import Tool
+from .functions import Tool, one_line
 from .grammar import call_grammar
 
 CHOICES = ("auto", "required", "none")
 MAX_CALLS = 8  # a turn's calls: more get an error result, and the model answers
+MAX_RESULT_BYTES = 64 * 1024  # a tool's or MCP server's result, before it is even tokenized
+MAX_RESULT_SHARE = 4  # and at most a quarter of the context, in tokens: the rest is cut, and the model told
 
 
 class Toolbox:
     """Tools by name, those switched on (``/tools``), the template's call syntax and the consent rule."""
 
     def __init__(self, tools: Sequence[Tool], syntax: CallSyntax, *, choice: str = "auto", timeout: float = 30.0,
-                 approve: Callable[[ToolCall], bool] = lambda call: False):
+                 approve: Callable[[ToolCall], bool] = lambda call: False, markers: Mapping[str, int] | None = None):
         self.tools = {t.name: t for t in tools}
         self.enabled = set(self.tools)
         self.syntax, self.choice, self.timeout, self.approve = syntax, choice, timeout, approve
+        self.markers = dict(markers or {})  # the syntax's special tokens: the grammar writes each as its token
         self.shown: Callable[[str], None] = lambda line: None  # where a call's one line goes
         self._next_id = 0
 
@@ -62,7 +67,7 @@ class Toolbox:
     def grammar(self, whole: bool = False) -> str:
         """The call grammar of the tools switched on: from the trigger, or ``whole`` from the reply's start."""
         return call_grammar(self.syntax, [t for n, t in self.tools.items() if n in self.enabled], schema_to_gbnf,
-                            whole=whole)
+                            whole=whole, markers=self.markers)
 
     def exchange(self, session: ChatSession, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
                  progress: Progress | None, think: Callable[[str], None] | None) -> TurnResult:
@@ -70,7 +75,7 @@ class Toolbox:
         if self.choice == "none":
             return session.turn(text, emit, notify, progress, think=think)
         lazy = Constraint(self._lazy(), None, "--tool-choice auto")
-        hider = CallHider(emit, self.syntax.trigger(), self._addressed())
+        hider = CallHider(emit, self.syntax.trigger(), self._addressed(), markers=self.markers)
         first = Constraint(self._required(session), None, "--tool-choice required") if self.choice == "required" else lazy
         result = self._turn(session, text, hider, notify, progress, first, think)
         records: list[dict] = []
@@ -82,6 +87,7 @@ class Toolbox:
             for call in calls:
                 outcome = self.run(call) if len(records) < MAX_CALLS else \
                     f"error: this turn's limit of {MAX_CALLS} tool calls is reached; answer without more calls"
+                outcome = capped(outcome, session.model.tokenizer.encode, session.engine.n_ctx // MAX_RESULT_SHARE)
                 records.append({"name": call.name, "arguments": call.arguments, "result": outcome})
                 session.conversation.messages.append(tool_message(call, outcome))
             session.prompt_filter = partial(own_ids, session.engine.cached_ids(), decode=session.model.tokenizer.decode)
@@ -177,7 +183,10 @@ class Toolbox:
             return self._said(line, "error: the user did not allow this call")
         box: dict[str, object] = {}
 
+        prints = _ToolPrints.installed()
+
         def work() -> None:
+            prints.keep()  # (what this thread prints is the tool's: kept, never on our stdout)
             try:
                 box["value"] = tool.run(call.arguments)
             except BaseException as err:  # the tool's own failure is its result
@@ -189,6 +198,10 @@ class Toolbox:
             worker.join(self.timeout)
         except KeyboardInterrupt:
             return self._said(line, "error: the user interrupted the call")
+        finally:
+            printed = prints.taken(worker.ident)
+            if printed:
+                self.shown(f"note: tool {call.name!r} printed: {one_line(printed)}")
         if worker.is_alive():
             return self._said(line, f"error: the tool did not answer within {self.timeout:g} s")
         if "error" in box:
@@ -225,12 +238,80 @@ def own_ids(cached: Sequence[int], ids: list[int], decode: Callable[[list[int]],
 
 
 def _as_text(value: object) -> str:
-    if isinstance(value, str):
+    """A tool's result as the text the model reads, cut at ``MAX_RESULT_BYTES`` (UTF-8) with a note."""
+    if not isinstance(value, str):
+        try:
+            value = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError) as err:
+            return f"error: the tool's result is not JSON ({err})"
+    data = value.encode("utf-8", "replace")
+    if len(data) <= MAX_RESULT_BYTES:
         return value
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError) as err:
-        return f"error: the tool's result is not JSON ({err})"
+    kept = data[:MAX_RESULT_BYTES].decode("utf-8", "ignore")  # (a character cut in two is left out)
+    return f"{kept}\n[the tool's result was cut here: {MAX_RESULT_BYTES} of its {len(data)} bytes]"
+
+
+def capped(result: str, encode: Callable[[str], list[int]], limit: int) -> str:
+    """A result cut to ``limit`` tokens, the model told where and how much was left out::
+
+        >>> print(capped("one two three four", lambda t: t.split(), 2))
+        one two
+        [the tool's result was cut here: 2 of its 4 tokens]
+    """
+    ids = encode(result)
+    if len(ids) <= limit:
+        return result
+    kept = _prefix_of_tokens(result, encode, limit)
+    return f"{kept.rstrip()}\n[the tool's result was cut here: {limit} of its {len(ids)} tokens]"
+
+
+def _prefix_of_tokens(text: str, encode: Callable[[str], list[int]], limit: int) -> str:
+    """The longest start of ``text`` (at a character) that encodes to at most ``limit`` tokens."""
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(encode(text[:middle])) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
+
+
+class _ToolPrints:
+    """``sys.stdout`` once a tool has run: what a tool's thread prints is kept for a note (a print in a
+    tool would otherwise land in the reply, or in ``--json``'s one object); the rest goes on as before.
+    Installed once, it stays: a tool that ran past its timeout and prints later is still kept apart."""
+
+    def __init__(self, real: object):
+        self._real = real
+        self._kept: dict[int, list[str]] = {}
+
+    @classmethod
+    def installed(cls) -> _ToolPrints:
+        if not isinstance(sys.stdout, cls):
+            sys.stdout = cls(sys.stdout)  # type: ignore[assignment]
+        return sys.stdout  # type: ignore[return-value]
+
+    def keep(self) -> None:
+        self._kept[threading.get_ident()] = []
+
+    def taken(self, ident: int | None) -> str:
+        kept = self._kept.get(ident or -1)
+        text = "".join(kept or ())
+        if kept:
+            kept.clear()
+        return text
+
+    def write(self, text: str) -> int:
+        kept = self._kept.get(threading.get_ident())
+        if kept is None:
+            return self._real.write(text)  # type: ignore[attr-defined, no-any-return]
+        if sum(map(len, kept)) < MAX_RESULT_BYTES:
+            kept.append(text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> object:  # (flush, isatty, buffer, fileno … are the real stream's)
+        return getattr(self._real, name)
 
 
 class CallHider:
@@ -238,8 +319,10 @@ class CallHider:
     may be its start waits), and what follows it is the call, shown as one line instead. ``starts``: how a
     call that starts the reply opens, where that differs (functionary v3.2's ``get_weather\\n``)."""
 
-    def __init__(self, emit: Callable[[str], None], trigger: str, starts: Sequence[str] = ()):
-        self.emit, self.trigger, self.starts = emit, trigger, tuple(starts)
+    def __init__(self, emit: Callable[[str], None], trigger: str, starts: Sequence[str] = (),
+                 markers: Iterable[str] = ()):
+        self.trigger, self.starts = trigger, tuple(starts)
+        self.emit = _without(emit, markers)  # (a syntax marker outside a call never reaches the screen)
         self.held, self.in_call, self._started = "", False, False
 
     def write(self, text: str) -> None:
@@ -271,3 +354,13 @@ class CallHider:
         if self.held and not self.in_call:
             self.emit(self.held)
         self.held, self.in_call, self._started = "", False, False
+
+
+def _without(emit: Callable[[str], None], markers: Iterable[str]) -> Callable[[str], None]:
+    """``emit`` with the call syntax's markers left out of what it shows: the reply carries its control
+    tokens among them as their text, for a call to be found by (Kimi K2's ``<|tool_calls_section_begin|>``)."""
+    found = sorted(set(markers), key=len, reverse=True)
+    if not found:
+        return emit
+    pattern = re.compile("|".join(re.escape(m) for m in found))
+    return lambda text: emit(pattern.sub("", text))
