@@ -110,6 +110,7 @@ class ThoughtSplitter:
             self._close, self._opening_due = close_marker[:-len(answer_open)], answer_open
         self.state = THOUGHT if in_thought else START
         self._fresh = in_thought  # a thought the prompt opened, nothing written in it yet
+        self._skip_openings = _answer_openings(self._opening_due or answer_open) if in_thought and channels is None else []
         self._held = ""          # text that may be part of a marker
         self.thought_raw = ""    # the thought exactly as written between the markers
         self._visible = ""       # the same without control tokens (grown piece by piece, never rescanned)
@@ -191,7 +192,7 @@ class ThoughtSplitter:
         thought (Kimi K3 writes ``<|open|>response<|sep|>`` after a prefilled ``<|open|>think<|sep|>``), as
         llama.cpp reads it. (What is left, whether that is settled.)"""
         body = pending.lstrip()
-        openings = _answer_openings(self._opening_due or self._answer_open)
+        openings = self._skip_openings  # (worked out once: the thought is fresh only at the reply's start)
         if not openings:
             self._fresh = False
             return pending, True
