@@ -57,6 +57,7 @@ class _Reader:
     def __init__(self, syntax: CallSyntax):
         self.syntax = syntax
         self._accepted = self._openings()
+        self._empty = self._empty_forms()
 
     def _openings(self) -> list[str]:
         """What may open a call: the opening as written; where a call list is wrapped, each call's own
@@ -170,21 +171,10 @@ class _Reader:
         return ToolCall(name.group(), arguments, _model_id(text, opened, glue, *after)), end
 
     def _no_arguments(self, text: str, at: int) -> int | None:
-        """Where a call with no arguments ends, written from ``at`` (right after its name): what the
-        template writes after a name less what opens the first argument, then the closing less what
-        ends the last value (Qwen3-Coder's ``>`` then ``</function>``); None where that is not there."""
-        if self.syntax.keyed is None:
-            return None
-        after_name, closing, between = self.syntax.after_name, self.syntax.closing, self.syntax.keyed.between_args
-        head = after_name[:len(after_name) - len(common_suffix(after_name, between, at_marker=True))]
-        heads = {head} | {after_name[:i + 1] for i, c in enumerate(after_name) if c == ">"}
-        # (or cut after any marker of it, where MiniMax-M3's "]<]minimax[>[" blurs where one ends)
-        tails = [_after_value(closing, between)]
-        if self.syntax.between:  # (another call follows: the closing's part that the next call's text shares,
-            shared = common_prefix(tails[0], _after_value(self.syntax.between, between))  # cut at a line, or
-            tails += [shared[:shared.rfind("\n") + 1], common_prefix(tails[0], shared, at_marker=True)]  # a marker)
-        tails = list(dict.fromkeys(t for t in tails if t.strip()))
-        for head in sorted(heads, key=len, reverse=True):
+        """Where a call with no arguments ends, written from ``at`` (right after its name): one of the
+        ``_empty_forms``; None where none is there."""
+        heads, tails = self._empty
+        for head in heads:
             head_match = piece(head).match(text, at) if head.strip() else None
             if head.strip() and head_match is None:
                 continue
@@ -193,6 +183,22 @@ class _Reader:
                 if end is not None:
                     return end
         return None
+
+    def _empty_forms(self) -> tuple[list[str], list[str]]:
+        """How a call with no arguments is written, worked out once: what the template writes after a name
+        less what opens the first argument (longest first), then the closing less what ends the last value
+        (Qwen3-Coder's ``>`` then ``</function>``); nothing for a syntax of JSON arguments."""
+        if self.syntax.keyed is None:
+            return [], []
+        after_name, closing, between = self.syntax.after_name, self.syntax.closing, self.syntax.keyed.between_args
+        head = after_name[:len(after_name) - len(common_suffix(after_name, between, at_marker=True))]
+        heads = {head} | {after_name[:i + 1] for i, c in enumerate(after_name) if c == ">"}
+        # (or cut after any marker of it, where MiniMax-M3's "]<]minimax[>[" blurs where one ends)
+        tails = [_after_value(closing, between)]
+        if self.syntax.between:  # (another call follows: the closing's part that the next call's text shares,
+            shared = common_prefix(tails[0], _after_value(self.syntax.between, between))  # cut at a line, or
+            tails += [shared[:shared.rfind("\n") + 1], common_prefix(tails[0], shared, at_marker=True)]  # a marker)
+        return sorted(heads, key=lambda h: (-len(h), h)), list(dict.fromkeys(t for t in tails if t.strip()))
 
     def _closing_end(self, text: str, at: int, closing: str | None = None) -> int | None:
         """Where the call's closing ends, from ``at``: written whole, or the reply stops inside it (the
