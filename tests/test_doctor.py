@@ -191,6 +191,23 @@ def test_the_real_models_give_no_error_and_several_models_make_one_report(tmp_pa
     assert "model" in text.splitlines()[-3] and text.splitlines()[-1].endswith("PASS")  # the table
 
 
+def test_junit_marks_the_checks_that_did_not_run_as_skipped(tmp_path) -> None:
+    junit = tmp_path / "check.xml"
+    code, report = _check(str(model_path("smollm2")), str(tmp_path / "missing.gguf"), "--no-reply", "--junit", str(junit))
+    assert code == 1
+    smol, missing = report["models"]
+    assert smol["skipped"] == {"reply": "no reply asked for (--no-reply)"}
+    assert set(missing["skipped"]) == {"tokenizer", "stops", "bos", "pre", "tokens", "template", "prompt", "reasoning",
+                                       "reply"}
+    suites = ET.parse(junit).getroot()
+    cases = {(case.get("classname"), case.get("name")): case for suite in suites for case in suite}
+    assert cases[(smol["model"], "reply")].find("skipped").get("message") == "no reply asked for (--no-reply)"
+    assert cases[(smol["model"], "tokenizer")].find("skipped") is None  # it ran, and passed
+    assert cases[(missing["model"], "model")].find("failure") is not None
+    assert cases[(missing["model"], "prompt")].find("skipped").get("message") == "the model did not load"
+    assert suites.get("skipped") == "10" and suites.get("failures") == "1"
+
+
 def test_every_llama_cpp_test_vocabulary_gives_no_error() -> None:
     vocabularies = sorted(str(p) for p in fetch.models_dir().glob("ggml-vocab-*.gguf"))
     code, report = _check(*vocabularies, "--no-reply")

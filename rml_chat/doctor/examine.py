@@ -13,10 +13,12 @@ from ..engines.llama_vocab import LlamaVocab
 from ..engines.runtime import LoadError, llama_log
 from ..errors import AppError, ModelError
 from . import reply, template, vocabulary
-from .findings import ERROR, WARNING, Finding, Fix, ModelReport
+from .findings import CATEGORIES, ERROR, WARNING, Finding, Fix, ModelReport
 from .patient import Patient
 
 CHECKS = (*vocabulary.CHECKS, *template.CHECKS)
+#: the categories of check that need the model loaded: all but the loading itself and the doctor's own failures
+AFTER_LOAD = tuple(c for c in CATEGORIES if c not in ("model", "doctor"))
 
 
 def examine(path: str | None, *, weights: str | None = None, chat_format: str | None = None,
@@ -32,6 +34,7 @@ def examine(path: str | None, *, weights: str | None = None, chat_format: str | 
             report.add(Finding("model.unsupported", WARNING, f"rml-chat can't check this model: {err}", {}, Fix()))
         else:
             report.add(Finding("model.load", ERROR, str(err), {}, Fix("a .gguf file or a model directory")))
+        report.skip(AFTER_LOAD, "the model did not load")
         return _done(report, started)
     report.model, report.path = model.name, str(model.source)
     log = llama_log()
@@ -42,17 +45,21 @@ def examine(path: str | None, *, weights: str | None = None, chat_format: str | 
         report.add(Finding("model.llama-load", ERROR, f"llama.cpp can't load the vocabulary of {model.weights.name}: "
                            f"{log.failure_reason() or 'no reason given'}", {"llama_cpp": log.kept[said:][:5]},
                            Fix("see the evidence: llama.cpp's own words")))
+        report.skip(AFTER_LOAD, "llama.cpp can't load the vocabulary")
         return _done(report, started)
     patient = Patient.of(model, oracle, log.kept[said:])
     patient.facts["stop_ids"] = [patient.token(i) for i in model.stop_ids]
     try:
         for check in CHECKS:
             _run(report, check.__name__, lambda check=check: list(check(patient)))
-        if engine_for is not None:
+        if engine_for is None:
+            report.skip(("reply",), "no reply asked for (--no-reply)")
+        else:
             try:
                 engine = engine_for(model)
             except AppError as err:
                 report.add(Finding("model.weights", ERROR, f"the weights don't load: {err}", {}, Fix()))
+                report.skip(("reply",), "the weights did not load")
                 return _done(report, started, patient)
             try:
                 _run(report, "reply", lambda: list(reply.turn(patient, engine, max_tokens)))

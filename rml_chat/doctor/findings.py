@@ -21,6 +21,11 @@ ERROR, WARNING, NOTE = "error", "warning", "note"
 SEVERITIES = (ERROR, WARNING, NOTE)
 
 
+#: the categories of check, as finding ids begin: each is a JUnit test case, passing when it found nothing
+CATEGORIES = ("model", "tokenizer", "stops", "bos", "pre", "tokens", "template", "prompt", "reasoning", "reply",
+              "doctor")
+
+
 @dataclass(frozen=True)
 class Fix:
     """How to mend it: a flag (or a way) for rml-chat, and where one applies the ``gguf`` package's
@@ -51,6 +56,11 @@ class ModelReport:
     findings: list[Finding] = field(default_factory=list)
     facts: dict = field(default_factory=dict)  # chat format, stop ids, sample counts, the reply …
     seconds: float = 0.0
+    skipped: dict[str, str] = field(default_factory=dict)  # category of check → why it did not run
+
+    def skip(self, categories: tuple[str, ...], why: str) -> None:
+        for category in categories:
+            self.skipped.setdefault(category, why)
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
@@ -64,7 +74,7 @@ class ModelReport:
     def to_json(self, strict: bool) -> dict:
         return {"model": self.model, "path": self.path, "ok": not self.failed(strict),
                 "counts": {s: self.count(s) for s in SEVERITIES}, "seconds": round(self.seconds, 3),
-                "facts": self.facts, "findings": [f.to_json() for f in self.findings]}
+                "facts": self.facts, "findings": [f.to_json() for f in self.findings], "skipped": self.skipped}
 
 
 def exit_code(reports: list[ModelReport], strict: bool) -> int:

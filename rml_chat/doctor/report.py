@@ -9,11 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..words import counted
-from .findings import ERROR, NOTE, WARNING, ModelReport
-
-#: the categories of check, as finding ids begin: each is a JUnit test case, passing when it found nothing
-CATEGORIES = ("model", "tokenizer", "stops", "bos", "pre", "tokens", "template", "prompt", "reasoning", "reply",
-              "doctor")
+from .findings import CATEGORIES, ERROR, NOTE, WARNING, ModelReport
 
 
 def _facts(r: ModelReport) -> list[str]:
@@ -45,6 +41,8 @@ def text_report(r: ModelReport, strict: bool) -> str:
                 lines.append(f"{'':8}   fix (rml-chat): {finding.fix.rml_chat}")
             if finding.fix.gguf:
                 lines.append(f"{'':8}   fix (the file): {finding.fix.gguf}")
+    for why in dict.fromkeys(r.skipped.values()):
+        lines.append(f"{'skipped':8} {', '.join(c for c, w in r.skipped.items() if w == why)}: {why}")
     counts = ", ".join(counted(r.count(s), s) for s in (ERROR, WARNING, NOTE))
     lines.append(f"{'FAIL' if r.failed(strict) else 'PASS'} ({counts}{'; --strict' if strict else ''}, {r.seconds:.1f} s)")
     return "\n".join(lines)
@@ -61,12 +59,15 @@ def table(reports: list[ModelReport], strict: bool) -> str:
 def write_junit(reports: list[ModelReport], strict: bool, path: str) -> None:
     failing = (ERROR, WARNING) if strict else (ERROR,)
     suites = ET.Element("testsuites", name="rml-chat --check")
-    total = failures = 0
+    total = failures = skipped = 0
     for r in reports:
         suite = ET.SubElement(suites, "testsuite", name=r.model, time=f"{r.seconds:.3f}")
         failed_here = 0
         for category in CATEGORIES:
             case = ET.SubElement(suite, "testcase", classname=r.model, name=category)
+            if category in r.skipped:
+                ET.SubElement(case, "skipped", message=r.skipped[category])
+                continue
             found = [f for f in r.findings if f.id.split(".")[0] == category]
             for finding in found:
                 body = json.dumps({"evidence": finding.evidence, "fix": finding.fix.__dict__}, ensure_ascii=False)
@@ -77,8 +78,10 @@ def write_junit(reports: list[ModelReport], strict: bool, path: str) -> None:
             failed_here += any(f.severity in failing for f in found)
         suite.set("tests", str(len(CATEGORIES)))
         suite.set("failures", str(failed_here))
-        total, failures = total + len(CATEGORIES), failures + failed_here
+        suite.set("skipped", str(len(r.skipped)))
+        total, failures, skipped = total + len(CATEGORIES), failures + failed_here, skipped + len(r.skipped)
     suites.set("tests", str(total))
+    suites.set("skipped", str(skipped))
     suites.set("failures", str(failures))
     ET.indent(suites)
     Path(path).write_text(ET.tostring(suites, encoding="unicode") + "\n", encoding="utf-8")
