@@ -310,6 +310,22 @@ def test_resume_reopens_the_newest_autosave(tmp_path) -> None:
     assert report["prompt_tokens"] == len(model.encoder.encode(model.encoder.format(conversation)))
 
 
+def test_resume_says_when_the_model_is_not_found_and_which_tools_are_missing(tmp_path) -> None:
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
+    chat = tmp_path / "chat.json"
+    Conversation(None, [{"role": "user", "content": "Weather in Paris?"},
+                        {"role": "assistant", "content": "", "tool_calls": [call]},
+                        {"role": "tool", "content": "sunny", "name": "get_weather"},
+                        {"role": "assistant", "content": "Sunny."}], str(tmp_path / "gone" / "model.gguf")).save(chat)
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--resume", str(chat), "-p", "Thanks!", "-n", "4"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (f"warning: the chat was held with {tmp_path / 'gone' / 'model.gguf'}, which is not found from here; it "
+            "goes on with SmolLM2-135M-Instruct.Q4_1 (chat format smollm2)") in done.stderr
+    assert ("warning: the chat called get_weather, which is not among the tools given now (none are: --functions FILE "
+            "or --mcp COMMAND gives tools); the model sees the earlier calls but can't call them again") in done.stderr
+
+
 # ----- a bounded fuzz through the real CLI, in process -----------------------------------------------
 
 _FLAGS = [row.flag for row in SETTINGS] + ["--chat-format", "-sys", "--json", "--show-prompt", "--weights", "-p"]

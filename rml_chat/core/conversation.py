@@ -119,6 +119,11 @@ class Conversation:
             raise ChatError(f"{source}: 'settings' must be an object of setting names and values")
         return cls(system, messages, model if isinstance(model, str) else None, start, name, dict(settings or {}))
 
+    def called_tools(self) -> list[str]:
+        """The names of the tools the assistant called, in the order of their first call."""
+        names = (c["function"].get("name") for m in self.messages for c in m.get("tool_calls") or ())
+        return list(dict.fromkeys(n for n in names if isinstance(n, str)))
+
     def save(self, path: Path) -> None:
         """Write atomically: a temporary file beside the target, then rename (the old file stays intact
         if anything fails)."""

@@ -269,7 +269,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         raise UsageError("--check runs its own conversation; drop -p, -sys, --show-prompt and --resume")
 
     def say(line: str) -> None:
-        if not (args.json or scripted) or args.verbose or line.startswith("note:"):
+        if not (args.json or scripted) or args.verbose or line.startswith(("note:", "warning:")):
             print(visible(line), file=sys.stderr, flush=True)
 
     cap = None

@@ -189,12 +189,30 @@ def apply_effort(session: ChatSession, effort: str, say: Callable[[str], None]) 
         say(f"note: --reasoning-effort {effort}{'' if verdict == 'applies' else ' does not apply'}: {why}")
 
 
+def resume_warnings(session: ChatSession, held_with: str | None) -> list[str]:
+    """What a resumed chat lacks now: the model it was held with (``held_with``, as saved, when no MODEL was
+    named) if that file is not found from here, and the tools it called that this run does not give."""
+    lines = []
+    if held_with and not Path(held_with).exists():
+        lines.append(f"warning: the chat was held with {held_with}, which is not found from here; it goes on with "
+                     f"{session.model.name} (chat format {session.model.detection.format.name}) — name the model to "
+                     "use: rml-chat MODEL --resume …")
+    given = {d["function"]["name"] for d in session.toolbox.definitions()} if session.toolbox is not None else set()
+    missing = [name for name in session.conversation.called_tools() if name not in given]
+    if missing:
+        lines.append(f"warning: the chat called {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+                     "not among the tools given now" + ("" if given else " (none are: --functions FILE or --mcp "
+                     "COMMAND gives tools)") + "; the model sees the earlier calls but can't call them again")
+    return lines
+
+
 def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSession:
     """Load model and weights, with a progress line; raises ModelError (one line). With ``--resume`` the
     saved conversation comes back, with the model it was held with unless MODEL names another."""
     reopened = resumed(args)
-    if reopened is not None and args.model is None and reopened[0].model and Path(reopened[0].model).exists():
-        args.model = reopened[0].model
+    held_with = reopened[0].model if reopened is not None and args.model is None else None
+    if held_with and Path(held_with).exists():
+        args.model = held_with
     say(f"loading {args.model or 'SmolLM2-135M-Instruct (default)'} …")
     loading = None if args.server else start_engine(resolve(args.model, args.weights)[1], args)
     from ..core.model import load_model  # our tokenizer and the chat code load while llama.cpp loads the weights
@@ -239,6 +257,8 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
                  f"{why}: the first turn evaluates it")
         say(f"note: resumed {path} ({counted(len(session.conversation.messages), 'message')}"
             f"{window_note(session.conversation)}; {state})")
+        for line in resume_warnings(session, held_with):
+            say(line)
         restored_settings = restore_settings(session, args)
         if restored_settings:
             say(f"note: settings of the chat restored: {restored_settings} (a flag given now wins)")

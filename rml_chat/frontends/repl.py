@@ -277,7 +277,7 @@ class Repl:
     def autosave(self) -> None:
         """Save the conversation after a change; a failure warns once (until saving works again)."""
         conversation = self.session.conversation
-        conversation.model = str(self.session.model.source)
+        conversation.model = str(self.session.model.source.resolve())  # found again from any folder
         try:
             self.autosave_path.parent.mkdir(parents=True, exist_ok=True)
             conversation.save(self.autosave_path)
