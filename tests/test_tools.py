@@ -7,9 +7,11 @@ the same conversation."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import fetch, model_path, ours
@@ -329,11 +331,15 @@ def test_a_lazy_grammar_leaves_the_text_free_until_its_trigger_and_then_holds_it
 
 MCP_SERVER = '''
 import os
+import sys
 import time
 
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("weather")
+if len(sys.argv) > 1:  # a file to write the server's pid to (for the test that it ends with rml-chat)
+    with open(sys.argv[1], "w") as pid_file:
+        pid_file.write(str(os.getpid()))
 
 
 @server.tool()
@@ -368,16 +374,75 @@ def mcp_server(tmp_path_factory) -> str:
     return f"{sys.executable} {path}"
 
 
-def test_an_mcp_servers_tools_are_called_through_the_model_and_a_broken_server_is_one_line(copies, mcp_server) -> None:
-    done = subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--mcp", mcp_server,
-                           "--mcp", "no-such-mcp-server --stdio", "--tool-choice", "required", "--tools-approve",
+def test_an_mcp_servers_tools_are_called_through_the_model_and_the_server_ends_with_the_run(copies, mcp_server,
+                                                                                          tmp_path) -> None:
+    pid_file = tmp_path / "server.pid"
+    done = subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--mcp", f"{mcp_server} {pid_file}",
+                           "--tool-choice", "required", "--tools-approve",
                            "-p", "What is the weather in Paris?", "-n", "48", "--temp", "0", "--json"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["tool_calls"][0]["name"] == "get_weather" and out["tool_calls"][0]["result"].startswith("Cloudy, 12 C in")
-    assert "note: --mcp no-such-mcp-server --stdio: can't start it (No such file or directory: no-such-mcp-server); " \
-           "its tools are left out" in done.stderr and "Traceback" not in done.stderr
+    assert not _alive(int(pid_file.read_text()))
+    # the turn is counted whole: the step that called and the step that answered
+    first, second = out["steps"]
+    assert out["completion_tokens"] == first["completion_tokens"] + second["completion_tokens"]
+    assert out["prompt_tokens_evaluated"] == first["prompt_tokens_evaluated"] + second["prompt_tokens_evaluated"]
+    assert second["prompt_tokens_reused"] >= first["prompt_tokens"]  # (llama.cpp's cache kept the first step)
+    assert out["timings"]["total_ms"] >= first["ms"] + second["ms"]
+
+
+def test_a_broken_mcp_server_is_one_line_and_under_tool_choice_required_an_error_exit(copies, mcp_server) -> None:
+    runs = {choice: subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--mcp", mcp_server,
+                                    "--mcp", "no-such-mcp-server --stdio", "--tool-choice", choice, "-p", "Hi", "-n", "1"],
+                                   capture_output=True, text=True, timeout=300) for choice in ("auto", "required")}
+    line = "--mcp no-such-mcp-server --stdio: can't start it (No such file or directory: no-such-mcp-server)"
+    assert runs["auto"].returncode == 0 and f"note: {line}; its tools are left out" in runs["auto"].stderr
+    assert runs["required"].returncode == 1
+    assert runs["required"].stderr.strip().splitlines()[-1] == (
+        f"rml-chat: tools: {line}; --tool-choice required needs every tool given")
+    assert all("Traceback" not in done.stderr for done in runs.values())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+
+
+GARBAGE_SERVER = "import sys, time\nfor i in range(21):\n    print('garbage', i, flush=True)\ntime.sleep(60)\n"
+HUNG_SERVER = """import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+open(sys.argv[1], "w").write(f"{os.getpid()} {child.pid}")
+time.sleep(120)
+"""
+
+
+def test_a_server_that_writes_garbage_is_one_line_at_once_and_its_tracebacks_go_to_verbose(copies, tmp_path) -> None:
+    pytest.importorskip("mcp")
+    (tmp_path / "garbage.py").write_text(GARBAGE_SERVER)
+    runs = {flags: subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--mcp",
+                                   f"{sys.executable} {tmp_path / 'garbage.py'}", "-p", "Hi", "-n", "1", *flags],
+                                  capture_output=True, text=True, timeout=120) for flags in ((), ("--verbose",))}
+    quiet = runs[()]
+    assert quiet.returncode == 0 and "Traceback" not in quiet.stderr
+    assert "it wrote a line on stdout that is not an MCP message (stdout is the protocol's alone); its tools are left " \
+           "out" in quiet.stderr
+    assert "mcp: Failed to parse JSONRPC message from server" in runs[("--verbose",)].stderr
+
+
+def test_a_server_that_never_answers_its_handshake_is_ended_with_the_processes_it_started(tmp_path) -> None:
+    pytest.importorskip("mcp")
+    from rml_chat.tools.mcp_tools import McpError, McpServer
+
+    (tmp_path / "hung.py").write_text(HUNG_SERVER)
+    with pytest.raises(McpError, match="the server did not answer within 2 s"):
+        McpServer(f"{sys.executable} {tmp_path / 'hung.py'} {tmp_path / 'pids'}", start_timeout=2)
+    server, child = (int(pid) for pid in (tmp_path / "pids").read_text().split())
+    assert not _alive(server) and not _alive(child)
 
 
 def test_a_hung_and_a_dead_mcp_server_each_end_the_call_with_an_error(mcp_server) -> None:

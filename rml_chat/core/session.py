@@ -67,6 +67,12 @@ class TurnResult:
     ended_in_thought: bool = False  # the reply ended inside its thought (never closed)
     written: str = ""  # the reply as the model wrote it, control tokens as their text (calls are read off it)
     opened_in_thought: bool = False  # the prompt opened the thought
+    steps: list[Generation] = field(default_factory=list)  # a turn with tool calls: each step's generation, in order
+
+    @property
+    def generations(self) -> list[Generation]:
+        """Every generation of the turn: one per step of a turn with tool calls, else the one."""
+        return self.steps or [self.generation]
 
     def cut_note(self, n_ctx: int, repl: bool = False) -> str:
         """"" for a reply that ended as the model ended it, else what cut it: -n, a full context, a stop

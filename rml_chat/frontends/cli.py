@@ -217,6 +217,8 @@ def run() -> None:
     model and our tokenizer's tables one by one, as the interpreter's own exit would, costs time after the
     last word (docs/performance.md); everything we wrote is flushed first (files are closed as they are written)."""
     code = main(free=False)
+    if (mcp_tools := sys.modules.get("rml_chat.tools.mcp_tools")) is not None:  # (never imported for it)
+        mcp_tools.end_all()  # the MCP servers and the processes they started end with us
     try:
         sys.stdout.flush()
     except BrokenPipeError:

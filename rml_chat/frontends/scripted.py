@@ -12,6 +12,7 @@ from tokenizer import TokenType
 from .. import text_input
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint, Outcome
+from ..engines.base import Generation
 from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
 from ..terminal import dim, for_stream, json_text, visible
 from .progress import EvalProgress
@@ -20,8 +21,11 @@ from .prompt_view import marked_prompt
 
 def result_json(session: ChatSession, result: TurnResult, constraint: Constraint | None = None) -> dict:
     """A turn as a script reads it: reply, counts (evaluated and reused from the cache), stop reason,
-    timings; under a schema or grammar also whether the reply is complete and valid."""
-    g = result.generation
+    timings; under a schema or grammar also whether the reply is complete and valid. A turn with tool calls
+    is counted whole: the counts add up every step (each step's prompt is the whole conversation so far, most
+    of it reused from llama.cpp's cache), the timings run from the first step's start to the last one's end
+    (the tools' own time included), and ``steps`` gives each step's counts."""
+    g, steps = result.generation, result.generations
     outcome = result.outcome
     shaped = {} if outcome is None or constraint is None else {
         "complete": outcome.complete, "schema_valid": outcome.valid, "problem": outcome.problem}
@@ -34,16 +38,29 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         **({"tool_calls": result.tool_calls} if session.toolbox is not None else {}),
         "model": session.model.name,
         "chat_format": session.model.detection.format.name,
-        "prompt_tokens": g.prompt_tokens,
-        "prompt_tokens_evaluated": g.evaluated,
-        "prompt_tokens_reused": g.prompt_tokens - g.evaluated,
-        "completion_tokens": len(g.tokens),
+        **_counts(steps),
         "stop_reason": g.stop_reason,
         "context_used": result.context_used,
         "context_size": session.engine.n_ctx,
-        "timings": {"ttft_ms": round(g.ttft_s * 1000, 2), "tokens_per_s": round(g.tokens_per_s, 2),
-                    "total_ms": round((g.finished - g.started) * 1000, 2)},
+        "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
+                    "total_ms": round((steps[-1].finished - steps[0].started) * 1000, 2)},
+        **({"steps": [{**_counts([step]), "stop_reason": step.stop_reason,
+                       "ms": round((step.finished - step.started) * 1000, 2)} for step in steps]}
+           if len(steps) > 1 else {}),
     }
+
+
+def _counts(steps: list[Generation]) -> dict[str, int]:
+    prompt, evaluated = sum(s.prompt_tokens for s in steps), sum(s.evaluated for s in steps)
+    return {"prompt_tokens": prompt, "prompt_tokens_evaluated": evaluated, "prompt_tokens_reused": prompt - evaluated,
+            "completion_tokens": sum(len(s.tokens) for s in steps)}
+
+
+def _tokens_per_s(steps: list[Generation]) -> float:
+    """The generation speed over the steps: tokens after each step's first, over the time they took."""
+    tokens = sum(max(len(s.tokens) - 1, 0) for s in steps)
+    span = sum(s.finished - s.first_token_at for s in steps if s.first_token_at and len(s.tokens) > 1)
+    return tokens / span if span > 0 else 0.0
 
 
 def show_prompt(session: ChatSession, text: str, as_json: bool) -> int:

@@ -15,7 +15,7 @@ from tokenizer.chat.tool_table import known_syntax
 
 from ..core.session import ChatSession
 from ..engines.runtime import schema_to_gbnf
-from ..errors import UsageError
+from ..errors import AppError, UsageError
 from ..terminal import visible
 from ..tools.functions import Tool, load_functions
 from ..tools.grammar import call_grammar, syntax_markers
@@ -43,15 +43,20 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
             f"({syntax.trigger()}…), from the table of known syntaxes")
     if syntax is None:
         raise UsageError(f"{flag}: {why}")
+    required = args.tool_choice == "required"
     for command in args.mcp:
         try:
-            server = McpServer(command)
+            server = McpServer(command, verbose=args.verbose)
         except McpError as err:
+            if required:  # (the user asked for a call: a run without the tools they named is not that run)
+                raise AppError(f"{err}; --tool-choice required needs every tool given", "tools") from None
             say(f"note: {err}; its tools are left out")
             continue
         tools += server.tools()
     tools = [tool for tool in tools if _writable(tool, syntax, compiled(template), say)]
     if not tools:
+        if required:
+            raise AppError("--tool-choice required: none of the tools given can be offered to the model", "tools")
         say("note: no tools to give the model")
         return
     scripted = args.prompt is not None or args.batch is not None or not sys.stdin.isatty()

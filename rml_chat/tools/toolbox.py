@@ -78,7 +78,7 @@ class Toolbox:
         hider = CallHider(emit, self.syntax.trigger(), self._addressed(), markers=self.markers)
         first = Constraint(self._required(session), None, "--tool-choice required") if self.choice == "required" else lazy
         result = self._turn(session, text, hider, notify, progress, first, think)
-        records: list[dict] = []
+        steps, records = [result.generation], []
         while len(records) <= MAX_CALLS:  # (past the limit, the model's last turn is its answer, whatever it says)
             hider.reset()
             calls = self._calls(session, notify)
@@ -96,8 +96,9 @@ class Toolbox:
                                     lazy if len(records) < MAX_CALLS else None, think)
             finally:
                 session.prompt_filter = None
+            steps.append(result.generation)
         hider.reset()
-        result.tool_calls = records
+        result.tool_calls, result.steps = records, steps
         return result
 
     def _addressed(self) -> tuple[str, ...]:
