@@ -390,7 +390,8 @@ def test_a_reply_cut_by_n_a_full_context_or_a_stop_string_says_so_on_stderr() ->
     whole = run(smollm, "--temp", "0", "-p", "Say hello.")
     assert whole.returncode == 0 and _notes(whole) == []  # a reply the model ended: nothing to say
     as_json = json.loads(run(smollm, "--temp", "0", "-n", "3", "-p", "Count.", "--json").stdout)
-    assert as_json["stop_reason"] == "length"  # the object says it
+    assert as_json["stop_reason"] == "length" and as_json["stop_note"] == "reply cut at -n 3 tokens"  # the object says it
+    assert json.loads(run(smollm, "--temp", "0", "-p", "Say hello.", "--json").stdout)["stop_note"] is None
 
 
 def test_an_empty_reply_under_a_grammar_is_noted() -> None:

@@ -196,8 +196,15 @@ def test_an_empty_reply_without_a_schema_names_no_grammar(copies) -> None:
     finally:
         session.engine.close()
     assert result.outcome is None
-    result.reply, result.generation.stop_reason = "", "stop"
+    result.reply, result.generation.stop_reason, result.reasoning_tokens = "", "stop", 0
     assert result.cut_note(1024) == "the reply is empty: the model ended its turn at once"
+    result.reasoning_tokens = 7  # a thought that closed, and nothing after it
+    assert result.cut_note(1024) == "the reply is empty: the model ended its turn after its thought (7 tokens)"
+    result.ended_in_thought = True  # a thought that never closed is no "at once"
+    assert result.cut_note(1024) == ("the reply is empty: the model ended its turn inside its thought (7 tokens), "
+                                     "which never closed")
+    result.generation.stop_reason, result.max_tokens = "length", 4
+    assert result.cut_note(1024) == "reply cut at -n 4 tokens inside its thought (7 tokens), with no answer"
 
 
 # ----- every family of the proof, on real weights -------------------------------------------------------

@@ -78,15 +78,21 @@ class TurnResult:
         """"" for a reply that ended as the model ended it, else what cut it: -n, a full context, a stop
         string, or nothing at all (an empty reply), with what to do about it (``repl``: in the REPL's words)."""
         g = self.generation
+        inside = f" inside its thought ({self.reasoning_tokens} tokens), with no answer" if self.ended_in_thought else ""
         if g.stop_reason == "length":
-            return (f"reply cut at -n {self.max_tokens} tokens" +
+            return (f"reply cut at -n {self.max_tokens} tokens{inside}" +
                     ("; /set n -1 lets replies run to their end" if repl else ""))
         if g.stop_reason == "context":
-            return (f"reply cut: the context is full ({n_ctx} tokens); " +
+            return (f"reply cut{inside}: the context is full ({n_ctx} tokens); " +
                     ("/clear, or start with a larger -c" if repl else "-c/--ctx-size gives a larger one"))
         if self.stopped_by is not None:
-            return f"reply stopped at the stop string {self.stopped_by!r}"
-        if g.stop_reason == "stop" and not self.reply:
+            return f"reply stopped at the stop string {self.stopped_by!r}{inside}"
+        if g.stop_reason == "stop" and not self.reply.strip():
+            if self.ended_in_thought:
+                return (f"the reply is empty: the model ended its turn inside its thought ({self.reasoning_tokens} "
+                        "tokens), which never closed")
+            if self.reasoning_tokens:
+                return f"the reply is empty: the model ended its turn after its thought ({self.reasoning_tokens} tokens)"
             return "the reply is empty: the model ended its turn at once" + (
                 " (its grammar or schema allows an empty reply)" if self.outcome is not None else "")
         return ""

@@ -40,6 +40,7 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "chat_format": session.model.detection.format.name,
         **_counts(steps),
         "stop_reason": g.stop_reason,
+        "stop_note": result.cut_note(session.engine.n_ctx) or None,  # why a reply is empty or cut, in words
         "context_used": result.context_used,
         "context_size": session.engine.n_ctx,
         "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
