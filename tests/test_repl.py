@@ -323,17 +323,21 @@ def test_ctrl_d_during_a_reply_leaves_once_it_is_done_and_says_so(tmp_path) -> N
     term = Terminal(tmp_path, "--temp", "0", "-n", "120", "--sessions-max", "0")
     term.prompt_ready()
     _streaming(term, b"Write a long story about a dragon.")
-    term.send(b"half a line\x04")
+    term.send(b"Name a colour.\rhalf a line\x04")  # a whole line, then one left half-typed
     term.read_until(lambda out: b"reopens it" in out)
     _, status = os.waitpid(term.pid, 0)
     os.close(term.fd)
     assert os.waitstatus_to_exitcode(status) == 0
     out = term.output.decode("utf-8", "replace")
-    assert "stop: length" in out and "(Ctrl-D while busy: leaving now; what you typed is in the history)" in out
-    assert "saved 2 messages: rml-chat --resume reopens it" in out  # --sessions-max 0: no state kept
+    # the whole line is sent first, as a shell runs typed-ahead lines before it reads the Ctrl-D
+    assert out.count("stop: length") + out.count("stop: stop") == 2
+    assert re.search(r"> Name a colour\.(\x1b\[2m)?  \(typed ahead\)", out)
+    assert "(Ctrl-D while busy: leaving now; what you typed is in the history)" in out
+    assert "saved 4 messages: rml-chat --resume reopens it" in out  # --sessions-max 0: no state kept
     assert "+half a line" in (tmp_path / "history").read_text()
     (chat,) = (tmp_path / "sessions").glob("*.json")
-    assert [m["role"] for m in json.loads(chat.read_text())["messages"]] == ["user", "assistant"]
+    messages = json.loads(chat.read_text())["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"] * 2 and messages[2]["content"] == "Name a colour."
     assert not list((tmp_path / "sessions").glob("*.kv"))
 
 

@@ -154,12 +154,19 @@ class Repl:
                 leaving = self.guarded(lambda: self.commands.run(text))
             else:
                 leaving = self.reply(text)
-        if leaving or self.typeahead.eof:
-            if self.typeahead.eof:
-                if self.typeahead.text:
-                    self.history.keep(self.typeahead.text)
-                self._say(dim("(Ctrl-D while busy: leaving now" + ("; what you typed is in the history)"
-                                                                   if self.typeahead.text else ")")))
+        if leaving:
+            self.leave()
+            return True
+        if self.typeahead.eof:  # the lines typed before it go first, in order, as a shell runs them
+            lines, rest = self.typeahead.lines, self.typeahead.text
+            if rest:
+                self.history.keep(rest)
+            for line in lines:
+                self.history.keep(line)
+                self._say(f"> {visible(line)}" + dim("  (typed ahead)"))
+                if self.work(line):  # (it left already: a /exit, or a Ctrl-D typed meanwhile)
+                    return True
+            self._say(dim("(Ctrl-D while busy: leaving now" + ("; what you typed is in the history)" if rest else ")")))
             self.leave()
             return True
         self.typeahead.hand_to(self.prompt.input)

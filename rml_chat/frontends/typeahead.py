@@ -6,8 +6,10 @@ the reply, and swallows a Ctrl-D as an end-of-file marker the next reader never 
 terminal is switched to non-canonical mode without echo (signals stay on: Ctrl-C still stops a reply),
 and what was typed stays in the terminal's queue as plain bytes. When the work is done:
 
-- a Ctrl-D (byte 4) among them means "leave": ``eof`` is True, and the text typed before it is given
-  back (``text``) so that it can go to the history;
+- a Ctrl-D (byte 4) among them means "leave" once the lines typed before it are done, as a shell runs
+  typed-ahead commands before it reads the Ctrl-D: ``eof`` is True, ``lines`` are the whole lines typed
+  before it (Enter pressed), to be sent in order, and ``text`` what was typed after the last Enter, for the
+  history;
 - otherwise the keys are handed to prompt_toolkit as type-ahead: the next prompt starts with them, as a
   shell's does (``typed ahead: "hel"`` -> the prompt shows ``> hel``).
 
@@ -77,10 +79,24 @@ class Typeahead:
         return EOF_BYTE in self.held
 
     @property
+    def lines(self) -> list[str]:
+        """The lines finished with Enter before a Ctrl-D (or in all of it), in order, blank ones left out.
+
+        >>> ahead = Typeahead(None)
+        >>> ahead.held = b"first\\rsecond\\r\\rthird, half\\x04"
+        >>> ahead.lines, ahead.text
+        (['first', 'second'], 'third, half')
+        """
+        return [line for line in map(_printable, self._typed()[:-1]) if line]
+
+    @property
     def text(self) -> str:
-        """What was typed before a Ctrl-D (or all of it), as text, control characters left out."""
-        typed = self.held.split(EOF_BYTE)[0].decode("utf-8", "replace")
-        return "".join(ch for ch in typed if ch.isprintable() or ch == "\t").strip()
+        """What was typed after the last Enter, before a Ctrl-D (or in all of it), control characters left out."""
+        return _printable(self._typed()[-1])
+
+    def _typed(self) -> list[str]:
+        before_eof = self.held.split(EOF_BYTE)[0].decode("utf-8", "replace")
+        return before_eof.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
     def hand_to(self, prompt_input: object) -> None:
         """Give the held keys to prompt_toolkit's next prompt on ``prompt_input``, as type-ahead."""
@@ -95,3 +111,7 @@ class Typeahead:
         parser.flush()
         store_typeahead(prompt_input, keys)  # type: ignore[arg-type]
         self.held = b""
+
+
+def _printable(typed: str) -> str:
+    return "".join(ch for ch in typed if ch.isprintable() or ch == "\t").strip()
