@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tokenizer.chat import ChatFormatError, detect_chat_format, segments_text
-from tokenizer.chat.template import TemplateRaised, compiled
+from tokenizer.chat.template import TemplateOverBudget, TemplateRaised, compiled
 from tokenizer.chat.verify import first_difference
 
 from .findings import ERROR, NOTE, WARNING, Finding, Fix
@@ -58,6 +58,9 @@ def present(p: Patient) -> Iterator[Finding]:
         return
     try:
         _render(p, CHAT)
+    except TemplateOverBudget as err:
+        yield Finding("template.over-budget", ERROR, f"the chat template can't render a plain conversation: {err}",
+                      {"error": str(err)}, Fix(f"--chat-format {vocabulary_format(p)}", _WITH_TEMPLATE))
     except ChatFormatError as err:
         yield Finding("template.broken", ERROR, f"the chat template can't render a plain conversation: {err}",
                       {"error": str(err)}, Fix(f"--chat-format {vocabulary_format(p)}", _WITH_TEMPLATE))

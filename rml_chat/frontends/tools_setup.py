@@ -46,7 +46,7 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
     required = args.tool_choice == "required"
     for command in args.mcp:
         try:
-            server = McpServer(command, verbose=args.verbose)
+            server = McpServer(command, sdk_log=_on_stderr if args.verbose else None)
         except McpError as err:
             if required:  # (the user asked for a call: a run without the tools they named is not that run)
                 raise AppError(f"{err}; --tool-choice required needs every tool given", "tools") from None
@@ -66,6 +66,10 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
     session.toolbox = box
     if args.verbose:
         say(f"tools: {', '.join(box.tools)} (calls written as {syntax.trigger()!r}…)")
+
+
+def _on_stderr(line: str) -> None:
+    print(visible(line), file=sys.stderr, flush=True)
 
 
 def _writable(tool: Tool, syntax: CallSyntax, template: ChatTemplate, say: Callable[[str], None]) -> bool:

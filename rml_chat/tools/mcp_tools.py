@@ -22,11 +22,10 @@ import json
 import logging
 import os
 import shlex
-import sys
 import threading
 import weakref
+from collections.abc import Callable
 
-from ..terminal import visible
 from .functions import Tool
 
 START_TIMEOUT_S = 30.0
@@ -42,12 +41,14 @@ class McpError(Exception):
 class McpServer:
     """One MCP server over stdio, its connection held by a thread of its own."""
 
-    def __init__(self, command_line: str, start_timeout: float = START_TIMEOUT_S, verbose: bool = False):
+    def __init__(self, command_line: str, start_timeout: float = START_TIMEOUT_S,
+                 sdk_log: Callable[[str], None] | None = None):
+        """``sdk_log``: where the SDK's own log lines go (``--verbose``: stderr); None drops them."""
         self.command_line = command_line
         self.argv = shlex.split(command_line)
         if not self.argv:
             raise McpError("--mcp: no command given")
-        _sdk_log(verbose)
+        _sdk_log(sdk_log)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main_task: asyncio.Task | None = None
         self._session = None
@@ -138,27 +139,27 @@ def end_all() -> None:
 
 
 class _SdkLog(logging.Handler):
-    """The SDK's log records: on stderr (made visible) under ``--verbose``, else dropped."""
+    """The SDK's log records, handed to ``shown`` (under ``--verbose``) or dropped."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.verbose = False
+        self.shown: Callable[[str], None] | None = None
         self.setFormatter(logging.Formatter("mcp: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.verbose:
-            print(visible(self.format(record)), file=sys.stderr, flush=True)
+        if self.shown is not None:
+            self.shown(self.format(record))
 
 
 _SDK_LOG = _SdkLog()
 
 
-def _sdk_log(verbose: bool) -> None:
+def _sdk_log(shown: Callable[[str], None] | None) -> None:
     sdk = logging.getLogger("mcp")
     if _SDK_LOG not in sdk.handlers:
         sdk.addHandler(_SDK_LOG)
         sdk.propagate = False
-    _SDK_LOG.verbose = verbose
+    _SDK_LOG.shown = shown
 
 
 def _reason(err: BaseException) -> str:

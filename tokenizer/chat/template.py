@@ -38,6 +38,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
+from .budget import OverBudget, RenderBudget, active
 from .errors import ChatFormatError
 
 
@@ -47,6 +48,11 @@ class TemplateRaised(ChatFormatError):
 
 class TemplateBroken(ChatFormatError):
     """The template can't be compiled, or failed while rendering (not through raise_exception)."""
+
+
+class TemplateOverBudget(TemplateBroken):
+    """The template's render went past its time or memory budget (budget.py); every later render of the
+    same template fails at once with the same words (a loop that does not end does not end next time)."""
 
 
 def _raise(message: object) -> None:
@@ -89,8 +95,32 @@ def _environment(mutable: bool = False):
         def _body(self, caller):  # type: ignore[no-untyped-def]
             return caller()
 
-    sandbox = SandboxedEnvironment if mutable else ImmutableSandboxedEnvironment
-    env = sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, loopcontrols])
+    class Budgeted(SandboxedEnvironment if mutable else ImmutableSandboxedEnvironment):  # type: ignore[misc,valid-type]
+        """The sandbox, its hooks holding the render to its budget (budget.py)."""
+
+        intercepted_binops = frozenset({"*", "+", "**"})
+
+        def call_binop(self, context, operator, left, right):  # type: ignore[no-untyped-def]
+            if (budget := active()) is not None:
+                budget.check(operator, left, right)
+            return super().call_binop(context, operator, left, right)
+
+        def call(__self, __context, __obj, *args, **kwargs):  # type: ignore[no-untyped-def]  # noqa: N805
+            if (budget := active()) is not None:
+                budget.tick()
+            return super().call(__context, __obj, *args, **kwargs)
+
+        def getattr(self, obj, attribute):  # type: ignore[no-untyped-def]
+            if (budget := active()) is not None:
+                budget.tick()
+            return super().getattr(obj, attribute)
+
+        def getitem(self, obj, argument):  # type: ignore[no-untyped-def]
+            if (budget := active()) is not None:
+                budget.tick()
+            return super().getitem(obj, argument)
+
+    env = Budgeted(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, loopcontrols])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise
     return env
@@ -124,8 +154,12 @@ class ChatTemplate:
         #: docstring)
         self.tools_as_functions = "functions" in handed and not any(name == "tools" for name, _ in names)
         self.reads_datetime = "datetime" in handed
+        #: set once a render went past its budget: later renders fail at once
+        self.over_budget: TemplateOverBudget | None = None
         try:
             self.render([{"role": "user", "content": "x"}], True)
+        except TemplateOverBudget:
+            pass
         except TemplateBroken:
             self.tools_undefined = True
             try:
@@ -161,16 +195,25 @@ class ChatTemplate:
         variables = dict(messages=[dict(m) for m in messages], documents=None,
                          add_generation_prompt=add_generation_prompt, bos_token=bos_token, eos_token=eos_token,
                          strftime_now=strftime_now, **extra)
+        if self.over_budget is not None:
+            raise self.over_budget
+        budget = RenderBudget()
         try:
-            if self.mutates:
-                return self._compiled.render(copy.deepcopy(variables))
-            try:
-                return self._compiled.render(variables)
-            except jinja2.sandbox.SecurityError:  # the two sandboxes differ only in what changes a list or
-                mutable = _environment(mutable=True).from_string(self.source)  # dict: all else is refused again
-                text = mutable.render(copy.deepcopy(variables))
-                self._compiled, self.mutates = mutable, True
-                return text
+            with budget.running():
+                if self.mutates:
+                    return budget.gathered(self._compiled.generate(copy.deepcopy(variables)))
+                try:
+                    return budget.gathered(self._compiled.generate(variables))
+                except jinja2.sandbox.SecurityError:  # the two sandboxes differ only in what changes a list or
+                    mutable = _environment(mutable=True).from_string(self.source)  # dict: all else is refused again
+                    text = budget.gathered(mutable.generate(copy.deepcopy(variables)))
+                    self._compiled, self.mutates = mutable, True
+                    return text
+        except (OverBudget, MemoryError) as err:
+            why = str(err) if isinstance(err, OverBudget) else "it ran out of memory"
+            self.over_budget = TemplateOverBudget(f"the chat template's render was stopped: {why} (a template renders "
+                                                  f"in milliseconds and builds kilobytes)")
+            raise self.over_budget from None
         except TemplateRaised:
             raise
         except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
