@@ -187,7 +187,9 @@ class ChatSession:
             if start is None:
                 if len(ids) <= limit:
                     break
-                raise ChatError(f"the message alone needs {len(ids)} tokens; the context holds {self.engine.n_ctx}")
+                raise ChatError(f"the message alone needs {len(ids)} tokens; {limit} fit in the context of "
+                                f"{self.engine.n_ctx} (with {self.reply_room()} kept for the reply); -c/--ctx-size "
+                                "gives a larger one")
             self.conversation.window_start = start  # out of the window; still in the transcript
             dropped += 1
             ids = self.prompt_ids()

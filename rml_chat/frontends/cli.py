@@ -110,6 +110,9 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                             + (f": {_format_names()}" if full_help else ""))
     run = p.add_argument_group("one turn and scripts")
     run.add_argument("-p", "--prompt", metavar="TEXT", help="one turn: print the reply and exit (stdin works too)")
+    run.add_argument("-f", "--file", metavar="PATH", action="append", default=[], dest="files",
+                     help="add a text file to the message, fenced and named by its path (repeatable; after text "
+                          "piped into stdin, before -p's); in the chat, to the first message")
     run.add_argument("-sys", "--system", metavar="TEXT", help="the system message")
     run.add_argument("--json", action="store_true", help="print one JSON object: reply, counts, stop reason, timings "
                                                          "(errors too)")
@@ -269,6 +272,11 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         raise UsageError(f"{flag} needs -p TEXT or text on stdin" + (" (or --check)" if args.json else ""))
     if args.check and (args.prompt is not None or args.show_prompt or args.system is not None or args.resume):
         raise UsageError("--check runs its own conversation; drop -p, -sys, --show-prompt and --resume")
+    if args.files and (args.check or args.batch is not None):
+        raise UsageError(f"--file adds to the message of -p, stdin or the chat, not to {'--check' if args.check else '--batch'}")
+    from ..core.attachments import read_attachment
+
+    args.attachments = [read_attachment(path) for path in args.files]  # (a bad file is one line before the load)
 
     def say(line: str) -> None:
         if not (args.json or scripted) or args.verbose or line.startswith(("note:", "warning:")):
@@ -301,7 +309,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
             return run_scripted(session, args)
         from .repl import Repl
 
-        return Repl(session, sessions_cap=cap).run()
+        return Repl(session, sessions_cap=cap, files=args.attachments).run()
     finally:
         why = session.engine.keep_prompt()  # (nothing where the prompt cache is off or not worth it)
         if why and args.verbose:

@@ -16,7 +16,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
@@ -28,6 +28,7 @@ from tokenizer import TokenizerError
 from tokenizer.chat import ChatFormatError
 
 from .. import text_input
+from ..core.attachments import Attachment, message_with
 from ..core.conversation import ChatError
 from ..core.session import ChatSession
 from ..core.sessions import new_autosave_path, prune_states, release_claim, sessions_dir, size_text, state_worth_it
@@ -97,8 +98,9 @@ class Repl:
     """Reads messages and commands, runs turns, prints replies and a stats line after each."""
 
     def __init__(self, session: ChatSession, *, input=None, output=None, history: Path | None = None,
-                 autosave: Path | None = None, sessions_cap: int | None = None):
+                 autosave: Path | None = None, sessions_cap: int | None = None, files: Sequence[Attachment] = ()):
         self.session = session
+        self.files = list(files)  # held for the next message (-f, /file)
         self._pending: list[str] = []  # notes raised while the prompt owns the terminal: printed after it
         self._prompting = False
         store = BlockHistory(SafeFileHistory(history or history_path(), self._say) if history is not False
@@ -127,6 +129,9 @@ class Repl:
         self._say(dim(fit_width(["/help for commands", "Alt-Enter for a new line", "Ctrl-D to leave"])))
         if self.session.conversation.messages:
             self.show_last_exchange()
+        for attachment in self.files:
+            self._say(dim(f"{attachment.path}: held for your first message (/file lists the files, /file --clear "
+                          "lets them go)"))
         while True:
             try:
                 text = self.read_message()
@@ -232,6 +237,9 @@ class Repl:
         return text_input.from_str(text, "the chat input", warn=lambda line: self._say(f"note: {line}"))
 
     def reply(self, text: str | None) -> None:
+        """A turn for ``text`` (None: regenerate the last reply), with the files held by /file or -f."""
+        files, self.files = self.files, []
+        message = message_with("", files, text) if files and text is not None else text
         progress = EvalProgress()
         view = ThoughtView(self.session.thinking_display, self.session.hide_thinking)
 
@@ -249,7 +257,7 @@ class Repl:
                 view.thought(chunk)
 
         try:
-            result = self.session.exchange(text, emit, lambda line: self._say(dim(line)), progress, think=think)
+            result = self.session.exchange(message, emit, lambda line: self._say(dim(line)), progress, think=think)
         except KeyboardInterrupt:
             progress.clear()
             if self.session.conversation.unanswered() is not None:
@@ -264,10 +272,12 @@ class Repl:
             self._say(f"error: {one_line(str(err))}" if known else
                       f"internal error ({type(err).__name__}: {one_line(str(err))}); the conversation is kept")
             if text is not None:
-                if self.session.conversation.messages[-1:] == [{"role": "user", "content": text}]:
+                if self.session.conversation.messages[-1:] == [{"role": "user", "content": message}]:
                     self.session.conversation.messages.pop()
                 self.prompt.history.append_string(text)
-                self._say(dim("your message was not sent; it is in the history (press Up)"))
+                self.files = files
+                self._say(dim("your message was not sent; it is in the history (press Up)" +
+                              ("; the files stay held for it (/file lists them)" if files else "")))
             return
         progress.clear()
         if view.open:  # a thought that never closed

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from ..core.attachments import Attachment, read_attachment
 from ..core.conversation import Conversation, window_note
 from ..core.session import ChatSession
 from ..core.sessions import name_problem
@@ -32,6 +33,7 @@ class Host(Protocol):
     that the commands never import the REPL."""
 
     session: ChatSession
+    files: list[Attachment]  # held for the next message
 
     def say(self, line: str) -> None:
         """Show a line (held while the user is typing)."""
@@ -70,6 +72,7 @@ class Commands:
             "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
             "/schema": (self._schema, "JSON|@FILE|off  replies are JSON following this schema"),
             "/grammar": (self._grammar, "GBNF|@FILE|off  replies follow this GBNF grammar"),
+            "/file": (self._file, "[PATH | --clear]  add a text file to your next message; alone: the files held"),
             "/tools": (self._tools, "[on|off NAME|all]  the tools the model may call (--functions, --mcp), on or off"),
             "/exit": (lambda _: True, "leave (or Ctrl-D)"),
         }
@@ -195,6 +198,26 @@ class Commands:
         self.session.constraint = constraint
         self.say(f"replies follow {constraint.describe()} now (/{'schema' if constraint.schema else 'grammar'} off "
                  "to stop)")
+
+    def _file(self, arg: str) -> None:
+        held = self.repl.files
+        if arg == "--clear":
+            self.repl.files = []
+            self.repl.say(f"{counted(len(held), 'file')} let go")
+            return
+        if arg:
+            path = arg.strip().strip("'\"")  # (a path dragged into the terminal comes quoted)
+            attachment = read_attachment(path, "/file")
+            tokens = len(self.repl.session.model.tokenizer.encode(attachment.block))
+            held.append(attachment)
+            room = self.repl.session.engine.n_ctx - self.repl.session.reply_room()
+            self.repl.say(f"{path}: {counted(tokens, 'token')}, held for your next message" +
+                          (f" — more than the {room} a message can have in this context" if tokens > room else ""))
+            return
+        if not held:
+            self.repl.say("no files held (/file PATH adds one to your next message)")
+        for attachment in held:
+            self.repl.say(f"{attachment.path}: {counted(len(attachment.text), 'character')}")
 
     def _tools(self, rest: str) -> None:
         box = self.repl.session.toolbox

@@ -6,10 +6,13 @@ import argparse
 import os
 import stat
 import sys
+from collections.abc import Sequence
 
 from tokenizer import TokenType
 
 from .. import text_input
+from ..core.attachments import Attachment, files_note, message_with
+from ..core.conversation import ChatError
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint, Outcome
 from ..engines.base import Generation
@@ -105,15 +108,15 @@ class ThoughtOnStderr:
             self.open = False
 
 
-def turn_text(prompt: str | None) -> str:
-    """The turn's text: ``-p TEXT``, stdin, or both. Text piped in or redirected from a file goes first and
-    the instruction after it, a blank line apart (``cat notes.txt | rml-chat -p "Summarize the text
-    above"``), as llm, ollama and aichat put the two in one message; a terminal or ``/dev/null`` on stdin
-    adds nothing."""
-    if prompt is None:
+def turn_text(prompt: str | None, files: Sequence[Attachment] = ()) -> str:
+    """The turn's text: ``-p TEXT``, stdin, ``-f`` files, or all of them. Text piped in or redirected from a
+    file goes first, then the files, then the instruction, a blank line apart (``cat notes.txt | rml-chat -p
+    "Summarize the text above"``), as llm, ollama and aichat put them in one message
+    (core/attachments.py); a terminal or ``/dev/null`` on stdin adds nothing."""
+    if prompt is None and not files:
         return text_input.read_stdin()
     piped = text_input.read_stdin() if _stdin_carries_text() else ""
-    return f"{piped.rstrip()}\n\n{prompt}" if piped.strip() else prompt
+    return message_with(piped, files, prompt or "")
 
 
 def _stdin_carries_text() -> bool:
@@ -127,11 +130,13 @@ def _stdin_carries_text() -> bool:
 
 def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     """One turn: the reply streamed to stdout (or one JSON object); the exit code."""
-    text = turn_text(args.prompt)
+    files = getattr(args, "attachments", [])
+    text = turn_text(args.prompt, files)
     if not text.strip():
         raise AppError("empty prompt (give -p TEXT or text on stdin)", "input")
     if getattr(args, "show_prompt", False):
         return show_prompt(session, text, args.json)
+    weights = [len(session.model.tokenizer.encode(a.block)) for a in files]
 
     progress = EvalProgress()
 
@@ -148,6 +153,10 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     try:
         result = session.exchange(text, emit, notify, progress, think=thinking.write)
         thinking.end()
+    except ChatError as err:
+        if files and "the message alone needs" in str(err):  # (what each file weighs, to choose what to leave out)
+            raise ChatError(f"{err} (the files: {files_note(files, weights)})") from None
+        raise
     except KeyboardInterrupt:
         progress.clear()
         if not args.json:
@@ -157,7 +166,10 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     progress.clear()
     if args.json:
-        print(json_text(result_json(session, result, session.constraint)))
+        shown = result_json(session, result, session.constraint)
+        if files:
+            shown["files"] = [{"path": a.path, "chars": len(a.text), "tokens": n} for a, n in zip(files, weights)]
+        print(json_text(shown))
         return verdict(result.outcome, args.json)
     if not result.reply.endswith("\n"):
         print()

@@ -1,0 +1,93 @@
+"""Files into a message: ``-f/--file`` (repeatable) after piped text and before ``-p``; the REPL's
+``/file``; every path that is not a text file refused in one line before the model loads; a message too
+big for the context says what each file weighs and how many tokens fit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import model_path, smollm_session
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from rml_chat.core.attachments import Attachment, message_with
+from rml_chat.core.model import load_model
+from rml_chat.frontends.repl import Repl
+
+ENTER = "\r"
+
+
+def _run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), *args],
+                          input=None if stdin is None else stdin.decode(), capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL if stdin is None else None)
+
+
+def test_piped_text_then_the_files_in_order_then_the_prompt_make_one_message(tmp_path) -> None:
+    (tmp_path / "a.txt").write_text("Alpha file.\n")
+    (tmp_path / "b.md").write_text("```python\nprint(1)\n```\n")  # a fence inside: the block's fence is longer
+    done = _run("-f", str(tmp_path / "a.txt"), "--file", str(tmp_path / "b.md"), "-p", "Compare them.",
+                "--show-prompt", "--json", stdin=b"Piped notes.\n")
+    assert done.returncode == 0, done.stderr
+    prompt = json.loads(done.stdout)["prompt"]
+    expected = (f"Piped notes.\n\n```{tmp_path / 'a.txt'}\nAlpha file.\n```\n\n"
+                f"````{tmp_path / 'b.md'}\n```python\nprint(1)\n```\n````\n\nCompare them.")
+    assert f"<|im_start|>user\n{expected}<|im_end|>" in prompt
+
+
+def test_the_json_report_counts_each_file(tmp_path) -> None:
+    (tmp_path / "notes.txt").write_text("The meeting is on Tuesday at noon.\n")
+    done = _run("-f", str(tmp_path / "notes.txt"), "-p", "When is the meeting?", "-n", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    (counted,) = json.loads(done.stdout)["files"]
+    block = Attachment(str(tmp_path / "notes.txt"), "The meeting is on Tuesday at noon.\n").block
+    assert counted == {"path": str(tmp_path / "notes.txt"), "chars": 35,
+                       "tokens": len(load_model(str(model_path("smollm2"))).tokenizer.encode(block))}
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "binary", "latin-1", "fifo"])
+def test_a_path_that_is_not_a_text_file_is_one_line_before_the_model_loads(tmp_path, kind: str) -> None:
+    path = tmp_path / kind
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "binary":
+        path.write_bytes(b"PK\x03\x04\x00\x00rest")
+    elif kind == "latin-1":
+        path.write_bytes("café".encode("latin-1"))
+    elif kind == "fifo":
+        os.mkfifo(path)
+    done = _run("-f", str(path), "-p", "Summarize.")
+    expected = {"missing": "no such file", "directory": "a directory, not a file (name the files in it)",
+                "binary": "a binary file (a NUL byte at offset 4), not text",
+                "latin-1": "not UTF-8 text (byte 0xe9 at offset 3)",
+                "fifo": "not a regular file (a pipe or a device; pipe text into stdin instead)"}[kind]
+    assert done.returncode == 1 and done.stderr.splitlines() == [f"rml-chat: input: --file {path}: {expected}"]
+
+
+def test_a_file_too_big_for_the_context_says_what_it_weighs_and_what_fits(tmp_path) -> None:
+    (tmp_path / "long.txt").write_text("word " * 3000)
+    done = _run("-c", "1024", "-f", str(tmp_path / "long.txt"), "-p", "Summarize.")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("rml-chat: chat: the message alone needs ") and "fit in the context of 1024" in line
+    assert f"(the files: {tmp_path / 'long.txt'} 30" in line  # (3,000 words and the fence: 3,00x tokens)
+
+
+def test_file_goes_with_the_next_message_in_the_chat_and_errors_keep_the_session(tmp_path, capsys) -> None:
+    (tmp_path / "notes.txt").write_text("Milk, eggs.\n")
+    with smollm_session(2048, 8) as session, create_pipe_input() as pipe:
+        pipe.send_text(f"/file {tmp_path / 'nothing.txt'}{ENTER}/file '{tmp_path / 'notes.txt'}'{ENTER}/file{ENTER}"
+                       f"What do I buy?{ENTER}Thanks.{ENTER}")
+        pipe.close()
+        assert Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history").run() == 0
+        users = [m["content"] for m in session.conversation.messages if m["role"] == "user"]
+    out = capsys.readouterr().out
+    assert f"error: /file {tmp_path / 'nothing.txt'}: no such file" in out
+    assert f"{tmp_path / 'notes.txt'}: 1" in out and "held for your next message" in out
+    assert f"{tmp_path / 'notes.txt'}: 12 characters" in out
+    assert users == [message_with("", [Attachment(str(tmp_path / "notes.txt"), "Milk, eggs.\n")], "What do I buy?"),
+                     "Thanks."]  # (held for one message only)
