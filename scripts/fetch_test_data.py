@@ -55,6 +55,11 @@ def llama_vocab_source() -> Path:
     return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "src" / "llama-vocab.cpp"
 
 
+def llama_common(name: str) -> Path:
+    """A file of llama.cpp's common/ (common.h, sampling.cpp, arg.cpp): the sampler chain's oracle."""
+    return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "common" / name
+
+
 def llama_chat_tests() -> Path:
     """llama.cpp's tests/test-chat.cpp: its reply parser's cases (read by tests/llama_chat_cases.py)."""
     return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "tests" / "test-chat.cpp"
@@ -99,8 +104,10 @@ def _atomic_write(target: Path, chunks: list[bytes] | list[Path]) -> None:
     tmp.replace(target)
 
 
-#: llama.cpp sources kept beside models/: the Unicode tables and the pre-tokenizer names.
-_SOURCES = ("src/unicode-data.cpp", "src/llama-vocab.cpp", "tests/test-chat.cpp")
+#: llama.cpp sources kept beside models/: the Unicode tables, the pre-tokenizer names, the reply parser's
+#: cases, and the sampler chain (its defaults, order and flags: tests/test_sampling.py)
+_SOURCES = ("src/unicode-data.cpp", "src/llama-vocab.cpp", "tests/test-chat.cpp", "common/common.h",
+            "common/sampling.cpp", "common/arg.cpp")
 
 
 def fetch_llama_cpp_models(say) -> None:

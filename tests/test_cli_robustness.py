@@ -77,7 +77,14 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_
               "hide_thinking": ["yes"], "reasoning_effort": ["HIGH", "very high", "x" * 30],
               "thinking_display": ["collapsed"], "prompt_cache": ["maybe"],
               "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"],
-              "parallel": ["0", "65", "four"]}
+              "parallel": ["0", "65", "four"], "typical_p": ["1.5"], "top_n_sigma": ["-2", "x"],
+              "xtc_probability": ["2"], "xtc_threshold": ["-0.5"], "repeat_last_n": ["-1", "all"],
+              "presence_penalty": ["inf", "much"], "frequency_penalty": ["nan"], "dry_multiplier": ["-0.8"],
+              "dry_base": ["0.5"], "dry_allowed_length": ["-1"], "dry_penalty_last_n": ["-1"],
+              "dry_sequence_breakers": [""], "dynatemp_range": ["-1"], "dynatemp_exp": ["-2"],
+              "mirostat": ["3", "on"], "mirostat_lr": ["0"], "mirostat_ent": ["-5"],
+              "logit_bias": ["15043", "15043*2", "x+1", "15043+nan"], "samplers": ["top_k;hot", "kqz", ""],
+              "ignore_eos": ["yes"]}
 
 
 @pytest.mark.offline

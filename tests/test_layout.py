@@ -18,8 +18,8 @@ pytestmark = pytest.mark.offline
 #: the rooms of rml_chat and what each may import of rml_chat (besides itself); tokenizer: who may use it
 ROOMS = {
     "engines": {"rml_chat.errors", "rml_chat.terminal"},
-    "core": {"rml_chat.engines.base", "rml_chat.engines.runtime", "rml_chat.errors", "rml_chat.text_input",
-             "rml_chat.words"},
+    "core": {"rml_chat.engines.base", "rml_chat.engines.runtime", "rml_chat.engines.sampler_chain", "rml_chat.errors",
+             "rml_chat.text_input", "rml_chat.words"},
     "frontends": {"rml_chat"},
     "tools": {"rml_chat.core", "rml_chat.engines.base", "rml_chat.engines.runtime", "rml_chat.errors"},
     "doctor": {"rml_chat.core", "rml_chat.engines.base", "rml_chat.engines.runtime", "rml_chat.engines.llama_vocab",

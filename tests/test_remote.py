@@ -72,6 +72,47 @@ def test_a_remote_chat_gives_the_local_engines_greedy_replies_and_turn_two_evalu
     assert 0 < theirs[1][1] <= new_message + 2  # the server's own count: its prompt cache held the rest
 
 
+#: every sampler of llama.cpp's chain away from its default, in another order (sampler_chain.py)
+SAMPLED = {"greedy": Sampling(temp=0.0, max_tokens=40),
+           "every-sampler": Sampling(temp=0.9, seed=42, max_tokens=40, top_k=60, top_p=0.9, min_p=0.02, typical_p=0.95,
+                                     top_n_sigma=2.5, xtc_probability=0.3, xtc_threshold=0.2, repeat_last_n=32,
+                                     repeat_penalty=1.1, presence_penalty=0.3, frequency_penalty=0.2,
+                                     dry_multiplier=0.8, dry_base=1.5, dry_allowed_length=3, dry_penalty_last_n=48,
+                                     dry_sequence_breakers=("\n", "."), dynatemp_range=0.3, dynatemp_exp=1.2,
+                                     logit_bias=((330, 2.0), (28, -1.5)),
+                                     samplers=("dry", "penalties", "top_k", "typ_p", "top_n_sigma", "top_p", "min_p",
+                                               "xtc", "temperature")),
+           "mirostat-2": Sampling(temp=0.7, seed=9, max_tokens=40, mirostat=2, mirostat_ent=4.0, mirostat_lr=0.2),
+           "mirostat-1-ignore-eos": Sampling(temp=0.7, seed=5, max_tokens=40, mirostat=1, ignore_eos=True)}
+
+
+def test_the_sampler_chain_draws_the_same_tokens_as_llama_server_from_the_same_seed(model, tmp_path) -> None:
+    """llama-server builds its chain from the request's fields (common_sampler_init); ours is built stage by
+    stage (sampler_chain.py): from the same logits, the same seed draws the same tokens. The same logits:
+    the server in this process's own setup (no RPC workers, flash attention off as LocalEngine has it), and
+    the prompt evaluated once by both before (its last token then evaluated alone on both sides)."""
+    from dataclasses import replace
+
+    from rml_chat.engines.base import Generation
+
+    running = cluster.start(model_path("smollm2"), workers=0, ctx=2048, threads=1, extra=("-fa", "off"),
+                            log=tmp_path / "server.log")
+    local = LocalEngine(model.weights, n_ctx=2048, n_threads=1)
+    try:
+        ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": "Tell me about the moon."}]))
+        engines = (local, ServerEngine(running.url))
+        for engine in engines:
+            list(engine.generate(ids, Sampling(temp=0.0, max_tokens=1), model.stop_ids, Generation()))
+        drawn = {name: [list(engine.generate(ids, replace(sampling), model.stop_ids, Generation()))
+                        for engine in engines] for name, sampling in SAMPLED.items()}
+    finally:
+        local.close()
+        running.stop()
+    for name, (ours, theirs) in drawn.items():
+        assert ours == theirs and len(ours) == 40, name
+    assert len({tuple(ours) for ours, _ in drawn.values()}) == len(SAMPLED)  # (each setting drew its own reply)
+
+
 def test_ctrl_c_mid_reply_keeps_the_partial_reply_and_the_server_serves_the_next_turn(server, model) -> None:
     session = ChatSession(model, ServerEngine(server.url), Sampling(temp=0.0, max_tokens=200))
     seen = []

@@ -26,6 +26,7 @@ from .conversation import ChatError, Conversation
 from .gbnf import ThoughtThenCall, for_reply, thought_free
 from .model import Model
 from .reply import Reply
+from .settings import sampling_value
 from .structured import Constraint, Outcome, judge
 
 __all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "Conversation", "Toolbox", "TurnResult"]
@@ -126,6 +127,8 @@ class ChatSession:
         self.hide_thinking = False  # front ends leave the thought out of what they show
         self.thinking_display = "full"  # the REPL's: the thought whole, or one line (frontends/thought_view.py)
         self.ctrl_c_ends_thought = False  # the REPL's: the first Ctrl-C during a thought ends the thought
+        #: where each sampling setting came from (core/sampling_sources.py): flag, /set, the model, llama.cpp
+        self.sampling_sources: dict[str, str] = {}
         self.toolbox: Toolbox | None = None  # tools the model may call (rml_chat/tools): their turns run there
         self.prompt_filter: Callable[[list[int]], list[int]] | None = None  # (a tool call's own ids kept)
         reasoning = model.reasoning
@@ -388,8 +391,11 @@ class ChatSession:
             self.reasoning_effort = str(value)
         elif name in ("context_shift", "hide_thinking"):
             setattr(self, name, value == "on")
-        else:  # the session's own thinking_display, or a sampler setting
-            setattr(self if name == "thinking_display" else self.sampling, name, value)
+        elif name == "thinking_display":
+            self.thinking_display = str(value)
+        else:  # a sampler setting
+            setattr(self.sampling, name, sampling_value(name, value))
+            self.sampling_sources[name] = "/set"
         return ""
 
     def setting(self, name: str) -> object:
@@ -400,6 +406,10 @@ class ChatSession:
             return self.reasoning_effort or "the template's"
         if name in ("context_shift", "hide_thinking"):
             return "on" if getattr(self, name) else "off"
+        if name == "ignore_eos":
+            return "on" if self.sampling.ignore_eos else "off"
+        if name == "samplers":
+            return ";".join(self.sampling.samplers)
         return getattr(self if name == "thinking_display" else self.sampling, name)
 
     def eval_rate(self) -> float | None:

@@ -12,23 +12,33 @@ model's training context, ``--top-k 0`` and ``--min-p 0`` are off, ``--seed -1``
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from ..engines.base import DRY_BREAKERS, Sampling
+from ..engines.sampler_chain import parse_order
 
 
 class SettingError(ValueError):
     """A value a setting does not allow; str() is the sentence "X must be …, not …"."""
 
 
-def number(low: float, high: float = math.inf, *, low_open: bool = False, note: str = "") -> Callable[[str], float]:
-    bounds = (f"above {low:g}" if low_open else f"{low:g} or more") if high == math.inf else f"from {low:g} to {high:g}"
-    allowed = f"a number {bounds}" + (f" ({note})" if note else "")
+def number(low: float, high: float = math.inf, *, low_open: bool = False, note: str = "",
+           special: float | None = None) -> Callable[[str], float]:
+    """Finite numbers from ``low`` (to ``high``); ``special``, below ``low``, is allowed too (``-1``: off)."""
+    bounds = ("" if low == -math.inf else (f" above {low:g}" if low_open else f" {low:g} or more")) \
+        if high == math.inf else f" from {low:g} to {high:g}"
+    allowed = (f"{special:g} or " if special is not None else "") + ("a finite number" if low == -math.inf else
+                                                                     "a number") + bounds + (f" ({note})" if note else "")
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise SettingError(allowed) from None
+        if value == special:
+            return value
         if not math.isfinite(value) or value < low or value > high or (low_open and value == low):
             raise SettingError(allowed)
         return value
@@ -112,23 +122,92 @@ class Setting:
             raise SettingError(f"{flag or self.flag} must be {err}, not {text!r}") from None
 
 
+def sampler_order(text: str) -> tuple[str, ...]:
+    """``--samplers``/``--sampler-seq``: llama.cpp's sampler names separated by ``;``, or their letters."""
+    try:
+        return parse_order(text)
+    except ValueError as err:
+        raise SettingError(str(err)) from None
+
+
+sampler_order.allowed = "names separated by ; or letters (llama.cpp's)"  # type: ignore[attr-defined]
+
+
+def token_bias(text: str) -> tuple[int, float]:
+    """``--logit-bias ID+BIAS`` or ``ID-BIAS`` (llama.cpp's form; ``ID-inf``: never)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([+-])\s*(\S+)\s*", text)
+    try:
+        bias = float(match.group(3)) if match else math.nan
+    except ValueError:
+        bias = math.nan
+    if match is None or math.isnan(bias) or bias < 0:
+        raise SettingError(token_bias.allowed)  # type: ignore[attr-defined]
+    return int(match.group(1)), bias if match.group(2) == "+" else -bias
+
+
+token_bias.allowed = "TOKEN_ID+BIAS or TOKEN_ID-BIAS (15043+1, 2-inf)"  # type: ignore[attr-defined]
+
+_D = Sampling()  # llama.cpp's defaults (engines/base.py)
 SAMPLING, CONTEXT, OUTPUT = "sampling (llama.cpp's meanings and defaults)", "context and threads", "output"
 SETTINGS: tuple[Setting, ...] = (
-    Setting("temp", ("--temp",), number(0, note="0: greedy"), 0.8, SAMPLING, "temperature", True, metavar="T"),
-    Setting("top_k", ("--top-k",), integer(0, note="0: off"), 40, SAMPLING, "keep the k most likely tokens", True,
+    Setting("temp", ("--temperature", "--temp"), number(0, note="0: greedy"), _D.temp, SAMPLING, "temperature", True,
+            metavar="T"),
+    Setting("top_k", ("--top-k",), integer(0, note="0: off"), _D.top_k, SAMPLING, "keep the k most likely tokens", True,
             metavar="K"),
-    Setting("top_p", ("--top-p",), number(0, 1, note="1: off"), 0.95, SAMPLING,
+    Setting("top_p", ("--top-p",), number(0, 1, note="1: off"), _D.top_p, SAMPLING,
             "keep the most likely tokens up to this total probability", True, metavar="P"),
-    Setting("min_p", ("--min-p",), number(0, 1, note="0: off"), 0.05, SAMPLING,
+    Setting("min_p", ("--min-p",), number(0, 1, note="0: off"), _D.min_p, SAMPLING,
             "drop tokens less likely than this times the most likely one", True, metavar="P"),
-    Setting("repeat_penalty", ("--repeat-penalty",), number(0, low_open=True, note="1: off"), 1.0, SAMPLING,
-            "penalise tokens already in the last 64", True, metavar="R"),
-    Setting("seed", ("--seed",), integer(0, 2**32 - 1, special=-1, note="-1: random"), -1, SAMPLING,
+    Setting("typical_p", ("--typical-p", "--typical"), number(0, 1, note="1: off"), _D.typical_p, SAMPLING,
+            "locally typical sampling", True, metavar="P"),
+    Setting("top_n_sigma", ("--top-n-sigma", "--top-nsigma"), number(0, special=-1, note="-1: off"), _D.top_n_sigma,
+            SAMPLING, "keep tokens within n standard deviations of the most likely logit", True, metavar="N"),
+    Setting("xtc_probability", ("--xtc-probability",), number(0, 1, note="0: off"), _D.xtc_probability, SAMPLING,
+            "XTC: how often the most likely tokens are excluded", True, metavar="P"),
+    Setting("xtc_threshold", ("--xtc-threshold",), number(0, 1, note="above 0.5: off"), _D.xtc_threshold, SAMPLING,
+            "XTC: tokens at least this likely are excluded, all but the least likely of them", True, metavar="T"),
+    Setting("repeat_last_n", ("--repeat-last-n",), integer(0, note="0: off"), _D.repeat_last_n, SAMPLING,
+            "the last tokens the penalties look at", True, metavar="N"),
+    Setting("repeat_penalty", ("--repeat-penalty",), number(0, low_open=True, note="1: off"), _D.repeat_penalty,
+            SAMPLING, "penalise tokens already among the last --repeat-last-n", True, metavar="R"),
+    Setting("presence_penalty", ("--presence-penalty",), number(-math.inf, note="0: off"), _D.presence_penalty,
+            SAMPLING, "subtract this from tokens among the last --repeat-last-n", True, metavar="P"),
+    Setting("frequency_penalty", ("--frequency-penalty",), number(-math.inf, note="0: off"), _D.frequency_penalty,
+            SAMPLING, "subtract this times their count from tokens among the last --repeat-last-n", True, metavar="F"),
+    Setting("dry_multiplier", ("--dry-multiplier",), number(0, note="0: off"), _D.dry_multiplier, SAMPLING,
+            "DRY: penalise a token that would extend a repeated sequence", True, metavar="M"),
+    Setting("dry_base", ("--dry-base",), number(1), _D.dry_base, SAMPLING,
+            "DRY: the penalty grows as base ^ (repeated length - allowed length)", True, metavar="B"),
+    Setting("dry_allowed_length", ("--dry-allowed-length",), integer(0), _D.dry_allowed_length, SAMPLING,
+            "DRY: repeated sequences this long go unpenalised", True, metavar="N"),
+    Setting("dry_penalty_last_n", ("--dry-penalty-last-n",), integer(0, note="0: off"), _D.dry_penalty_last_n,
+            SAMPLING, "DRY: the last tokens it looks at", True, metavar="N"),
+    Setting("dry_sequence_breakers", ("--dry-sequence-breaker",), nonempty, [], SAMPLING,
+            "DRY: a text that ends a repeated sequence; the first one given replaces the defaults, none: no breakers "
+            "(repeatable)", True, repeat=True, metavar="TEXT", default_text="'\\n' ':' '\"' '*'"),
+    Setting("dynatemp_range", ("--dynatemp-range",), number(0, note="0: off"), _D.dynatemp_range, SAMPLING,
+            "dynamic temperature: it varies this much either side of --temp, with the entropy", True, metavar="R"),
+    Setting("dynatemp_exp", ("--dynatemp-exp",), number(0), _D.dynatemp_exp, SAMPLING,
+            "dynamic temperature: how entropy maps to it", True, metavar="E"),
+    Setting("mirostat", ("--mirostat",), integer(0, 2, note="0: off, 1: Mirostat, 2: Mirostat 2.0; top-k, top-p and "
+            "the rest are then left out"), _D.mirostat, SAMPLING, "Mirostat sampling", True, metavar="N"),
+    Setting("mirostat_lr", ("--mirostat-lr",), number(0, low_open=True), _D.mirostat_lr, SAMPLING,
+            "Mirostat's learning rate (eta)", True, metavar="ETA"),
+    Setting("mirostat_ent", ("--mirostat-ent",), number(0, low_open=True), _D.mirostat_ent, SAMPLING,
+            "Mirostat's target entropy (tau)", True, metavar="TAU"),
+    Setting("logit_bias", ("-l", "--logit-bias"), token_bias, [], SAMPLING,
+            "add BIAS to a token's logit (repeatable)", True, repeat=True, metavar="ID+BIAS", default_text="none"),
+    Setting("samplers", ("--sampler-seq", "--samplers"), sampler_order, _D.samplers, SAMPLING,
+            "the samplers and their order", True, metavar="ORDER", default_text=";".join(_D.samplers)),
+    Setting("ignore_eos", ("--ignore-eos",), choice("on", "off"), "off", SAMPLING,
+            "never sample the model's stop tokens: the reply runs to -n or a full context", True, metavar="on|off",
+            bare="on"),
+    Setting("seed", ("--seed",), integer(0, 2**32 - 1, special=-1, note="-1: random"), _D.seed, SAMPLING,
             "sampling seed", True, metavar="N"),
     Setting("max_tokens", ("-n", "--max-tokens"), integer(0, special=-1, note="-1: until a stop or a full context"),
-            -1, SAMPLING, "the reply's length limit", True, metavar="N"),
+            _D.max_tokens, SAMPLING, "the reply's length limit", True, metavar="N"),
     Setting("reasoning_budget", ("--reasoning-budget",), integer(0, special=-1, note="-1: no limit, 0: no thought"),
-            -1, SAMPLING, "reasoning models: thought tokens before the thought is closed and the model answers",
+            _D.reasoning_budget, SAMPLING, "reasoning models: thought tokens before the thought is closed and the model answers",
             True, metavar="N"),
     Setting("ctx_size", ("-c", "--ctx-size"), integer(0, note="0: the model's training context"), 4096, CONTEXT,
             "context size in tokens (llama.cpp allocates in steps of 256)", metavar="N"),
@@ -174,6 +253,30 @@ BY_NAME = {s.name: s for s in SETTINGS}
 def settable(name: str) -> Setting | None:
     """The row ``/set NAME`` changes (``top-k``, ``top_k`` and ``--top-k`` all name it), if any."""
     key = name.lstrip("-").replace("-", "_")
-    key = {"n": "max_tokens", "hidethinking": "hide_thinking"}.get(key, key)
+    key = {"n": "max_tokens", "hidethinking": "hide_thinking", "temperature": "temp", "typical": "typical_p",
+           "top_nsigma": "top_n_sigma", "dry_sequence_breaker": "dry_sequence_breakers", "sampler_seq": "samplers",
+           "l": "logit_bias"}.get(key, key)
     row = BY_NAME.get(key)
     return row if row is not None and row.settable else None
+
+
+def sampling_value(name: str, value: object) -> object:
+    """A parsed setting as the ``Sampling`` field of the same name holds it: ``--ignore-eos on`` as True,
+    the repeated flags as tuples (``--dry-sequence-breaker``: none given is llama.cpp's defaults, ``none``
+    clears those given before it)."""
+    if name == "ignore_eos":
+        return value == "on"
+    if name == "dry_sequence_breakers":
+        given = list(value) if isinstance(value, (list, tuple)) else [value]
+        if not given:
+            return DRY_BREAKERS
+        cleared = max((i for i, text in enumerate(given) if text == "none"), default=-1)
+        return tuple(given[cleared + 1:])
+    if name == "logit_bias":
+        return tuple(value) if isinstance(value, (list, tuple)) and (not value or isinstance(value[0], tuple)) \
+            else (value,)
+    return value
+
+
+#: the Sampling fields the table sets (the rest of its rows are the session's and the engine's)
+SAMPLING_NAMES = tuple(row.name for row in SETTINGS if hasattr(_D, row.name))

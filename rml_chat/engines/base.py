@@ -22,15 +22,42 @@ from typing import Protocol, runtime_checkable
 Progress = Callable[[int, int, float], None]  # (done, total, seconds) during a prompt's evaluation
 
 
+#: llama.cpp's sampler order (common_params_sampling.samplers; sampler_chain.py builds it)
+DEFAULT_SAMPLERS = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")
+DRY_BREAKERS = ("\n", ":", "\"", "*")  # llama.cpp's default DRY sequence breakers
+
+
 @dataclass
 class Sampling:
-    """Sampling settings with llama.cpp's names and defaults (``temp 0`` is greedy; seed -1 is random)."""
+    """Sampling settings with llama.cpp's names, meanings and defaults (its ``common_params_sampling``):
+    ``temp 0`` is greedy, seed -1 is random, each "off" value leaves its sampler without effect.
+    ``sampler_chain.py`` turns them into llama.cpp's chain, in ``samplers``' order."""
 
     temp: float = 0.8
     top_k: int = 40
     top_p: float = 0.95
     min_p: float = 0.05
-    repeat_penalty: float = 1.0
+    typical_p: float = 1.0          # 1: off
+    top_n_sigma: float = -1.0       # -1: off
+    xtc_probability: float = 0.0    # 0: off
+    xtc_threshold: float = 0.1
+    repeat_last_n: int = 64         # the tokens the penalties look back over (0: off)
+    repeat_penalty: float = 1.0     # 1: off
+    presence_penalty: float = 0.0   # 0: off
+    frequency_penalty: float = 0.0  # 0: off
+    dry_multiplier: float = 0.0     # 0: off
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = 64    # 0: off
+    dry_sequence_breakers: tuple[str, ...] = DRY_BREAKERS
+    dynatemp_range: float = 0.0     # 0: off
+    dynatemp_exp: float = 1.0
+    mirostat: int = 0               # 0: off, 1: Mirostat, 2: Mirostat 2.0 (top-k, top-p … are then left out)
+    mirostat_lr: float = 0.1        # eta
+    mirostat_ent: float = 5.0       # tau
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias); -inf: never
+    samplers: tuple[str, ...] = DEFAULT_SAMPLERS
+    ignore_eos: bool = False        # the model's stop tokens are never sampled (logit bias -inf)
     seed: int = -1
     max_tokens: int = -1  # -1: until a stop or the context is full
     reasoning_budget: int = -1  # thought tokens before the chat closes the thought (-1: no limit); engines ignore it

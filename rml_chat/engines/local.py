@@ -13,6 +13,7 @@ import os
 import random
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import ModelError
@@ -20,6 +21,7 @@ from . import kv_cache
 from .base import Generation, Progress, Sampling, Shifted, common_prefix, context_size
 from .prompt_cache import PromptCache
 from .runtime import ContextTooLarge, LlamaModel, LoadError, llama_log
+from .sampler_chain import stages
 
 
 class LocalEngine:
@@ -192,9 +194,8 @@ class LocalEngine:
                 return
             self.evaluate(ids, gen, progress)
             llama = self._llama
-            sampler = llama.sampler(temp=sampling.temp, top_k=sampling.top_k, top_p=sampling.top_p,
-                                    min_p=sampling.min_p, repeat_penalty=sampling.repeat_penalty, seed=seed,
-                                    grammar=grammar)
+            sampler = llama.sampler(stages(replace(sampling, seed=seed), grammar=grammar is not None,
+                                           stop_ids=stop_ids), grammar, history=ids)
             llama.eval(ids[-1:])  # the last id on its own (the evaluation of a shifted or restored prefix matches it)
             gen.evaluated += 1
             while True:

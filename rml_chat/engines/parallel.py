@@ -25,10 +25,11 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .base import Generation, Progress, Sampling, Shifted, common_prefix
 from .runtime import LlamaModel, Sampler
+from .sampler_chain import stages
 
 SHARED_AT_LEAST = 16
 _DONE = object()
@@ -107,8 +108,9 @@ class Decoder:
         stream.gen.to_evaluate = len(stream.pending)
         s = stream.sampling
         seed = s.seed if s.seed >= 0 else random.getrandbits(32)
-        stream.sampler = self.llama.sampler(temp=s.temp, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
-                                            repeat_penalty=s.repeat_penalty, seed=seed, grammar=stream.grammar)
+        stream.sampler = self.llama.sampler(stages(replace(s, seed=seed), grammar=stream.grammar is not None,
+                                                   stop_ids=sorted(stream.stops)), stream.grammar,
+                                            history=prompt)
         if stream.budget <= 0:
             self._finish(stream)
             return

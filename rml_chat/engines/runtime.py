@@ -12,10 +12,8 @@ llama-cpp-python gives us its build of llama.cpp and its ctypes bindings (``llam
   meanwhile.
 
 ``LlamaModel`` keeps ``Llama``'s settings: its model and context parameters, batches of ``n_batch`` with
-logits for the last token only (local.py decodes a prompt's last id apart), the sampler chain it builds::
-
-    penalties (last n, repeat) -> grammar? -> greedy                                 (temp 0)
-                                           -> top-k, typical, top-p, min-p, temp, draw  (temp > 0)
+logits for the last token only (local.py decodes a prompt's last id apart). Its sampler chain is
+llama.cpp's own (``common_sampler_init``), stage by stage as sampler_chain.py lists it.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ from types import ModuleType
 from ..terminal import visible
 from . import cpu_quirks, memory
 from .base import trigger_patterns
+from .sampler_chain import Stage
 
 _COMPLETING = threading.Lock()
 
@@ -240,29 +239,57 @@ class LlamaModel:
             self.decode_seqs(chunk, range(past, past + n), [0] * n, [False] * (n - 1) + [True])
             self.cached.extend(chunk)
 
-    def sampler(self, *, temp: float, top_k: int, top_p: float, min_p: float, repeat_penalty: float,
-                seed: int, grammar: str | None = None) -> Sampler:
-        """The chain ``Llama.generate`` builds for these settings (see the module's docstring)."""
-        lib = self._lib
-        chain = Sampler(lib)
-        chain.add(lib.llama_sampler_init_penalties(self.n_vocab, 64, repeat_penalty, 0.0, 0.0))
-        patterns = [p.encode("utf-8") for p in trigger_patterns(grammar)]
-        if patterns:
-            chain.add(lib.llama_sampler_init_grammar_lazy_patterns(
-                self.vocab, grammar.encode("utf-8"), b"root", (ctypes.c_char_p * len(patterns))(*patterns),
-                len(patterns), None, 0))
-        elif grammar is not None:
-            chain.add(lib.llama_sampler_init_grammar(self.vocab, grammar.encode("utf-8"), b"root"))
-        if temp < 0:
-            chain.add(lib.llama_sampler_init_dist(seed))
-        elif temp == 0:
-            chain.add(lib.llama_sampler_init_greedy())
-        else:
-            for made in (lib.llama_sampler_init_top_k(top_k), lib.llama_sampler_init_typical(1.0, 1),
-                         lib.llama_sampler_init_top_p(top_p, 1), lib.llama_sampler_init_min_p(min_p, 1),
-                         lib.llama_sampler_init_temp(temp), lib.llama_sampler_init_dist(seed)):
-                chain.add(made)
-        return chain
+    def sampler(self, chain: Sequence[Stage], grammar: str | None = None, history: Sequence[int] = ()) -> Sampler:
+        """llama.cpp's sampler chain for ``chain`` (sampler_chain.py: the stages, seeds resolved), the
+        grammar stage built from ``grammar`` (GBNF text; lazy where it carries triggers). The samplers that
+        look back (penalties, DRY) are handed the prompt's last ids first, ``history``, as llama-server and
+        llama-cli accept the prompt into their chain: a word of the prompt counts as repeated."""
+        made = Sampler(self._lib)
+        for stage in chain:
+            sampler = self._stage(stage, grammar)
+            if stage.name in ("penalties", "dry") and stage.get("last_n") > 0:
+                for token in history[-stage.get("last_n"):]:
+                    self._lib.llama_sampler_accept(sampler, token)
+            made.add(sampler)
+        return made
+
+    def _stage(self, stage: Stage, grammar: str | None) -> object:
+        lib, get = self._lib, stage.get
+        name = stage.name
+        if name == "grammar":
+            patterns = [p.encode("utf-8") for p in trigger_patterns(grammar)]
+            if patterns:
+                return lib.llama_sampler_init_grammar_lazy_patterns(
+                    self.vocab, grammar.encode("utf-8"), b"root", (ctypes.c_char_p * len(patterns))(*patterns),
+                    len(patterns), None, 0)
+            return lib.llama_sampler_init_grammar(self.vocab, grammar.encode("utf-8"), b"root")
+        if name == "logit_bias":
+            biases = get("biases")
+            table = (lib.llama_logit_bias * len(biases))(*(lib.llama_logit_bias(t, b) for t, b in biases))
+            return lib.llama_sampler_init_logit_bias(self.n_vocab, len(biases), table)
+        if name == "penalties":
+            return lib.llama_sampler_init_penalties(self.n_vocab, get("last_n"), get("repeat"), get("frequency"),
+                                                    get("presence"))
+        if name == "dry":
+            breakers = [b.encode("utf-8") for b in get("breakers")]
+            return lib.llama_sampler_init_dry(self.vocab, get("multiplier"), get("base"), get("allowed_length"),
+                                              get("last_n"), (ctypes.c_char_p * len(breakers))(*breakers), len(breakers))
+        if name == "temperature":
+            settings = dict(stage.settings)
+            return lib.llama_sampler_init_temp_ext(settings["t"], settings.get("range", 0.0), settings.get("exponent", 1.0))
+        if name == "xtc":
+            return lib.llama_sampler_init_xtc(get("probability"), get("threshold"), 0, get("seed"))
+        if name == "mirostat":
+            return lib.llama_sampler_init_mirostat(self.n_vocab, get("seed"), get("tau"), get("eta"), 100)
+        if name == "mirostat_v2":
+            return lib.llama_sampler_init_mirostat_v2(get("seed"), get("tau"), get("eta"))
+        one = {"top_n_sigma": lambda: lib.llama_sampler_init_top_n_sigma(get("n")),
+               "top_k": lambda: lib.llama_sampler_init_top_k(get("k")),
+               "typ_p": lambda: lib.llama_sampler_init_typical(get("p"), 0),
+               "top_p": lambda: lib.llama_sampler_init_top_p(get("p"), 0),
+               "min_p": lambda: lib.llama_sampler_init_min_p(get("p"), 0),
+               "dist": lambda: lib.llama_sampler_init_dist(get("seed"))}
+        return one[name]()
 
     def sample(self, sampler: Sampler, index: int = -1) -> int:
         """The next id, from the logits of the last id decoded (``index``: of that batch position; the

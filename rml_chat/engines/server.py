@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import socket
 import time
 from collections.abc import Iterator, Sequence
@@ -162,8 +163,7 @@ class ServerEngine:
         if budget <= 0 or not ids:
             gen.finished = time.perf_counter()
             return
-        body = {"prompt": list(ids), "n_predict": budget, "temperature": sampling.temp, "top_k": sampling.top_k,
-                "top_p": sampling.top_p, "min_p": sampling.min_p, "repeat_penalty": sampling.repeat_penalty,
+        body = {"prompt": list(ids), "n_predict": budget, **request_fields(sampling, stop_ids),
                 "stream": True, "return_tokens": True, "cache_prompt": not self._fresh, "return_progress": True}
         self._fresh = False
         if sampling.seed >= 0:
@@ -247,3 +247,20 @@ def _why(err: BaseException) -> str:
     if isinstance(err, socket.gaierror):
         return f"unknown host ({err})"
     return f"{type(err).__name__}: {err}"
+
+
+def request_fields(s: Sampling, stop_ids: Sequence[int] = ()) -> dict:
+    """The sampling settings as llama-server's ``/completion`` request fields (its names for the same
+    settings; it builds the same chain as sampler_chain.py from them)."""
+    fields = {"temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p, "typical_p": s.typical_p,
+              "top_n_sigma": s.top_n_sigma, "xtc_probability": s.xtc_probability, "xtc_threshold": s.xtc_threshold,
+              "repeat_last_n": s.repeat_last_n, "repeat_penalty": s.repeat_penalty,
+              "presence_penalty": s.presence_penalty, "frequency_penalty": s.frequency_penalty,
+              "dry_multiplier": s.dry_multiplier, "dry_base": s.dry_base, "dry_allowed_length": s.dry_allowed_length,
+              "dry_penalty_last_n": s.dry_penalty_last_n, "dry_sequence_breakers": list(s.dry_sequence_breakers),
+              "dynatemp_range": s.dynatemp_range, "dynatemp_exponent": s.dynatemp_exp, "mirostat": s.mirostat,
+              "mirostat_tau": s.mirostat_ent, "mirostat_eta": s.mirostat_lr, "samplers": list(s.samplers),
+              "logit_bias": [[token, bias if bias != -math.inf else False] for token, bias in s.logit_bias]}
+    if s.ignore_eos:  # (llama-server's ignore_eos bars its vocabulary's end-of-generation tokens; ours are named)
+        fields["logit_bias"] += [[token, False] for token in stop_ids]
+    return fields

@@ -38,7 +38,7 @@ from typing import TextIO
 from .. import text_input
 from ..core.conversation import ChatError, Conversation
 from ..core.session import ChatSession
-from ..core.settings import SAMPLING, SETTINGS, SettingError, settable
+from ..core.settings import SAMPLING, SETTINGS, SettingError, sampling_value, settable
 from ..core.structured import Constraint, check, from_schema
 from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
 from ..terminal import json_text
@@ -102,13 +102,19 @@ def parse_job(number: int, text: str, session: ChatSession, constraints: dict[st
         if row is None or (row.group != SAMPLING and row.name not in PROMPT_KEYS):
             raise AppError(f"unknown key {key!r}; a line takes {', '.join(_TEXT_KEYS + SAMPLING_KEYS + PROMPT_KEYS)}",
                            "input")
-        wanted = str if row.name in PROMPT_KEYS else (int, float)
-        if isinstance(value, bool) or not isinstance(value, wanted):
-            raise AppError(f"{key} must be {row.parse.allowed}, not {json.dumps(value)}", "input")  # type: ignore[attr-defined]
+        texts = value if row.repeat and isinstance(value, list) else [value]
+        wanted = (int, float) if isinstance(row.default, (int, float)) and row.name not in PROMPT_KEYS else str
+        if not texts or any(isinstance(v, bool) or not isinstance(v, wanted) for v in texts):
+            raise AppError(f"{key} must be {row.parse.allowed}{' (or a list of them)' if row.repeat else ''}, "  # type: ignore[attr-defined]
+                           f"not {json.dumps(value)}", "input")
         try:
-            (prompt_settings if row.name in PROMPT_KEYS else overrides)[row.name] = row.check(str(value), flag=key)
+            parsed = [row.check(str(v), flag=key) for v in texts]
         except SettingError as err:
             raise AppError(str(err), "input") from None
+        if row.name in PROMPT_KEYS:
+            prompt_settings[row.name] = parsed[0]
+        else:
+            overrides[row.name] = sampling_value(row.name, parsed if row.repeat else parsed[0])
     constraint = _constraint(data, session, constraints)
     return Job(number, data.get("id", number), prompt, system, overrides, constraint, prompt_settings, history)
 

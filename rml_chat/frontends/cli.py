@@ -67,6 +67,20 @@ def _setting_type(row):
     return parse
 
 
+class _GivenStore(argparse._StoreAction):
+    """A setting's flag, noted as given (``given_settings``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        namespace.given_settings = {*namespace.given_settings, self.dest}
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _GivenAppend(argparse._AppendAction):
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        namespace.given_settings = {*namespace.given_settings, self.dest}
+        super().__call__(parser, namespace, values, option_string)
+
+
 def _format_name(text: str) -> str:
     from tokenizer.chat import FORMATS  # only when the flag is given: a run that doesn't name one needn't wait
 
@@ -143,9 +157,10 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                             "schemas); none: no call runs (default: auto)")
     groups = {SAMPLING: p.add_argument_group(SAMPLING), CONTEXT: p.add_argument_group(CONTEXT),
               OUTPUT: p.add_argument_group(OUTPUT)}
+    p.set_defaults(given_settings=set())  # the rows a flag of this run set (their values win over the model's)
     for row in SETTINGS:
         groups[row.group].add_argument(*row.flags, dest=row.name, type=_setting_type(row), default=row.default,
-                                       action="append" if row.repeat else "store", metavar=row.metavar,
+                                       action=_GivenAppend if row.repeat else _GivenStore, metavar=row.metavar,
                                        **({"nargs": "?", "const": row.bare} if row.bare else {}),
                                        help=f"{row.help}; {row.parse.allowed} (default: "
                                             f"{row.default_text or row.default})")

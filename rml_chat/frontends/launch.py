@@ -20,13 +20,16 @@ from ..core.conversation import Conversation, window_note
 from ..core.paths import resolve
 from ..core.sessions import find_session, sessions_dir
 from ..core.structured import Constraint, check, from_grammar, from_schema
-from ..engines.base import Engine, Sampling, context_size
+from ..engines.base import Engine, context_size
 from ..engines.kv_cache import state_path
+from ..engines.sampler_chain import describe, stages
 from ..errors import UsageError
 from ..terminal import visible
 from ..words import counted
 
 if TYPE_CHECKING:
+    from ..core.model import Model
+    from ..core.sampling_sources import ChosenSampling
     from ..core.session import ChatSession
 
 
@@ -44,10 +47,19 @@ def constraint_from(args: argparse.Namespace, engine: Engine) -> Constraint | No
     return constraint
 
 
-def sampling_from(args: argparse.Namespace) -> Sampling:
-    return Sampling(temp=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                    repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens,
-                    reasoning_budget=args.reasoning_budget)
+def sampling_from(args: argparse.Namespace, model: Model) -> ChosenSampling:
+    """The sampling settings of this run: the flags given, else the model's recommendations, else llama.cpp's
+    defaults (core/sampling_sources.py); a ``--logit-bias`` past the vocabulary is a usage error."""
+    from ..core.sampling_sources import choose, recommended
+    from ..core.settings import SAMPLING_NAMES
+
+    given = {name: getattr(args, name) for name in getattr(args, "given_settings", ()) if name in SAMPLING_NAMES}
+    chosen = choose(given, *recommended(model.source, model.weights))
+    n_vocab = model.tokenizer.vocab_size
+    for token, bias in chosen.sampling.logit_bias:
+        if token >= n_vocab:
+            raise UsageError(f"--logit-bias {token}{bias:+g}: the vocabulary has {n_vocab} tokens (ids 0 to {n_vocab - 1})")
+    return chosen
 
 
 def _threads(value: int) -> int | None:
@@ -134,7 +146,7 @@ def restore_settings(session: ChatSession, args: argparse.Namespace) -> str:
     done = []
     for name, text in session.conversation.settings.items():
         row = BY_NAME.get(name)
-        if row is None or not row.settable or getattr(args, name, row.default) != row.default:
+        if row is None or not row.settable or name in getattr(args, "given_settings", ()):
             continue
         try:
             value = row.parse(str(text))
@@ -232,9 +244,15 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
                "switch (its template writes the same prompt either way)")
         say(f"note: --think {args.think} does not apply: {why}")
         thinking = None
+    chosen = sampling_from(args, model)  # (a --logit-bias past the vocabulary is said before the weights are waited for)
+    for why in chosen.refused:
+        say(f"note: the model's sampling recommendation is left out: {why}")
     engine = open_engine(model, args, say, loading=loading)
-    session = ChatSession(model, engine, sampling_from(args), overflow=args.overflow,
+    session = ChatSession(model, engine, chosen.sampling, overflow=args.overflow,
                           stop_strings=tuple(args.stop), thinking=thinking, context_shift=args.context_shift == "on")
+    session.sampling_sources = chosen.sources
+    if args.verbose:
+        say(f"sampler chain: {describe(stages(chosen.sampling, stop_ids=model.stop_ids))}")
     try:
         session.constraint = constraint_from(args, engine)
         if args.reasoning_effort is not None:

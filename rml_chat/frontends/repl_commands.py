@@ -13,11 +13,13 @@ from typing import Protocol
 
 from ..core.attachments import Attachment, read_attachment
 from ..core.conversation import Conversation, window_note
+from ..core.sampling_sources import set_by
 from ..core.session import ChatSession
 from ..core.sessions import name_problem
 from ..core.settings import BY_NAME, SETTINGS, SettingError, settable
 from ..core.structured import check, from_grammar, from_schema
 from ..engines.kv_cache import state_path
+from ..engines.sampler_chain import describe, stages
 from ..words import counted
 from .prompt_view import marked_prompt
 
@@ -274,6 +276,8 @@ class Commands:
         self.say(f"context: {engine.n_ctx} tokens · overflow: {self.session.overflow} · threads: {engine.threads} · "
                  f"layers: {engine.placement}")
         self.say("settings: " + " ".join(f"{name}={value}" for name, value in self._settings()))
+        self.say(f"sampler chain: {describe(stages(self.session.sampling, stop_ids=self.session.model.stop_ids))}")
+        self.say(f"sampling set by: {set_by(self.session.sampling_sources)}")
         self.say(self.repl.sessions_note())
 
     def _stats(self, _: str) -> None:

@@ -13,9 +13,11 @@ from tokenizer import TokenType
 from .. import text_input
 from ..core.attachments import Attachment, files_note, message_with
 from ..core.conversation import ChatError
+from ..core.sampling_sources import as_json
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint, Outcome
 from ..engines.base import Generation
+from ..engines.sampler_chain import describe, stages
 from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
 from ..terminal import dim, for_stream, json_text, visible
 from .progress import EvalProgress
@@ -46,6 +48,8 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "stop_note": result.cut_note(session.engine.n_ctx) or None,  # why a reply is empty or cut, in words
         "context_used": result.context_used,
         "context_size": session.engine.n_ctx,
+        "sampling": as_json(session.sampling, session.sampling_sources),
+        "sampler_chain": describe(stages(session.sampling, stop_ids=session.model.stop_ids)),
         "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
                     "total_ms": round((steps[-1].finished - steps[0].started) * 1000, 2)},
         **({"steps": [{**_counts([step]), "stop_reason": step.stop_reason,

@@ -1,0 +1,135 @@
+"""Runaway replies: how often the default model loops, and what each candidate setting costs normal replies.
+
+    python scripts/bench_runaway.py [--n 512] [--seeds 1] [--np 4] [--only NAME] [--out FILE.json]
+
+The corpus is scripts/data/runaway_prompts.jsonl: 102 prompts a new user writes (stories, lists, code,
+tables, poems with refrains, JSON arrays, explanations). Each setting runs all of them through
+``rml-chat --batch`` on the default model (SmolLM2-135M-Instruct), same seeds for every setting, and each
+reply is judged:
+
+- **runaway**: the reply ran to ``-n`` and its tail is one span repeated (a period of 1 to 200 characters
+  over the last 300 or more); its *loop tokens* are the repeated tail's length in tokens;
+- **harm** to normal replies: a JSON prompt's reply that holds no valid JSON value, a refrain prompt's reply
+  in which no line comes back, and the replies that ended early (a stop within 20 tokens).
+
+The table (Markdown) goes to stdout; docs/performance.md holds the last run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "scripts" / "data" / "runaway_prompts.jsonl"
+SETTINGS = {"llama.cpp's defaults (off)": [], "repeat penalty 1.1 (ollama's)": ["--repeat-penalty", "1.1"],
+            "DRY 0.8": ["--dry-multiplier", "0.8"],
+            "DRY 0.8 + repeat penalty 1.05": ["--dry-multiplier", "0.8", "--repeat-penalty", "1.05"]}
+MIN_TAIL, MAX_PERIOD = 300, 200
+
+
+def loop_span(text: str) -> int:
+    """The length in characters of the repeated tail of ``text`` (0: its last MIN_TAIL characters are not
+    one span repeated).
+
+    >>> loop_span("Once upon a time. " + "He went home. " * 40) > 500
+    True
+    >>> loop_span("A normal ending that does not repeat itself at all, " * 1 + "the end.")
+    0
+    """
+    if len(text) < MIN_TAIL + 1:
+        return 0
+    for period in range(1, MAX_PERIOD + 1):
+        if text[-MIN_TAIL:] == text[-MIN_TAIL - period:-period]:
+            start = len(text) - MIN_TAIL - period
+            while start > 0 and text[start - 1] == text[start - 1 + period]:
+                start -= 1
+            return len(text) - start
+    return 0
+
+
+def _json_value(text: str) -> bool:
+    for match in re.finditer(r"[\[{]", text):
+        try:
+            json.JSONDecoder().raw_decode(text[match.start():])
+            return True
+        except ValueError:
+            continue
+    return False
+
+
+def _refrain(text: str) -> bool:
+    lines = [line.strip().strip(",.!").lower() for line in text.splitlines() if len(line.strip()) > 8]
+    return len(lines) != len(set(lines))
+
+
+def run_setting(flags: list[str], prompts: list[dict], n: int, seed: int, parallel: int) -> list[dict]:
+    lines = "".join(json.dumps({"id": i, "prompt": p["prompt"]}) + "\n" for i, p in enumerate(prompts))
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--batch", "-", "-np", str(parallel), "-n", str(n),
+                           "--seed", str(seed), "-c", str(max(4096, parallel * (n + 128))), *flags],
+                          input=lines, capture_output=True, text=True, timeout=7200)
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    if len(out) != len(prompts):
+        raise SystemExit(f"bench_runaway: {len(out)} of {len(prompts)} lines answered: {done.stderr[-500:]}")
+    return out
+
+
+def judge(prompts: list[dict], replies: list[dict]) -> dict:
+    runaways, loop_tokens, bad_json, lost_refrain, early, tokens = 0, [], 0, 0, 0, 0
+    for prompt, reply in zip(prompts, replies):
+        text, count = reply.get("reply", ""), reply.get("completion_tokens", 0)
+        tokens += count
+        span = loop_span(text) if reply.get("stop_reason") == "length" else 0
+        if span:
+            runaways += 1
+            loop_tokens.append(round(span * count / max(len(text), 1)))
+        if prompt["kind"] == "json" and not _json_value(text):
+            bad_json += 1
+        if prompt["kind"] == "refrain" and not _refrain(text):
+            lost_refrain += 1
+        if reply.get("stop_reason") == "stop" and count < 20:
+            early += 1
+    return {"runaways": runaways, "loop_tokens_max": max(loop_tokens, default=0),
+            "loop_tokens_total": sum(loop_tokens), "bad_json": bad_json, "lost_refrain": lost_refrain,
+            "early": early, "tokens": tokens}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=512)
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--np", type=int, default=4)
+    parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    prompts = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
+    kinds = {k: sum(p["kind"] == k for p in prompts) for k in dict.fromkeys(p["kind"] for p in prompts)}
+    print(f"{len(prompts)} prompts ({', '.join(f'{n} {k}' for k, n in kinds.items())}), -n {args.n}, "
+          f"{args.seeds} seed(s), --batch -np {args.np}, SmolLM2-135M-Instruct\n")
+    print("| setting | runaways | loop tokens (worst / all) | JSON not valid | refrain lost | ended within 20 tokens "
+          "| tokens | seconds |")
+    print("|---|---|---|---|---|---|---|---|")
+    results = {}
+    for name, flags in SETTINGS.items():
+        if args.only and name not in args.only:
+            continue
+        started, total = time.perf_counter(), {}
+        for seed in range(args.seeds):
+            verdict = judge(prompts, run_setting(flags, prompts, args.n, seed, args.np))
+            total = {k: (max if k == "loop_tokens_max" else sum)((total.get(k, 0), v)) for k, v in verdict.items()}
+        seconds = time.perf_counter() - started
+        results[name] = {**total, "seconds": round(seconds, 1)}
+        print(f"| {name} | {total['runaways']} | {total['loop_tokens_max']} / {total['loop_tokens_total']} | "
+              f"{total['bad_json']} | {total['lost_refrain']} | {total['early']} | {total['tokens']} | {seconds:.0f} |",
+              flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
