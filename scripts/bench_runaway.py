@@ -26,10 +26,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 CORPUS = ROOT / "scripts" / "data" / "runaway_prompts.jsonl"
 SETTINGS = {"llama.cpp's defaults (off)": [], "repeat penalty 1.1 (ollama's)": ["--repeat-penalty", "1.1"],
             "DRY 0.8": ["--dry-multiplier", "0.8"],
             "DRY 0.8 + repeat penalty 1.05": ["--dry-multiplier", "0.8", "--repeat-penalty", "1.05"]}
+GUARD = 256  # the repeat guard's limit, simulated on each setting's replies (rml_chat/core/loop_guard.py)
 MIN_TAIL, MAX_PERIOD = 300, 200
 
 
@@ -71,7 +73,8 @@ def _refrain(text: str) -> bool:
 def run_setting(flags: list[str], prompts: list[dict], n: int, seed: int, parallel: int) -> list[dict]:
     lines = "".join(json.dumps({"id": i, "prompt": p["prompt"]}) + "\n" for i, p in enumerate(prompts))
     done = subprocess.run([sys.executable, "-m", "rml_chat", "--batch", "-", "-np", str(parallel), "-n", str(n),
-                           "--seed", str(seed), "-c", str(max(4096, parallel * (n + 128))), *flags],
+                           "--seed", str(seed), "-c", str(max(4096, parallel * (n + 128))), "--repeat-guard", "0",
+                           *flags],
                           input=lines, capture_output=True, text=True, timeout=7200)
     out = [json.loads(line) for line in done.stdout.splitlines()]
     if len(out) != len(prompts):
@@ -79,15 +82,36 @@ def run_setting(flags: list[str], prompts: list[dict], n: int, seed: int, parall
     return out
 
 
+def guard_trip(text: str, count: int, limit: int = GUARD) -> int:
+    """Where the repeat guard would have ended this reply, in tokens (0: it would not have): the guard
+    looks every CHECK_EVERY tokens at the text so far, as it does while the reply streams."""
+    from rml_chat.core.loop_guard import CHECK_EVERY, LoopGuard
+
+    guard = LoopGuard(limit)
+    for tokens in range(CHECK_EVERY, count + 1, CHECK_EVERY):
+        if guard.tripped(text[:len(text) * tokens // count], tokens):
+            return tokens
+    return 0
+
+
 def judge(prompts: list[dict], replies: list[dict]) -> dict:
     runaways, loop_tokens, bad_json, lost_refrain, early, tokens = 0, [], 0, 0, 0, 0
+    guarded_runaways, guarded_loop, false_stops = 0, [], 0
     for prompt, reply in zip(prompts, replies):
         text, count = reply.get("reply", ""), reply.get("completion_tokens", 0)
         tokens += count
         span = loop_span(text) if reply.get("stop_reason") == "length" else 0
+        trip = guard_trip(text, count) if count else 0
         if span:
             runaways += 1
             loop_tokens.append(round(span * count / max(len(text), 1)))
+            if trip:  # the guard ends it: what it cost is the loop up to the trip
+                guarded_loop.append(loop_tokens[-1] - (count - trip))
+            else:
+                guarded_runaways += 1
+                guarded_loop.append(loop_tokens[-1])
+        elif trip:
+            false_stops += 1
         if prompt["kind"] == "json" and not _json_value(text):
             bad_json += 1
         if prompt["kind"] == "refrain" and not _refrain(text):
@@ -96,7 +120,8 @@ def judge(prompts: list[dict], replies: list[dict]) -> dict:
             early += 1
     return {"runaways": runaways, "loop_tokens_max": max(loop_tokens, default=0),
             "loop_tokens_total": sum(loop_tokens), "bad_json": bad_json, "lost_refrain": lost_refrain,
-            "early": early, "tokens": tokens}
+            "early": early, "tokens": tokens, "guarded_runaways": guarded_runaways,
+            "guarded_loop_max": max(guarded_loop, default=0), "false_stops": false_stops}
 
 
 def main() -> None:
@@ -111,9 +136,9 @@ def main() -> None:
     kinds = {k: sum(p["kind"] == k for p in prompts) for k in dict.fromkeys(p["kind"] for p in prompts)}
     print(f"{len(prompts)} prompts ({', '.join(f'{n} {k}' for k, n in kinds.items())}), -n {args.n}, "
           f"{args.seeds} seed(s), --batch -np {args.np}, SmolLM2-135M-Instruct\n")
-    print("| setting | runaways | loop tokens (worst / all) | JSON not valid | refrain lost | ended within 20 tokens "
-          "| tokens | seconds |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| setting | runaways | loop tokens (worst / all) | with the repeat guard at {GUARD}: runaways left, worst "
+          "loop, false stops | JSON not valid | refrain lost | ended within 20 tokens | tokens | seconds |")
+    print("|---|---|---|---|---|---|---|---|---|")
     results = {}
     for name, flags in SETTINGS.items():
         if args.only and name not in args.only:
@@ -121,11 +146,12 @@ def main() -> None:
         started, total = time.perf_counter(), {}
         for seed in range(args.seeds):
             verdict = judge(prompts, run_setting(flags, prompts, args.n, seed, args.np))
-            total = {k: (max if k == "loop_tokens_max" else sum)((total.get(k, 0), v)) for k, v in verdict.items()}
+            total = {k: (max if k.endswith("_max") else sum)((total.get(k, 0), v)) for k, v in verdict.items()}
         seconds = time.perf_counter() - started
         results[name] = {**total, "seconds": round(seconds, 1)}
         print(f"| {name} | {total['runaways']} | {total['loop_tokens_max']} / {total['loop_tokens_total']} | "
-              f"{total['bad_json']} | {total['lost_refrain']} | {total['early']} | {total['tokens']} | {seconds:.0f} |",
+              f"{total['guarded_runaways']}, {total['guarded_loop_max']}, {total['false_stops']} | {total['bad_json']} | "
+              f"{total['lost_refrain']} | {total['early']} | {total['tokens']} | {seconds:.0f} |",
               flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))

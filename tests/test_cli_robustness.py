@@ -84,7 +84,7 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_
               "dry_sequence_breakers": [""], "dynatemp_range": ["-1"], "dynatemp_exp": ["-2"],
               "mirostat": ["3", "on"], "mirostat_lr": ["0"], "mirostat_ent": ["-5"],
               "logit_bias": ["15043", "15043*2", "x+1", "15043+nan"], "samplers": ["top_k;hot", "kqz", ""],
-              "ignore_eos": ["yes"]}
+              "ignore_eos": ["yes"], "repeat_guard": ["-1", "lots"]}
 
 
 @pytest.mark.offline

@@ -169,3 +169,29 @@ def test_set_changes_a_sampler_and_info_prints_the_chain_and_where_each_setting_
            "dist(seed=-1)" in out
     assert "sampling set by: temp (flag), dry-multiplier (/set), samplers (/set), logit-bias (/set)" in out
     assert BY_NAME["samplers"].settable and session.sampling.dry_multiplier == 0.8
+
+
+# ----- the repeat guard (rml_chat/core/loop_guard.py) -------------------------------------------------------
+
+def test_the_guard_sees_one_span_repeated_and_not_a_refrain_a_table_or_a_list() -> None:
+    from rml_chat.core.loop_guard import LoopGuard
+
+    guard = LoopGuard(limit=64)
+    loop = "It was a dark night. " + "He had returned home to his home. " * 30
+    assert guard.loop_tokens(loop, tokens=len(loop) // 4) >= (len(loop) - 30) // 4
+    refrain = "".join(f"Verse {i}: the tide turns over stone number {i * 7}.\nAnd the waves come home.\n" for i in range(30))
+    table = "| n | square |\n|---|---|\n" + "".join(f"| {i} | {i * i} |\n" for i in range(100))
+    items = "".join(f"{i}. Item number {i}\n" for i in range(1, 120))
+    assert [guard.loop_tokens(text, tokens=len(text) // 4) for text in (refrain, table, items)] == [0, 0, 0]
+    assert LoopGuard(limit=0).tripped(loop, tokens=10_000) == 0  # off
+
+
+def test_a_looping_reply_is_ended_by_the_guard_with_its_own_stop_reason_and_a_note() -> None:
+    prompt = "Write the word yes 30 times."
+    guarded = _reply("--temp", "0", "-n", "600", "--repeat-guard", "64", prompt=prompt)
+    assert guarded["stop_reason"] == "repetition" and guarded["completion_tokens"] < 300
+    assert re.fullmatch(r"reply stopped: it had repeated one span for \d+ tokens \(the repeat guard; --repeat-guard 0 "
+                        r"lets such a reply run\)", guarded["stop_note"])
+    assert guarded["sampling"]["repeat_guard"] == {"value": 64, "from": "flag"}
+    free = _reply("--temp", "0", "-n", "600", "--repeat-guard", "0", prompt=prompt)
+    assert free["stop_reason"] == "length" and free["reply"].startswith(guarded["reply"])

@@ -142,6 +142,12 @@ class Reply:
         return (self._splitter.answer_lead if self._splitter is not None else "") + self._scanner.text
 
     @property
+    def stream(self) -> str:
+        """The whole reply so far in the stream's form (control tokens as private characters): no copy,
+        for the loop guard's look at its tail."""
+        return self._whole
+
+    @property
     def written(self) -> str:
         """The whole reply as the model wrote it, control tokens as their text (``read_reply`` reads it)."""
         return as_written(self._whole)

@@ -45,7 +45,8 @@ GENERATION_CONFIG = {"sequence": "samplers", "top_k": "top_k", "top_p": "top_p",
                      "penalty_last_n": "repeat_last_n", "penalty_repeat": "repeat_penalty",
                      "repetition_penalty": "repeat_penalty", "mirostat": "mirostat", "mirostat_tau": "mirostat_ent",
                      "mirostat_eta": "mirostat_lr"}
-FLAG, SET, DEFAULT = "flag", "/set", "llama.cpp's default"
+FLAG, SET, DEFAULT, OWN_DEFAULT = "flag", "/set", "llama.cpp's default", "rml-chat's default"
+OWN = ("repeat_guard",)  # the settings llama.cpp has none of
 
 
 @dataclass
@@ -100,7 +101,7 @@ def choose(given: Mapping[str, object], recommendations: Mapping[str, tuple[obje
             value, where = recommendations[name]
             values[name], sources[name] = sampling_value(name, value), f"model: {where}"
         else:
-            sources[name] = DEFAULT
+            sources[name] = OWN_DEFAULT if name in OWN else DEFAULT
     return ChosenSampling(replace(Sampling(), **values), sources, list(refused or []))
 
 
@@ -112,7 +113,8 @@ def as_json(sampling: Sampling, sources: Mapping[str, str]) -> dict[str, dict[st
 
 def set_by(sources: Mapping[str, str]) -> str:
     """The settings not at llama.cpp's defaults and where each came from, for ``/info``."""
-    return ", ".join(f"{name.replace('_', '-')} ({where})" for name, where in sources.items() if where != DEFAULT) \
+    return ", ".join(f"{name.replace('_', '-')} ({where})" for name, where in sources.items()
+                     if where not in (DEFAULT, OWN_DEFAULT)) \
         or "llama.cpp's defaults only"
 
 

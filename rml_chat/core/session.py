@@ -24,6 +24,7 @@ from ..errors import AppError
 from ..words import counted
 from .conversation import ChatError, Conversation
 from .gbnf import ThoughtThenCall, for_reply, thought_free
+from .loop_guard import LoopGuard
 from .model import Model
 from .reply import Reply
 from .settings import sampling_value
@@ -69,6 +70,7 @@ class TurnResult:
     written: str = ""  # the reply as the model wrote it, control tokens as their text (calls are read off it)
     opened_in_thought: bool = False  # the prompt opened the thought
     steps: list[Generation] = field(default_factory=list)  # a turn with tool calls: each step's generation, in order
+    looped: int = 0  # stop reason "repetition": the tokens of the repeated span the guard saw
 
     @property
     def generations(self) -> list[Generation]:
@@ -88,6 +90,9 @@ class TurnResult:
                     ("/clear, or start with a larger -c" if repl else "-c/--ctx-size gives a larger one"))
         if self.stopped_by is not None:
             return f"reply stopped at the stop string {self.stopped_by!r}{inside}"
+        if g.stop_reason == "repetition":
+            return (f"reply stopped: it had repeated one span for {self.looped} tokens{inside} (the repeat guard; " +
+                    ("/set repeat-guard 0 lets such a reply run)" if repl else "--repeat-guard 0 lets such a reply run)"))
         if g.stop_reason == "stop" and not self.reply.strip():
             if self.ended_in_thought:
                 return (f"the reply is empty: the model ended its turn inside its thought ({self.reasoning_tokens} "
@@ -118,6 +123,7 @@ class ChatSession:
         self.reasoning_effort: str | None = None  # the template's reasoning_effort (None: its default)
         self.context_shift = context_shift  # a reply that fills the context moves the window and goes on
         self._ids: list[int] = []  # the prompt ids of the reply's last call (the window's, after a shift)
+        self._looped = 0  # the last reply's repeated tokens when the loop guard ended it
         self._since_shift: list[int] = []  # the reply's tokens generated since the window last moved
         self._think: Callable[[str], None] | None = None
         self.conversation = Conversation()
@@ -270,7 +276,8 @@ class ChatSession:
         self.conversation.messages.append(message)
         self.last = TurnResult(reply.text, gen, ids, dropped, shifts=len(moves), reasoning=reply.thought,
                                reasoning_tokens=reply.thought_tokens, ended_in_thought=reply.in_thought,
-                               written=reply.written, opened_in_thought=reply.opened_in_thought)
+                               written=reply.written, opened_in_thought=reply.opened_in_thought,
+                               looped=self._looped if gen.stop_reason == "repetition" else 0)
         if moves:  # the context in use is the last call's prompt and what came after it
             self.last.prompt_ids, self.last.context_tokens = self._ids, len(self._ids) + len(self._since_shift)
         return self.last
@@ -282,6 +289,7 @@ class ChatSession:
         REPL's Ctrl-C), it is closed and the reply goes on (``_ids``: the prompt ids of the last call), under
         the answer's grammar alone where there is one (``gbnf.for_reply``)."""
         sampling, self._ids, ended = self.sampling, ids, False
+        guard, self._looped = LoopGuard(sampling.repeat_guard), 0
         prompt_len: int | None = len(ids)  # each call's ids: this prompt, then reply tokens (None: moved)
         stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
         free = thought_free(constraint and constraint.gbnf, self.model.reasoning)  # a thought to end by hand
@@ -301,6 +309,10 @@ class ChatSession:
                     self._thought_out(reply)
                     if reply.stopped_by is not None:
                         part.stop_reason = "stop_string"
+                        break
+                    looped = guard.tripped(reply.stream, len(gen.tokens) + len(part.tokens))
+                    if looped:
+                        part.stop_reason, self._looped = "repetition", looped
                         break
                     if not ended and free and reply.in_thought \
                             and 0 <= sampling.reasoning_budget <= reply.thought_tokens:

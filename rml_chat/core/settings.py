@@ -202,6 +202,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ignore_eos", ("--ignore-eos",), choice("on", "off"), "off", SAMPLING,
             "never sample the model's stop tokens: the reply runs to -n or a full context", True, metavar="on|off",
             bare="on"),
+    Setting("repeat_guard", ("--repeat-guard",), integer(0, note="0: off"), _D.repeat_guard, SAMPLING,
+            "rml-chat's own: end a reply whose tail has repeated one span for this many tokens (stop reason "
+            "repetition)", True, metavar="N"),
     Setting("seed", ("--seed",), integer(0, 2**32 - 1, special=-1, note="-1: random"), _D.seed, SAMPLING,
             "sampling seed", True, metavar="N"),
     Setting("max_tokens", ("-n", "--max-tokens"), integer(0, special=-1, note="-1: until a stop or a full context"),

@@ -61,6 +61,7 @@ class Sampling:
     seed: int = -1
     max_tokens: int = -1  # -1: until a stop or the context is full
     reasoning_budget: int = -1  # thought tokens before the chat closes the thought (-1: no limit); engines ignore it
+    repeat_guard: int = 256  # rml-chat's own: tokens of one span repeated before the reply is ended (0: off); engines ignore it
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Generation:
     evaluated: int = 0           # prompt tokens the engine has evaluated so far (the rest was cached)
     to_evaluate: int = 0         # prompt tokens it had to evaluate (``evaluated`` short of it: cut meanwhile)
     tokens: list[int] = field(default_factory=list)
-    stop_reason: str = ""        # "stop" | "stop_string" | "length" | "context" | "interrupted"
+    stop_reason: str = ""        # "stop" | "stop_string" | "length" | "context" | "repetition" | "interrupted"
     started: float = 0.0
     first_token_at: float = 0.0
     finished: float = 0.0
