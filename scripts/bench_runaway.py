@@ -1,6 +1,7 @@
 """Runaway replies: how often the default model loops, and what each candidate setting costs normal replies.
 
-    python scripts/bench_runaway.py [--n 512] [--seeds 1] [--np 4] [--only NAME] [--out FILE.json]
+    python scripts/bench_runaway.py [--n 512] [--seeds 1] [--np 4] [--only NAME] [--guard N] [--keep DIR]
+    python scripts/bench_runaway.py --judge DIR/SETTING.jsonl --guard N   # saved replies, another guard limit
 
 The corpus is scripts/data/runaway_prompts.jsonl: 102 prompts a new user writes (stories, lists, code,
 tables, poems with refrains, JSON arrays, explanations). Each setting runs all of them through
@@ -82,7 +83,7 @@ def run_setting(flags: list[str], prompts: list[dict], n: int, seed: int, parall
     return out
 
 
-def guard_trip(text: str, count: int, limit: int = GUARD) -> int:
+def guard_trip(text: str, count: int, limit: int) -> int:
     """Where the repeat guard would have ended this reply, in tokens (0: it would not have): the guard
     looks every CHECK_EVERY tokens at the text so far, as it does while the reply streams."""
     from rml_chat.core.loop_guard import CHECK_EVERY, LoopGuard
@@ -94,14 +95,14 @@ def guard_trip(text: str, count: int, limit: int = GUARD) -> int:
     return 0
 
 
-def judge(prompts: list[dict], replies: list[dict]) -> dict:
+def judge(prompts: list[dict], replies: list[dict], guard: int = GUARD) -> dict:
     runaways, loop_tokens, bad_json, lost_refrain, early, tokens = 0, [], 0, 0, 0, 0
     guarded_runaways, guarded_loop, false_stops = 0, [], 0
     for prompt, reply in zip(prompts, replies):
         text, count = reply.get("reply", ""), reply.get("completion_tokens", 0)
         tokens += count
         span = loop_span(text) if reply.get("stop_reason") == "length" else 0
-        trip = guard_trip(text, count) if count else 0
+        trip = guard_trip(text, count, guard) if count else 0
         if span:
             runaways += 1
             loop_tokens.append(round(span * count / max(len(text), 1)))
@@ -131,12 +132,19 @@ def main() -> None:
     parser.add_argument("--np", type=int, default=4)
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--out")
+    parser.add_argument("--guard", type=int, default=GUARD)
+    parser.add_argument("--keep", help="a folder for each setting's replies (JSONL), to judge again with --judge")
+    parser.add_argument("--judge", help="judge the replies saved in this file, without generating")
     args = parser.parse_args()
     prompts = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
+    if args.judge:
+        replies = [json.loads(line) for line in Path(args.judge).read_text().splitlines()]
+        print(json.dumps({"replies": args.judge, "guard": args.guard, **judge(prompts, replies, args.guard)}))
+        return
     kinds = {k: sum(p["kind"] == k for p in prompts) for k in dict.fromkeys(p["kind"] for p in prompts)}
     print(f"{len(prompts)} prompts ({', '.join(f'{n} {k}' for k, n in kinds.items())}), -n {args.n}, "
           f"{args.seeds} seed(s), --batch -np {args.np}, SmolLM2-135M-Instruct\n")
-    print(f"| setting | runaways | loop tokens (worst / all) | with the repeat guard at {GUARD}: runaways left, worst "
+    print(f"| setting | runaways | loop tokens (worst / all) | with the repeat guard at {args.guard}: runaways left, worst "
           "loop, false stops | JSON not valid | refrain lost | ended within 20 tokens | tokens | seconds |")
     print("|---|---|---|---|---|---|---|---|---|")
     results = {}
@@ -145,7 +153,12 @@ def main() -> None:
             continue
         started, total = time.perf_counter(), {}
         for seed in range(args.seeds):
-            verdict = judge(prompts, run_setting(flags, prompts, args.n, seed, args.np))
+            replies = run_setting(flags, prompts, args.n, seed, args.np)
+            if args.keep:
+                Path(args.keep).mkdir(parents=True, exist_ok=True)
+                slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+                (Path(args.keep) / f"{slug}-seed{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in replies))
+            verdict = judge(prompts, replies, args.guard)
             total = {k: (max if k.endswith("_max") else sum)((total.get(k, 0), v)) for k, v in verdict.items()}
         seconds = time.perf_counter() - started
         results[name] = {**total, "seconds": round(seconds, 1)}

@@ -17,6 +17,8 @@ from prompt_toolkit.output import DummyOutput
 from rml_chat.core.attachments import Attachment, message_with
 from rml_chat.core.model import load_model
 from rml_chat.frontends.repl import Repl
+from tokenizer.chat import segments_text
+from tokenizer.chat.template import compiled
 
 ENTER = "\r"
 
@@ -36,7 +38,14 @@ def test_piped_text_then_the_files_in_order_then_the_prompt_make_one_message(tmp
     prompt = json.loads(done.stdout)["prompt"]
     expected = (f"Piped notes.\n\n```{tmp_path / 'a.txt'}\nAlpha file.\n```\n\n"
                 f"````{tmp_path / 'b.md'}\n```python\nprint(1)\n```\n````\n\nCompare them.")
-    assert f"<|im_start|>user\n{expected}<|im_end|>" in prompt
+    assert prompt == _rendered(expected)  # the template's own rendering of that one message
+
+
+def _rendered(message: str) -> str:
+    """The model's chat template (jinja2, as transformers renders it) on one user message."""
+    model = load_model(str(model_path("smollm2")))
+    return compiled(model.tokenizer.chat_template).render([{"role": "user", "content": message}], True,
+                                                          bos_token=model.encoder.bos_text, eos_token=model.encoder.eos_text)
 
 
 def test_the_json_report_counts_each_file(tmp_path) -> None:
@@ -49,10 +58,13 @@ def test_the_json_report_counts_each_file(tmp_path) -> None:
                        "tokens": len(load_model(str(model_path("smollm2"))).tokenizer.encode(block))}
 
 
-@pytest.mark.parametrize("kind", ["missing", "directory", "binary", "latin-1", "fifo"])
+@pytest.mark.parametrize("kind", ["missing", "directory", "binary", "latin-1", "fifo", "/dev/zero", "2 GB"])
 def test_a_path_that_is_not_a_text_file_is_one_line_before_the_model_loads(tmp_path, kind: str) -> None:
-    path = tmp_path / kind
-    if kind == "directory":
+    path = tmp_path / kind if not kind.startswith("/") else kind
+    if kind == "2 GB":
+        with open(path, "wb") as sparse:  # (a sparse file: no disk is used, and none of it is read)
+            sparse.truncate(2 * 2**30)
+    elif kind == "directory":
         path.mkdir()
     elif kind == "binary":
         path.write_bytes(b"PK\x03\x04\x00\x00rest")
@@ -64,7 +76,9 @@ def test_a_path_that_is_not_a_text_file_is_one_line_before_the_model_loads(tmp_p
     expected = {"missing": "no such file", "directory": "a directory, not a file (name the files in it)",
                 "binary": "a binary file (a NUL byte at offset 4), not text",
                 "latin-1": "not UTF-8 text (byte 0xe9 at offset 3)",
-                "fifo": "not a regular file (a pipe or a device; pipe text into stdin instead)"}[kind]
+                "fifo": "not a regular file (a pipe or a device; pipe text into stdin instead)",
+                "/dev/zero": "not a regular file (a pipe or a device; pipe text into stdin instead)",
+                "2 GB": "2147483648 bytes; a file up to 8388608 bytes is read (no context holds more)"}[kind]
     assert done.returncode == 1 and done.stderr.splitlines() == [f"rml-chat: input: --file {path}: {expected}"]
 
 
@@ -91,3 +105,22 @@ def test_file_goes_with_the_next_message_in_the_chat_and_errors_keep_the_session
     assert f"{tmp_path / 'notes.txt'}: 12 characters" in out
     assert users == [message_with("", [Attachment(str(tmp_path / "notes.txt"), "Milk, eggs.\n")], "What do I buy?"),
                      "Thanks."]  # (held for one message only)
+
+
+def test_file_in_a_real_terminal_and_dash_f_held_for_the_first_message(tmp_path) -> None:
+    from test_repl import Terminal
+
+    (tmp_path / "a.txt").write_text("Alpha.\n")
+    (tmp_path / "b.txt").write_text("Beta.\n")
+    term = Terminal(tmp_path, "-f", str(tmp_path / "a.txt"), "--temp", "0", "-n", "4", "--sessions-max", "0")
+    term.read_until(lambda out: b"held for your first message" in out)
+    term.prompt_ready()
+    term.ask(f"/file {tmp_path / 'b.txt'}".encode(), b"held for your next message")
+    term.ask(b"Name both.", b"stop: ")
+    assert term.finish() == 0
+    (chat,) = (tmp_path / "sessions").glob("*.json")
+    message = json.loads(chat.read_text())["messages"][0]["content"]
+    assert message == message_with("", [Attachment(str(tmp_path / "a.txt"), "Alpha.\n"),
+                                        Attachment(str(tmp_path / "b.txt"), "Beta.\n")], "Name both.")
+    prompt = segments_text(load_model(str(model_path("smollm2"))).encoder.format([{"role": "user", "content": message}]))
+    assert prompt == _rendered(message)

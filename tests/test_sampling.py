@@ -62,6 +62,17 @@ def test_the_sampler_names_letters_and_flags_are_llama_cpps() -> None:
         assert f'"{flag}"' in arg and flag in ours, flag
 
 
+def test_llama_server_gets_the_settings_as_its_request_fields_and_an_empty_breaker_list_is_refused() -> None:
+    from rml_chat.engines.server import request_fields
+    from rml_chat.errors import UsageError
+
+    fields = request_fields(Sampling(typical_p=0.5, logit_bias=((2, float("-inf")),), ignore_eos=True), stop_ids=(7,))
+    assert fields["typical_p"] == 0.5 and fields["logit_bias"] == [[2, False], [7, False]]
+    assert fields["samplers"] == list(Sampling().samplers) and fields["dry_sequence_breakers"] == ["\n", ":", "\"", "*"]
+    with pytest.raises(UsageError, match="llama-server takes no empty list of DRY sequence breakers"):
+        request_fields(Sampling(dry_sequence_breakers=()))
+
+
 def test_the_chain_follows_llama_cpps_common_sampler_init() -> None:
     default = stages(Sampling(seed=7))
     assert [s.name for s in default] == [*Sampling().samplers, "dist"]

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..errors import AppError
+from ..errors import AppError, UsageError
 from .base import Generation, Progress, Sampling, Shifted, common_prefix, trigger_patterns, triggers_of
 
 PROBE = "Hello, world! 123 — Grüße, 日本語 👋 <tag> and\nnew lines"
@@ -251,7 +251,11 @@ def _why(err: BaseException) -> str:
 
 def request_fields(s: Sampling, stop_ids: Sequence[int] = ()) -> dict:
     """The sampling settings as llama-server's ``/completion`` request fields (its names for the same
-    settings; it builds the same chain as sampler_chain.py from them)."""
+    settings; it builds the same chain as sampler_chain.py from them). DRY without sequence breakers is
+    the one setting its request can't say (it takes no empty list): a usage error, not another chain."""
+    if not s.dry_sequence_breakers:
+        raise UsageError("--dry-sequence-breaker none: llama-server takes no empty list of DRY sequence breakers "
+                         "(--server); give one, or leave the defaults")
     fields = {"temperature": s.temp, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p, "typical_p": s.typical_p,
               "top_n_sigma": s.top_n_sigma, "xtc_probability": s.xtc_probability, "xtc_threshold": s.xtc_threshold,
               "repeat_last_n": s.repeat_last_n, "repeat_penalty": s.repeat_penalty,
