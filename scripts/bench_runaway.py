@@ -8,8 +8,9 @@ tables, poems with refrains, JSON arrays, explanations). Each setting runs all o
 ``rml-chat --batch`` on the default model (SmolLM2-135M-Instruct), same seeds for every setting, and each
 reply is judged:
 
-- **runaway**: the reply ran to ``-n`` and its tail is one span repeated (a period of 1 to 200 characters
-  over the last 300 or more); its *loop tokens* are the repeated tail's length in tokens;
+- **runaway**: the reply ran to ``-n`` and its tail is one span repeated, as the repeat guard sees a loop
+  (rml_chat/core/loop_guard.py: a period of 1 to 200 characters over the last 300 or more); its *loop
+  tokens* are the repeated tail's length in tokens;
 - **harm** to normal replies: a JSON prompt's reply that holds no valid JSON value, a refrain prompt's reply
   in which no line comes back, and the replies that ended early (a stop within 20 tokens).
 
@@ -26,34 +27,14 @@ import sys
 import time
 from pathlib import Path
 
+from rml_chat.core.loop_guard import CHECK_EVERY, LoopGuard
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 CORPUS = ROOT / "scripts" / "data" / "runaway_prompts.jsonl"
 SETTINGS = {"llama.cpp's defaults (off)": [], "repeat penalty 1.1 (ollama's)": ["--repeat-penalty", "1.1"],
             "DRY 0.8": ["--dry-multiplier", "0.8"],
             "DRY 0.8 + repeat penalty 1.05": ["--dry-multiplier", "0.8", "--repeat-penalty", "1.05"]}
 GUARD = 256  # the repeat guard's limit, simulated on each setting's replies (rml_chat/core/loop_guard.py)
-MIN_TAIL, MAX_PERIOD = 300, 200
-
-
-def loop_span(text: str) -> int:
-    """The length in characters of the repeated tail of ``text`` (0: its last MIN_TAIL characters are not
-    one span repeated).
-
-    >>> loop_span("Once upon a time. " + "He went home. " * 40) > 500
-    True
-    >>> loop_span("A normal ending that does not repeat itself at all, " * 1 + "the end.")
-    0
-    """
-    if len(text) < MIN_TAIL + 1:
-        return 0
-    for period in range(1, MAX_PERIOD + 1):
-        if text[-MIN_TAIL:] == text[-MIN_TAIL - period:-period]:
-            start = len(text) - MIN_TAIL - period
-            while start > 0 and text[start - 1] == text[start - 1 + period]:
-                start -= 1
-            return len(text) - start
-    return 0
 
 
 def _json_value(text: str) -> bool:
@@ -86,8 +67,6 @@ def run_setting(flags: list[str], prompts: list[dict], n: int, seed: int, parall
 def guard_trip(text: str, count: int, limit: int) -> int:
     """Where the repeat guard would have ended this reply, in tokens (0: it would not have): the guard
     looks every CHECK_EVERY tokens at the text so far, as it does while the reply streams."""
-    from rml_chat.core.loop_guard import CHECK_EVERY, LoopGuard
-
     guard = LoopGuard(limit)
     for tokens in range(CHECK_EVERY, count + 1, CHECK_EVERY):
         if guard.tripped(text[:len(text) * tokens // count], tokens):
@@ -101,11 +80,11 @@ def judge(prompts: list[dict], replies: list[dict], guard: int = GUARD) -> dict:
     for prompt, reply in zip(prompts, replies):
         text, count = reply.get("reply", ""), reply.get("completion_tokens", 0)
         tokens += count
-        span = loop_span(text) if reply.get("stop_reason") == "length" else 0
+        looped = LoopGuard(guard).loop_tokens(text, count) if reply.get("stop_reason") == "length" else 0
         trip = guard_trip(text, count, guard) if count else 0
-        if span:
+        if looped:
             runaways += 1
-            loop_tokens.append(round(span * count / max(len(text), 1)))
+            loop_tokens.append(looped)
             if trip:  # the guard ends it: what it cost is the loop up to the trip
                 guarded_loop.append(loop_tokens[-1] - (count - trip))
             else:

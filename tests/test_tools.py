@@ -423,7 +423,7 @@ time.sleep(120)
 
 
 def test_a_server_that_writes_garbage_is_one_line_at_once_and_its_tracebacks_go_to_verbose(copies, tmp_path) -> None:
-    pytest.importorskip("mcp")
+    # (mcp is in the test extras: without it these fail, as they should, rather than skip)
     (tmp_path / "garbage.py").write_text(GARBAGE_SERVER)
     runs = {flags: subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--mcp",
                                    f"{sys.executable} {tmp_path / 'garbage.py'}", "-p", "Hi", "-n", "1", *flags],
@@ -436,7 +436,7 @@ def test_a_server_that_writes_garbage_is_one_line_at_once_and_its_tracebacks_go_
 
 
 def test_a_server_that_never_answers_its_handshake_is_ended_with_the_processes_it_started(tmp_path) -> None:
-    pytest.importorskip("mcp")
+    # (mcp is in the test extras: without it these fail, as they should, rather than skip)
     from rml_chat.tools.mcp_tools import McpError, McpServer
 
     (tmp_path / "hung.py").write_text(HUNG_SERVER)

@@ -269,15 +269,12 @@ def sampling_value(name: str, value: object) -> object:
     clears those given before it)."""
     if name == "ignore_eos":
         return value == "on"
-    if name == "dry_sequence_breakers":
-        given = list(value) if isinstance(value, (list, tuple)) else [value]
-        if not given:
-            return DRY_BREAKERS
-        cleared = max((i for i, text in enumerate(given) if text == "none"), default=-1)
-        return tuple(given[cleared + 1:])
-    if name == "logit_bias":
-        return tuple(value) if isinstance(value, (list, tuple)) and (not value or isinstance(value[0], tuple)) \
-            else (value,)
+    if BY_NAME[name].repeat:  # a repeated flag's list, or the one value /set gives
+        given = value if isinstance(value, list) else [value]
+        if name == "dry_sequence_breakers":
+            cleared = max((i for i, text in enumerate(given) if text == "none"), default=-1)
+            return tuple(given[cleared + 1:]) if given else DRY_BREAKERS
+        return tuple(given)
     return value
 
 

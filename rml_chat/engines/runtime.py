@@ -283,13 +283,15 @@ class LlamaModel:
             return lib.llama_sampler_init_mirostat(self.n_vocab, get("seed"), get("tau"), get("eta"), 100)
         if name == "mirostat_v2":
             return lib.llama_sampler_init_mirostat_v2(get("seed"), get("tau"), get("eta"))
-        one = {"top_n_sigma": lambda: lib.llama_sampler_init_top_n_sigma(get("n")),
-               "top_k": lambda: lib.llama_sampler_init_top_k(get("k")),
-               "typ_p": lambda: lib.llama_sampler_init_typical(get("p"), 0),
-               "top_p": lambda: lib.llama_sampler_init_top_p(get("p"), 0),
-               "min_p": lambda: lib.llama_sampler_init_min_p(get("p"), 0),
-               "dist": lambda: lib.llama_sampler_init_dist(get("seed"))}
-        return one[name]()
+        if name == "top_n_sigma":
+            return lib.llama_sampler_init_top_n_sigma(get("n"))
+        if name == "top_k":
+            return lib.llama_sampler_init_top_k(get("k"))
+        if name in ("typ_p", "top_p", "min_p"):  # (min_keep 0, as common_sampler_init passes it)
+            init = {"typ_p": lib.llama_sampler_init_typical, "top_p": lib.llama_sampler_init_top_p,
+                    "min_p": lib.llama_sampler_init_min_p}[name]
+            return init(get("p"), 0)
+        return lib.llama_sampler_init_dist(get("seed"))  # (the last stage of every chain without Mirostat)
 
     def sample(self, sampler: Sampler, index: int = -1) -> int:
         """The next id, from the logits of the last id decoded (``index``: of that batch position; the

@@ -140,7 +140,9 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
         raise AppError("empty prompt (give -p TEXT or text on stdin)", "input")
     if getattr(args, "show_prompt", False):
         return show_prompt(session, text, args.json)
-    weights = [len(session.model.tokenizer.encode(a.block)) for a in files]
+
+    def weights() -> list[int]:  # what each file weighs in tokens (only where it is said: an error, --json)
+        return [len(session.model.tokenizer.encode(a.block)) for a in files]
 
     progress = EvalProgress()
 
@@ -159,7 +161,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
         thinking.end()
     except ChatError as err:
         if files and "the message alone needs" in str(err):  # (what each file weighs, to choose what to leave out)
-            raise ChatError(f"{err} (the files: {files_note(files, weights)})") from None
+            raise ChatError(f"{err} (the files: {files_note(files, weights())})") from None
         raise
     except KeyboardInterrupt:
         progress.clear()
@@ -172,7 +174,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     if args.json:
         shown = result_json(session, result, session.constraint)
         if files:
-            shown["files"] = [{"path": a.path, "chars": len(a.text), "tokens": n} for a, n in zip(files, weights)]
+            shown["files"] = [{"path": a.path, "chars": len(a.text), "tokens": n} for a, n in zip(files, weights())]
         print(json_text(shown))
         return verdict(result.outcome, args.json)
     if not result.reply.endswith("\n"):
