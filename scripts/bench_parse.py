@@ -1,10 +1,11 @@
 """What reading a reply costs, side by side with what generating it costs, in one run.
 
 A reply of SmolLM2-135M (the default model, llama.cpp's generation through llama-cpp-python) is generated
-once; its ids then go through the streaming path (``Reply``: decoding, the thought split, stop strings)
-and the whole-reply reading (``parse_reply``: thought, answer and calls), under three templates whose
-calls are read differently (Qwen 2.5's JSON, Qwen3-Coder's keyed values, gpt-oss's harmony). The figure
-that matters is the reading's share of the generation's time: it must stay far under 1 %.
+once, a call in each template's syntax appended; the same ids then go through the tokenizer's stream
+decoder alone (the reply unparsed) and through the reply parser (``ReplyParser``: decoding, the thought,
+the stop strings, the calls as events, the message at the end), under three templates whose calls are
+read differently (Qwen 2.5's JSON, Qwen3-Coder's keyed values, gpt-oss's harmony). The figure that
+matters is what parsing adds, as a share of the generation's time: it must stay under 1 %.
 
     python scripts/bench_parse.py [--tokens 256] [--repeat 20]
 """
@@ -19,8 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rml_chat.core.model import load_model  # noqa: E402
-from rml_chat.core.read_reply import ReplyFormat, parse_reply  # noqa: E402
-from rml_chat.core.reply import Reply  # noqa: E402
+from rml_chat.core.reply import ReplyFormat, ReplyParser  # noqa: E402
 from rml_chat.engines.base import Generation, Sampling  # noqa: E402
 from rml_chat.engines.local import LocalEngine  # noqa: E402
 
@@ -61,25 +61,29 @@ def main() -> None:
     text = model.tokenizer.decode(reply_ids)
     print(f"generated {len(reply_ids)} tokens in {generating * 1000:.0f} ms ({len(reply_ids) / generating:.1f} tok/s), "
           f"{len(text)} characters")
-    print(f"{'template':28} {'stream (Reply)':>15} {'parse_reply':>12} {'parse / generation':>19}")
+    print(f"{'template':28} {'unparsed':>11} {'parsed':>11} {'added / generation':>19}")
     for stem, call in TEMPLATES.items():
         source = (fetch.models_dir() / "templates" / f"{stem}.jinja").read_text(encoding="utf-8")
         reply_format = ReplyFormat.of_template(source)
         written = ("<|channel|>analysis<|message|>" if "gpt-oss" in stem else "") + text + call
         reply_ids_with_call = model.tokenizer.encode(written, parse_special=True)
 
-        def stream(reply_format: ReplyFormat = reply_format, ids: list[int] = reply_ids_with_call) -> None:
-            reply = Reply(model.tokenizer, reply_format.stop_strings, reply_format.reasoning)
+        def unparsed(ids: list[int] = reply_ids_with_call) -> None:
+            decoder = model.tokenizer.stream(skip_special=True, continuation=True)
             for i in ids:
-                reply.feed(i)
-            reply.finish()
+                decoder.feed(i)
+            decoder.finish()
 
-        def parse(reply_format: ReplyFormat = reply_format, written: str = written, stem: str = stem) -> None:
-            read = parse_reply(reply_format, written, schemas=SCHEMAS, in_thought=False)
-            assert read.tool_calls and read.tool_calls[0].arguments == {"city": "Oslo"}, (stem, read)
+        def parsed(reply_format: ReplyFormat = reply_format, ids: list[int] = reply_ids_with_call, stem: str = stem) -> None:
+            parser = ReplyParser(reply_format, tokenizer=model.tokenizer, schemas=SCHEMAS)
+            for i in ids:
+                parser.feed(i)
+            parser.finish()
+            read = parser.message
+            assert read is not None and read.tool_calls and read.tool_calls[0].arguments == {"city": "Oslo"}, (stem, read)
 
-        streamed, parsed = best(stream, args.repeat), best(parse, args.repeat)
-        print(f"{stem:28} {streamed * 1000:12.2f} ms {parsed * 1000:9.2f} ms {100 * parsed / generating:17.3f} %")
+        plain, read = best(unparsed, args.repeat), best(parsed, args.repeat)
+        print(f"{stem:28} {plain * 1000:8.2f} ms {read * 1000:8.2f} ms {100 * (read - plain) / generating:17.3f} %")
     print(f"(best of {args.repeat}; the generation's time is one run of {generating * 1000:.0f} ms)")
 
 

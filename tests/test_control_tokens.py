@@ -17,9 +17,9 @@ from conftest import fetch, model_path
 from test_tools import STOPS
 
 import tokenizer
-from rml_chat.core.read_reply import ReplyFormat, parse_reply
-from rml_chat.core.reply import Reply
+from rml_chat.core.reply import AnswerText, CallClosed, CallOpened, ReplyFormat, ReplyParser, parse_reply
 from rml_chat.core.thoughts import HIDDEN_CLOSE, HIDDEN_OPEN
+from rml_chat.tools.grammar import syntax_markers
 from tokenizer import TokenType
 
 SPARE = range(3, 17)  # SmolLM2's control tokens past <|im_end|>, which no chat of its writes
@@ -108,16 +108,21 @@ def test_a_call_whose_markers_are_control_tokens_is_read_from_the_streamed_ids(f
     assert (expected.content, expected.reasoning, [(c.name, c.arguments, c.id) for c in expected.tool_calls]) == \
            (content, reasoning, calls)
 
-    reply = Reply(tok, reply_format.stop_strings, reply_format.reasoning)  # the stream, id by id
-    shown = "".join(reply.feed(i) for i in ids) + reply.finish()
+    markers = syntax_markers(reply_format.calls, tok.special_texts())  # (as the toolbox gives them)
+    reply = ReplyParser(reply_format, tokenizer=tok, schemas=SCHEMAS, markers=markers)  # the stream, id by id
+    events = [event for i in ids for event in reply.feed(i)] + reply.finish()
+    shown = "".join(e.text for e in events if isinstance(e, AnswerText))
     thought = reply.thought
     private = (HIDDEN_OPEN, HIDDEN_CLOSE)
     assert not any(p in shown + thought + reply.thought_raw + reply.raw_answer for p in private)
     assert not any(m in shown for m in controls)  # (control tokens never reach the screen)
-    assert reply.written == text  # (what the model wrote, control tokens and all, for the calls to be read)
-    got = parse_reply(reply_format, reply.written, schemas=SCHEMAS, in_thought=reply.opened_in_thought)
-    assert [(c.name, c.arguments, c.id) for c in got.tool_calls] == calls, (family, reply.written)
+    assert reply.written == text  # (what the model wrote, control tokens and all)
+    got = reply.message
+    assert got is not None and [(c.name, c.arguments, c.id) for c in got.tool_calls] == calls, (family, reply.written)
     assert got.content == content and json.dumps(thought) == json.dumps(reasoning)
+    assert [e.name for e in events if isinstance(e, CallOpened)] == [name for name, _, _ in calls]  # (as they stream)
+    assert [e.call for e in events if isinstance(e, CallClosed)] == list(got.tool_calls)
+    assert parse_reply(reply_format, ids, tokenizer=tok, schemas=SCHEMAS, markers=markers, in_thought=False) == got
 
 
 REAL_WEIGHTS = {  # the families of issue 42's proof: template, markers, those the real vocabulary has as

@@ -19,7 +19,7 @@ from conftest import fetch
 from llama_chat_cases import Case, Message, extract
 from test_tools import STOPS
 
-from rml_chat.core.read_reply import ReplyFormat, parse_reply
+from rml_chat.core.reply import ReplyFormat, parse_reply
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.template import compiled
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_spec import byte_vocab, spm_tokenizer
 
-from rml_chat.core.reply import Reply, StopScanner
+from rml_chat.core.reply import AnswerStage, AnswerText, ReplyEvent, ReplyFormat, ReplyParser
 from tokenizer import Tokenizer
 
 pytestmark = pytest.mark.offline
@@ -16,17 +16,21 @@ pytestmark = pytest.mark.offline
 BYTES = Tokenizer(byte_vocab(["ab", "abc", "<|end|>"], [("a", "b"), ("ab", "c")]))  # id = byte below 256
 
 
-def scan(chunks: list[str], stops: tuple[str, ...] = ()) -> tuple[list[str], StopScanner]:
-    scanner = StopScanner(stops)
-    out = [scanner.feed(c) for c in chunks]
-    out.append(scanner.finish())
+def scan(chunks: list[str], stops: tuple[str, ...] = ()) -> tuple[list[str], AnswerStage]:
+    scanner = AnswerStage(stops)
+    out = [scanner.feed(c)[0] for c in chunks]
+    out.append(scanner.finish()[0])
     return out, scanner
 
 
-def replay(ids: list[int], stops: tuple[str, ...] = (), tok: Tokenizer = BYTES) -> tuple[list[str], Reply]:
-    reply = Reply(tok, stops)
-    out = [reply.feed(i) for i in ids]
-    out.append(reply.finish())
+def answer(events: list[ReplyEvent]) -> str:
+    return "".join(e.text for e in events if isinstance(e, AnswerText))
+
+
+def replay(ids: list[int], stops: tuple[str, ...] = (), tok: Tokenizer = BYTES) -> tuple[list[str], ReplyParser]:
+    reply = ReplyParser(ReplyFormat(stop_strings=stops), tokenizer=tok)
+    out = [answer(reply.feed(i)) for i in ids]
+    out.append(answer(reply.finish()))
     return out, reply
 
 

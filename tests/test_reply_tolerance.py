@@ -10,7 +10,7 @@ import pytest
 from conftest import fetch
 from test_tools import STOPS
 
-from rml_chat.core.read_reply import ReplyFormat, parse_reply
+from rml_chat.core.reply import ReplyFormat, parse_reply
 from tokenizer.chat.tool_calls import ToolCall
 
 

@@ -194,7 +194,7 @@ def test_a_template_whose_model_writes_a_recipient_first_is_read_and_its_calls_h
     """functionary v3.2: the prompt ends with ``>>>``; the model writes ``all\n`` then text, or a tool's
     name, a newline and the arguments (after text, ``>>>`` opens the next recipient), as llama.cpp's own
     test of the template writes them."""
-    from rml_chat.tools.toolbox import CallHider
+    from rml_chat.core.reply import AnswerText, ReplyFormat, ReplyParser
 
     syntax = _syntax("meetkai-functionary-medium-v3.2")
     assert (syntax.text_lead, syntax.between, syntax.trigger(), syntax.string_arguments) == ("all\n", ">>>", ">>>", True)
@@ -208,14 +208,13 @@ def test_a_template_whose_model_writes_a_recipient_first_is_read_and_its_calls_h
     assert Grammar().verdict(whole, '>>>get_weather\n{"city": "Oslo"}') == "refused"
     assert Grammar().verdict(lazy, '>>>get_weather\n{"city": "Oslo"}') == "complete"  # from either trigger
     assert Grammar().verdict(lazy, 'get_weather\n{"city": "Oslo"}') == "complete"
-    shown: list[str] = []
-    hider = CallHider(shown.append, ">>>", ["get_weather\n"])
-    for piece in ("get_", "weather", '\n{"city": "Oslo"}'):
-        hider.write(piece)
-    hider.reset()
-    for piece in ("get", " the", " umbrella>>>", "get_weather\n{}"):
-        hider.write(piece)
-    assert "".join(shown) == "get the umbrella"
+    for pieces, shown, calls in ((("get_", "weather", '\n{"city": "Oslo"}'), "", [("get_weather", {"city": "Oslo"})]),
+                                 (("get", " the", " umbrella>>>", "get_weather\n{}"), "get the umbrella",
+                                  [("get_weather", {})])):
+        parser = ReplyParser(ReplyFormat(calls=syntax), schemas={"get_weather": {}})
+        events = [event for piece in pieces for event in parser.feed_text(piece)] + parser.finish()
+        assert "".join(e.text for e in events if isinstance(e, AnswerText)) == shown
+        assert parser.message is not None and [(c.name, c.arguments) for c in parser.message.tool_calls] == calls
 
 
 def test_the_text_a_model_writes_before_its_answer_is_not_shown_nor_kept() -> None:
@@ -223,15 +222,16 @@ def test_the_text_a_model_writes_before_its_answer_is_not_shown_nor_kept() -> No
     prompt does not; hidden from the answer and from the history (the template writes it back)."""
     from conftest import ours
 
-    from rml_chat.core.reply import Reply
+    from rml_chat.core.reply import AnswerText, ReplyFormat, ReplyParser
     from tokenizer.chat.tool_calls import answer_lead
 
     template = ChatTemplate((fetch.models_dir() / "templates" / "meetkai-functionary-medium-v3.2.jinja").read_text())
     assert answer_lead(template) == "all\n" and answer_lead(ChatTemplate(_templates()["Qwen-Qwen2.5-7B-Instruct"])) == ""
     tok = ours("smollm2")
     for text, shown in (("all\nHello there", "Hello there"), ("allowed: yes", "allowed: yes"), ("Hi", "Hi")):
-        reply = Reply(tok, answer_lead="all\n")
-        out = "".join(reply.feed(i) for i in tok.encode(text)) + reply.finish()
+        reply = ReplyParser(ReplyFormat(answer_lead="all\n"), tokenizer=tok)
+        events = [event for i in tok.encode(text) for event in reply.feed(i)] + reply.finish()
+        out = "".join(e.text for e in events if isinstance(e, AnswerText))
         assert out == shown and reply.raw_answer == shown, text
 
 
@@ -292,13 +292,14 @@ def test_a_call_inside_a_thought_that_never_closes_is_a_call_and_the_thought_end
 
     reasoning = derive_reasoning(ChatTemplate((fetch.models_dir() / "templates" / "Kimi-K2-Thinking.jinja").read_text()))
 
+    from rml_chat.core.reply import ReplyFormat, parse_reply
+
     def recorded(thought: str, answer: str, ended_in_thought: bool) -> SimpleNamespace:
         message = {"role": "assistant", "content": answer, "reasoning": thought}
         written = f"<think>{thought}" + ("" if ended_in_thought else f"</think>{answer}")  # (as the model wrote it)
+        read = parse_reply(ReplyFormat(reasoning, box.syntax), written, schemas=box.schemas(), in_thought=False)
         return SimpleNamespace(conversation=SimpleNamespace(messages=[message]), last=SimpleNamespace(
-            ended_in_thought=ended_in_thought, generation=SimpleNamespace(stop_reason="stop"),
-            written=written, opened_in_thought=False),
-            model=SimpleNamespace(reasoning=reasoning, answer_lead=""), stop_strings=())
+            ended_in_thought=ended_in_thought, generation=SimpleNamespace(stop_reason="stop"), message=read))
 
     inside = recorded("I need the weather. " + call, "", True)
     assert box._calls(inside, print) == [ToolCall("get_weather", {"city": "Oslo"}, "functions.get_weather:0")]  # (its id)

@@ -46,6 +46,39 @@ def opens_at(syntax: CallSyntax, text: str) -> int:
     return first[0] if first else -1
 
 
+def call_triggers(syntax: CallSyntax) -> tuple[str, ...]:
+    """The literal texts a call may open with, as far as they run before a hole (what a stream holds back
+    while it may be a call's start): each opening the reader accepts, and ``between`` after text where the
+    model writes a recipient first::
+
+        >>> call_triggers(CallSyntax("<tool_call>\\n<function=", ">\\n", "</function>\\n</tool_call>"))
+        ('<tool_call>', '<function=')
+    """
+    texts = [syntax.trigger()] + [t for t in _reader(syntax)._accepted if not syntax.text_lead]
+    firsts = (re.split(r"\s|[\x00-\x08]", t.strip(), maxsplit=1)[0] for t in texts)
+    return tuple(dict.fromkeys(t for t in firsts if t))
+
+
+def opened_calls(syntax: CallSyntax, text: str, start: int = 0) -> list[tuple[int, str]]:
+    """(where its name starts, name) of each call that opens in ``text`` from ``start`` on and whose name is written whole
+    (something follows it): what a stream can say of a call before its arguments are in::
+
+        >>> qwen = CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>')
+        >>> opened_calls(qwen, '<tool_call>\\n{"name": "get_weather", "argu'), opened_calls(qwen, '<tool_call>\\n{"name": "get_w')
+        ([(22, 'get_weather')], [])
+    """
+    reader = _reader(syntax)
+    between = [syntax.between] if syntax.between and syntax.between.strip() else []
+    found: dict[int, str] = {}
+    for opener in (piece(t) for t in [*reader._accepted, *between] if t.strip()):
+        for match in opener.finditer(text, start):
+            at = match.end() + len(text[match.end():]) - len(text[match.end():].lstrip())
+            name = _NAME_RE.match(text, at)
+            if name is not None and name.end() < len(text):
+                found[name.start()] = name.group()  # (two openings of one call name it at one place)
+    return sorted(found.items())
+
+
 @functools.lru_cache(maxsize=64)
 def _reader(syntax: CallSyntax) -> _Reader:
     return _Reader(syntax)

@@ -1,20 +1,18 @@
-"""A whole reply read as its model's family writes it: the thought, the answer, and the tool calls, with
-their arguments typed by each tool's schema.
+"""The message a reply makes: its thought, its answer, and its tool calls, with their arguments typed by
+each tool's schema — read as the model's family writes it.
 
 ``ReplyFormat`` holds what a template says about its replies, each piece read off the template's own
 renderings: the thought's markers (``tokenizer.chat.reasoning``), the call syntax
 (``tokenizer.chat.tool_calls``), what the model writes before its text (functionary's ``all\\n``) and the
-stop strings. ``parse_reply`` reads a finished reply with it, in the stages the streaming path uses
-(``thoughts.ThoughtSplitter``, then the stop strings, then the calls), so a reply read whole and one read
-as it streamed give the same message::
+stop strings. The reply parser (``reply.ReplyParser``; ``reply.parse_reply`` for a whole reply) streams a
+reply through its stages and, at its end, hands what they split off to ``message_of``, which makes the
+message: the thoughts the answer opened again, the stop strings, the calls (``call_reader``)::
 
-    >>> from tokenizer.chat.reasoning import Reasoning
-    >>> from tokenizer.chat.tool_calls import CallSyntax
     >>> qwen = ReplyFormat(Reasoning("<think>", "</think>"),
     ...                    CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>'))
-    >>> reply = parse_reply(qwen, '<think>Oslo?</think>\\n\\nLet me look.\\n<tool_call>\\n'
-    ...                           '{"name": "weather", "arguments": {"city": "Oslo"}}\\n</tool_call>')
-    >>> reply.reasoning, reply.content, reply.tool_calls
+    >>> answer = 'Let me look.\\n<tool_call>\\n{"name": "weather", "arguments": {"city": "Oslo"}}\\n</tool_call>'
+    >>> read = message_of(qwen, ThoughtSplit(answer, "Oslo?"), answer)
+    >>> read.reasoning, read.content, read.tool_calls
     ('Oslo?', 'Let me look.', (ToolCall(name='weather', arguments={'city': 'Oslo'}, id=''),))
 """
 
@@ -24,6 +22,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.reasoning import Reasoning
@@ -34,8 +33,10 @@ from tokenizer.chat.tool_calls import derive as derive_calls
 from tokenizer.chat.tool_table import known_syntax
 
 from .call_reader import opens_at, parse_calls
-from .thoughts import Channels, ThoughtSplitter
 from .typed_values import typed
+
+if TYPE_CHECKING:
+    from .model import Model
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,17 @@ class ReplyFormat:
         return cls(reasoning, call_syntax(source, stops, bos, eos, reasoning)[0], lead if lead.strip() else "",
                    tuple(stop_strings) + ((close,) if close else ()))
 
+    @classmethod
+    def of_model(cls, model: Model, calls: CallSyntax | None = None, stop_strings: Sequence[str] = ()) -> ReplyFormat:
+        """A loaded model's: its thought markers, what it writes before its text, its stop strings less those
+        that open its thought's close (gpt-oss's ``<|end|>`` ends the analysis), with ``stop_strings`` (the
+        user's) first; ``calls``: the syntax its calls are read by (None: calls are text)."""
+        stops = tuple(stop_strings) + tuple(model.encoder.stop_strings)
+        r = model.reasoning
+        if r is not None:
+            stops = tuple(s for s in stops if not r.close.startswith(s))
+        return cls(r, calls, model.answer_lead, stops)
+
 
 def call_syntax(source: str, stops: Sequence[str], bos: str, eos: str,
                 reasoning: Reasoning | None) -> tuple[CallSyntax | None, str, str]:
@@ -77,6 +89,17 @@ def call_syntax(source: str, stops: Sequence[str], bos: str, eos: str,
     return syntax, why, ""
 
 
+def model_call_syntax(model: Model) -> tuple[CallSyntax | None, str, str]:
+    """A loaded model's call syntax (``call_syntax`` of its template, with the texts that end its turn):
+    (syntax, why none, the table's name for it or "")."""
+    template = model.detection.format.template
+    if template is None:
+        return None, "the model's chat format has no template, so it has no way to be told of tools", ""
+    stops = [model.tokenizer.id_to_token(i) for i in model.stop_ids] + list(model.encoder.stop_strings)
+    return call_syntax(template, stops, model.encoder.bos_text or "<s>", model.encoder.eos_text or "</s>",
+                       model.reasoning)
+
+
 @dataclass(frozen=True)
 class ParsedReply:
     """A reply read whole: ``content``, the answer's text before any call (trimmed at its edges);
@@ -89,13 +112,28 @@ class ParsedReply:
     ended_in_thought: bool = False
 
 
-def parse_reply(reply_format: ReplyFormat, text: str, *, schemas: Mapping[str, Mapping] | None = None,
-                in_thought: bool | None = None, pieces: Sequence[str] | None = None,
-                thought_in_content: bool = False, json_answer: bool = False) -> ParsedReply:
-    """The message in ``text``, a reply as the model wrote it after the prompt. ``schemas``: each tool's
-    parameters by its name (values written as text are typed by them); ``in_thought``: whether the prompt
-    opened a thought (by default: whether the template's generation prompt does); ``pieces``: ``text`` as
-    it streamed, fed to the streaming stage piece by piece (the message is the same at every chunking).
+@dataclass(frozen=True)
+class ThoughtSplit:
+    """What the thought stage made of a reply (``thoughts.ThoughtSplitter``): ``answer``, all the text
+    after the thought as written (control tokens as their text, no stop string cut yet); ``thought``, the
+    thought as shown; ``thought_raw`` and ``answer_lead``, the thought as written and the whitespace
+    after it; ``in_thought``, it never closed; ``opened_in_thought``, the prompt opened it."""
+
+    answer: str
+    thought: str = ""
+    thought_raw: str = ""
+    answer_lead: str = ""
+    in_thought: bool = False
+    opened_in_thought: bool = False
+
+
+def message_of(reply_format: ReplyFormat, split: ThoughtSplit, written: str, *,
+               schemas: Mapping[str, Mapping] | None = None, thought_in_content: bool = False,
+               json_answer: bool = False) -> ParsedReply:
+    """The message a reply makes, from what its thought stage split off and ``written``, the whole reply as
+    the model wrote it (control tokens as their text): the answer less the thoughts it opened again, cut
+    at its first stop string before any call, then its calls read with each argument typed by ``schemas``
+    (each tool's parameters by its name). ``reply.ReplyParser`` calls it when its reply ends.
 
     ``thought_in_content`` (llama-server's ``reasoning_format: none``): the thought stays in the content
     with its markers, the opening written out where the prompt wrote it; the answer's own opening is still
@@ -104,35 +142,29 @@ def parse_reply(reply_format: ReplyFormat, text: str, *, schemas: Mapping[str, M
     For example::
 
         >>> cohere = ReplyFormat(Reasoning("<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>"))
-        >>> parse_reply(cohere, "hm<|END_THINKING|><|START_RESPONSE|>Hi", in_thought=True, thought_in_content=True).content
+        >>> split = ThoughtSplit("Hi", "hm", "hm", opened_in_thought=True)
+        >>> message_of(cohere, split, "hm<|END_THINKING|><|START_RESPONSE|>Hi", thought_in_content=True).content
         '<|START_THINKING|>hm<|END_THINKING|>Hi'
     """
-    r = reply_format.reasoning
+    r, schemas = reply_format.reasoning, schemas or {}
     marks = r.channels() if r is not None else None
     if marks is not None:
-        read = _read_channels(reply_format, text, marks, schemas or {})
+        read = _read_channels(reply_format, written, marks, schemas)
         if not thought_in_content or not read.reasoning:
             return read
         kept = f"{r.open}{read.reasoning}{marks[0][:marks[0].index('>') + 1]}"  # (the message's end: <|end|>)
         return replace(read, content=kept + read.content, reasoning="")
-    thought, ended_in_thought = "", False
-    if r is not None or reply_format.answer_lead:
-        splitter = _splitter(reply_format, r.prefilled if in_thought is None and r is not None else bool(in_thought))
-        answer = "".join(splitter.feed(piece) for piece in (pieces if pieces is not None else [text]))
-        answer += splitter.finish()
-        thought, ended_in_thought = splitter.thought, splitter.in_thought
-        if r is not None and thought_in_content:
-            answer = text if ended_in_thought else _with_thought(splitter, answer, r, bool(in_thought))
-            thought, ended_in_thought = "", False
-        elif r is not None:
-            answer, again = _thought_reopened(answer, r)
-            thought = "\n\n".join(t for t in (thought, again) if t)
-    else:
-        answer = text
+    answer, thought, ended_in_thought = split.answer, split.thought, split.in_thought
+    if r is not None and thought_in_content:
+        answer = written if ended_in_thought else _with_thought(split, answer, r)
+        thought, ended_in_thought = "", False
+    elif r is not None:
+        answer, again = _thought_reopened(answer, r)
+        thought = "\n\n".join(t for t in (thought, again) if t)
     answer = answer[:_stopped_at(answer, reply_format)]
     if json_answer:
         answer = _unfenced(answer)
-    return read_calls(reply_format.calls, answer, thought, ended_in_thought, schemas or {})
+    return read_calls(reply_format.calls, answer, thought, ended_in_thought, schemas)
 
 
 def _unfenced(answer: str) -> str:
@@ -145,15 +177,15 @@ def _unfenced(answer: str) -> str:
     return fenced.group(1) if fenced else answer
 
 
-def _with_thought(splitter: ThoughtSplitter, answer: str, r: Reasoning, prompt_opened: bool) -> str:
+def _with_thought(split: ThoughtSplit, answer: str, r: Reasoning) -> str:
     """The answer after its thought, markers and all, as llama.cpp leaves a closed thought in the content:
     the opening as the prompt wrote it, the close less the answer's opening (which is taken off as it
     always is), the whitespace between as the model wrote it."""
-    if not splitter.thought_raw.strip():
+    if not split.thought_raw.strip():
         return answer
-    opening = r.open_written if prompt_opened and r.open_written else r.open
+    opening = r.open_written if split.opened_in_thought and r.open_written else r.open
     close = r.close[:-len(r.answer_open)] if r.answer_open and r.close.endswith(r.answer_open) else r.close
-    return f"{opening}{splitter.thought_raw}{close}{splitter.answer_lead}{answer}"
+    return f"{opening}{split.thought_raw}{close}{split.answer_lead}{answer}"
 
 
 def _read_channels(reply_format: ReplyFormat, text: str, marks: tuple[str, str, str, str, str],
@@ -228,14 +260,6 @@ def _thought_reopened(answer: str, r: Reasoning) -> tuple[str, str]:
     while body.endswith(close) or body.startswith(close):
         body = (body[:-len(close)] if body.endswith(close) else body[len(close):]).strip()
     return (body if body != answer.strip() else answer), "\n\n".join(t for t in again if t)
-
-
-def _splitter(reply_format: ReplyFormat, in_thought: bool) -> ThoughtSplitter:
-    r = reply_format.reasoning
-    if r is None:  # (no thought: it only takes the answer's opening off)
-        return ThoughtSplitter("", "", reply_format.answer_lead)
-    marks = r.channels()
-    return ThoughtSplitter(r.open, r.close, r.answer_open, in_thought, None if marks is None else Channels(*marks))
 
 
 def read_calls(syntax: CallSyntax | None, answer: str, thought: str, ended_in_thought: bool,

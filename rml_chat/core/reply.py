@@ -1,80 +1,101 @@
-"""The reply as it streams: token ids in, text that is safe to print now out — the one path every front
-end's reply takes (the REPL, a scripted run, --batch, --check).
+"""The reply parser: what the model generates, read as its family writes it while it streams — the one
+path every reply takes (the REPL, ``-p``, ``--json``, ``--batch``, ``--server``, ``--check``, tools).
 
-``Reply`` joins three stages:
+``ReplyParser`` reads token ids (or text) in and gives *events* out, in stages:
 
-* the tokenizer's ``StreamDecoder`` turns ids into text, whole characters only, and hides control tokens
-  (a stray ``<|im_start|>`` is never shown); the reply continues its prompt, so the first token keeps its
-  leading space (``continuation``);
-* ``ThoughtSplitter`` (``thoughts.py``), for a model whose template writes thoughts, tells the thought
-  from the answer and hides the markers (control tokens among them are matched by id, as the stream
-  carries them: ``TokenStream``);
-* ``StopScanner`` holds back text that may be the start of a stop string, for as long as it may be: with
-  stop "User:", a reply ending "…Us" waits for the next token, which either completes the stop (nothing of
-  it is printed) or rules it out (the held text is printed).
+* ``TokenStream`` turns ids into text, whole characters only; a control token comes as its text between
+  private characters, so a marker made of control tokens is matched as the tokens it is, never as text a
+  model typed (and a stray ``<|im_start|>`` is never shown);
+* ``thoughts.ThoughtSplitter``, for a template that writes thoughts, tells the thought from the answer and
+  hides the markers;
+* ``AnswerStage`` tells the answer's text from its stop strings and its tool calls, holding back one tail
+  that may start either: with stop ``"User:"``, a reply ending ``…Us`` waits for the next token;
+* at the end, ``read_reply.message_of`` makes the message: reasoning, content, and the tool calls with
+  their names, ids and arguments typed by the tools' schemas.
 
-Worked example, stop strings ["\\nUser:"]::
+Worked example, Qwen's markers, a call, streamed in pieces of text::
 
-    scanner.feed("Hi👋\\n")   -> "Hi👋"   ("\\n" held: it may start the stop string)
-    scanner.feed("User: x")  -> ""       (stop found: stopped_by "\\nUser:", text == "Hi👋")
+    >>> from tokenizer.chat.reasoning import Reasoning
+    >>> qwen = ReplyFormat(Reasoning("<think>", "</think>"),
+    ...                    CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>'))
+    >>> parser = ReplyParser(qwen)
+    >>> pieces = ["<think>Osl", "o?</think>\\n\\nLet me", " look.\\n<tool", '_call>\\n{"name": "weather", ',
+    ...           '"arguments": {"city": "Oslo"}}\\n</tool_call>']
+    >>> [e for piece in pieces for e in parser.feed_text(piece)]  # doctest: +NORMALIZE_WHITESPACE
+    [ThoughtText(text='Osl'), ThoughtText(text='o?'), AnswerText(text='Let me'), AnswerText(text=' look.'),
+     CallOpened(name='weather'), CallArguments(text='", '),
+     CallArguments(text='"arguments": {"city": "Oslo"}}\\n</tool_call>')]
+    >>> parser.finish()[-2:]  # doctest: +NORMALIZE_WHITESPACE
+    [CallClosed(call=ToolCall(name='weather', arguments={'city': 'Oslo'}, id='')),
+     ReplyEnded(message=ParsedReply(content='Let me look.', reasoning='Oslo?',
+                tool_calls=(ToolCall(name='weather', arguments={'city': 'Oslo'}, id=''),), problem='',
+                ended_in_thought=False), stopped_by=None)]
 
-Stop strings are looked for in the answer only. Tool calls will be told apart here too, as a further stage.
+The message is the same at every chunking of the reply (``tests/test_llama_chat_suite.py`` feeds
+llama.cpp's parser cases whole, a character at a time and in threes). ``parse_reply`` reads a whole reply.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from tokenizer import Tokenizer, TokenType
-from tokenizer.chat.reasoning import Reasoning
+from tokenizer.chat.tool_calls import CallSyntax, ToolCall
 
+from .call_reader import call_triggers, opened_calls, opens_at
+from .read_reply import ParsedReply, ReplyFormat, ThoughtSplit, message_of
 from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, Channels, ThoughtSplitter, as_written, shown_as_text, without_hidden
 
+__all__ = ["AnswerText", "CallArguments", "CallClosed", "CallOpened", "ParsedReply", "ReplyEnded", "ReplyEvent",
+           "ReplyFormat", "ReplyParser", "ThoughtText", "parse_reply"]
 
-class StopScanner:
-    """Text in, the part of it that is no stop string out; ``text`` is everything released so far."""
 
-    def __init__(self, stop_strings: Sequence[str] = ()):
-        self._stops = tuple(s for s in stop_strings if s)
-        self._held = ""  # text that may be the start of a stop string
-        self.text = ""
-        self.stopped_by: str | None = None
+@dataclass(frozen=True)
+class ThoughtText:
+    """Text of the thought, to show now (markers left out)."""
 
-    def feed(self, text: str) -> str:
-        """Text that can be printed now (possibly empty). After a stop string, always empty."""
-        if self.stopped_by is not None:
-            return ""
-        pending = self._held + text
-        for stop in self._stops:
-            at = pending.find(stop)
-            if at >= 0:
-                self.stopped_by = stop
-                self._held = ""
-                self.text += pending[:at]
-                return pending[:at]
-        keep = self._stop_prefix_length(pending)
-        out, self._held = pending[:len(pending) - keep], pending[len(pending) - keep:]
-        self.text += out
-        return out
+    text: str
 
-    def finish(self, rest: str = "") -> str:
-        """``rest`` (the decoder's last text) and what is held: no stop can follow any more."""
-        out = self.feed(rest)
-        if self.stopped_by is not None:
-            return out
-        held, self._held = self._held, ""
-        self.text += held
-        return out + held
 
-    def _stop_prefix_length(self, text: str) -> int:
-        """Length of the longest tail of ``text`` that begins some stop string."""
-        best = 0
-        for stop in self._stops:
-            for n in range(min(len(stop) - 1, len(text)), best, -1):
-                if stop.startswith(text[-n:]):
-                    best = n
-                    break
-        return best
+@dataclass(frozen=True)
+class AnswerText:
+    """Text of the answer, to show now (no stop string, no call in it)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class CallOpened:
+    """A tool call opened, its tool's name written whole."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class CallArguments:
+    """The calls' text since the last event, as the model writes it: the arguments and what closes them."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class CallClosed:
+    """A call read whole at the reply's end: its name, its arguments typed by the tool's schema, its id."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class ReplyEnded:
+    """The reply's message; ``stopped_by``: the stop string that ended it (None: none did)."""
+
+    message: ParsedReply
+    stopped_by: str | None = None
+
+
+ReplyEvent = ThoughtText | AnswerText | CallOpened | CallArguments | CallClosed | ReplyEnded
 
 
 class TokenStream:
@@ -105,41 +126,155 @@ class TokenStream:
         return "".join(parts)
 
 
-class Reply:
-    """One reply: ``feed(token_id)`` gives the answer text to print now, and ``take_thought()`` the
-    thought text since the last call; ``finish()`` the rest. ``text`` is the answer as shown,
-    ``thought`` the thought, ``stopped_by`` the stop string that ended it (None: none did).
+def _prefix_tail(text: str, markers: Iterable[str]) -> int:
+    """The length of the longest end of ``text`` that begins one of ``markers`` (0 when none)."""
+    best = 0
+    for marker in markers:
+        for n in range(min(len(marker) - 1, len(text)), best, -1):
+            if marker.startswith(text[-n:]):
+                best = n
+                break
+    return best
 
-    ``reasoning`` (the template's markers) turns on the split; ``in_thought``: the prompt opened a thought;
-    ``answer_lead``: what a template without thoughts has the model write before its text (functionary
-    v3.2's recipient, ``all\\n``), hidden as an answer's opening is; ``shown``: control tokens the answer
-    carries as their text, for the tool layer to find a call by (its syntax's markers: it hides them)."""
 
-    def __init__(self, tokenizer: Tokenizer, stop_strings: Sequence[str] = (), reasoning: Reasoning | None = None,
-                 in_thought: bool = False, answer_lead: str = "", shown: Iterable[str] = ()):
-        self._stream = TokenStream(tokenizer)
-        self._scanner = StopScanner(stop_strings)
-        self._shown = frozenset(shown)
-        form = self._stream.stream_form
-        marks = reasoning.channels() if reasoning is not None else None
+class AnswerStage:
+    """The answer's text in; out, ``(text to show now, the calls' text)``. Text passes until a stop string
+    ends the reply or a call opens, and a tail that may be the start of either waits; a call opening at or
+    before a stop string wins it (GigaChat's stop ``<|message_sep|>`` starts each of its calls). From a
+    call's opening on, everything is the calls' text: the stop strings end the answer, not the calls.
+
+    Worked example, stop strings ``["\\nUser:"]``::
+
+        >>> stage = AnswerStage(["\\nUser:"])
+        >>> stage.feed("Hi👋\\n"), stage.feed("User: x"), stage.stopped_by
+        (('Hi👋', ''), ('', ''), '\\nUser:')
+
+    ``syntax``: the call syntax (None: a call is text); ``starts``: how a call that starts the reply
+    opens where that differs (functionary v3.2's tool name and a newline).
+    """
+
+    def __init__(self, stop_strings: Sequence[str] = (), syntax: CallSyntax | None = None, starts: Sequence[str] = ()):
+        self._stops = tuple(s for s in stop_strings if s)
+        self._syntax = syntax
+        self._triggers = call_triggers(syntax) if syntax is not None else ()
+        self._starts = tuple(starts)
+        self._held = ""         # text that may start a stop string or a call
+        self._started = False   # the reply's first text is past (a call named at the start no longer can be)
+        self.text = ""          # the answer shown, up to a stop string or a call
+        self.raw = ""           # the answer as written up to a stop string, its calls included (for the history)
+        self.call = ""          # the calls' text, from the first call's opening on
+        self.in_call = False
+        self.stopped_by: str | None = None
+
+    def feed(self, text: str) -> tuple[str, str]:
+        if self.stopped_by is not None:
+            return "", ""
+        if self.in_call:
+            self.call += text
+            self.raw += text
+            return "", text
+        pending, self._held = self._held + text, ""
+        if not self._started and self._starts:  # (the reply's start: is it a call's name?)
+            body = pending.lstrip()
+            if any(body.startswith(s) for s in self._starts):
+                return self._call_at(pending, 0)
+            if any(s.startswith(body) for s in self._starts):
+                self._held = pending
+                return "", ""
+        self._started = True
+        call_at = self._first_call(pending)
+        stop_at, stop = min(((pending.find(s), s) for s in self._stops if s in pending), default=(-1, None))
+        if stop is not None and (call_at < 0 or stop_at < call_at):
+            may_call = len(pending) - _prefix_tail(pending, self._triggers)
+            if may_call <= stop_at:  # (a call may open where the stop string is: wait and see)
+                return self._shown(pending[:may_call], pending[may_call:])
+            self.stopped_by = stop
+            self.text += pending[:stop_at]
+            self.raw += pending[:stop_at]
+            return pending[:stop_at], ""
+        if call_at >= 0:
+            return self._call_at(pending, call_at)
+        cut = len(pending) - _prefix_tail(pending, self._stops + self._triggers)
+        if self._syntax is not None:  # (the whitespace before a call is not the answer's: it waits too)
+            cut = len(pending[:cut].rstrip())
+        return self._shown(pending[:cut], pending[cut:])
+
+    def finish(self) -> tuple[str, str]:
+        """The end: what is held opened no call and started no stop string."""
+        held, self._held = self._held, ""
+        if self.stopped_by is not None or self.in_call:
+            return "", ""
+        return self._shown(held, "")
+
+    def _first_call(self, text: str) -> int:
+        if self._syntax is None:
+            return -1
+        found = [at for at in (text.find(t) for t in self._triggers) if at >= 0]
+        by_pattern = opens_at(self._syntax, text)  # (in any spacing the reader takes)
+        return min(found + ([by_pattern] if by_pattern >= 0 else []), default=-1)
+
+    def _shown(self, text: str, held: str) -> tuple[str, str]:
+        self._held = held
+        self.text += text
+        self.raw += text
+        return text, ""
+
+    def _call_at(self, pending: str, at: int) -> tuple[str, str]:
+        before = pending[:at].rstrip()
+        self.text += before
+        self.raw += pending
+        self.call, self.in_call = pending[at:], True
+        return before, self.call
+
+
+class ReplyParser:
+    """One reply: ``feed(token_id)`` (or ``feed_text``) gives the events its text makes now, ``finish()`` the
+    rest, ending with ``ReplyEnded`` and the message. ``text`` is the answer as shown, ``thought`` the
+    thought, ``stopped_by`` the stop string that ended it (None: none did).
+
+    ``reply_format``: the template's markers, call syntax and stop strings; ``tokenizer``: where ids come
+    from (None: the reply comes as text); ``in_thought``: the prompt opened a thought; ``schemas``: each
+    tool's parameters by its name; ``markers``: the call syntax's special tokens (the calls are read with
+    them, and outside a call they are never shown)."""
+
+    def __init__(self, reply_format: ReplyFormat, *, tokenizer: Tokenizer | None = None, in_thought: bool = False,
+                 schemas: Mapping[str, Mapping] | None = None, markers: Iterable[str] = ()):
+        self.format = reply_format
+        self._stream = TokenStream(tokenizer) if tokenizer is not None else None
+        self._schemas = dict(schemas or {})
+        self._markers = frozenset(markers)
+        self._unshown = _remover(self._markers) if reply_format.calls is not None else None
+        form = self._stream.stream_form if self._stream is not None else str
+        r = reply_format.reasoning
+        marks = r.channels() if r is not None else None
         channels = None if marks is None else Channels(form(marks[0]), form(marks[1]), form(marks[2]), *marks[3:])
-        self._splitter = None if reasoning is None else ThoughtSplitter(
-            form(reasoning.open), form(reasoning.close), form(reasoning.answer_open) if reasoning.answer_open else "",
-            in_thought, channels, self._shown)
-        if reasoning is None and answer_lead:  # (a splitter with no thought: it only takes the opening off)
-            self._splitter = ThoughtSplitter("", "", form(answer_lead), shown=self._shown)
-        self.thought_tokens = 0  # tokens fed while in a thought (its markers too)
-        self.opened_in_thought = in_thought  # the prompt opened the thought
-        self._whole = ""  # the reply as written, control tokens in the stream's form
+        self._splitter: ThoughtSplitter | None = None
+        if r is not None:
+            self._splitter = ThoughtSplitter(form(r.open), form(r.close), form(r.answer_open) if r.answer_open else "",
+                                             in_thought, channels, shown=None)
+        elif reply_format.answer_lead:  # (a splitter with no thought: it only takes the opening off)
+            self._splitter = ThoughtSplitter("", "", form(reply_format.answer_lead), shown=None)
+        syntax = reply_format.calls
+        starts = [n + syntax.after_name for n in self._schemas] if syntax is not None and syntax.text_lead else []
+        self._answer = AnswerStage(reply_format.stop_strings, syntax, starts)
+        self._written_answer = ""  # all the answer the thought stage gave, control tokens as their text
+        self._names_seen = 0       # calls whose name has been said (CallOpened)
+        self._scanned = 0          # how far the calls' text has been looked through for names
+        self._after_name = False   # a call's name is said: its text goes out as CallArguments
+        self.opened_in_thought = in_thought
+        self.thought_tokens = 0    # tokens fed while in a thought (its markers too)
+        self._whole = ""           # the reply as written, control tokens in the stream's form
+        self.message: ParsedReply | None = None  # at the end
 
     @property
     def text(self) -> str:
-        return self._scanner.text
+        return self._answer.text
 
     @property
     def raw_answer(self) -> str:
-        """The answer exactly as written (the whitespace after a thought kept), for the history."""
-        return (self._splitter.answer_lead if self._splitter is not None else "") + self._scanner.text
+        """The answer exactly as written (the whitespace after a thought kept, a call's text too), for the
+        history."""
+        return (self._splitter.answer_lead if self._splitter is not None else "") + self._answer.raw
 
     @property
     def stream(self) -> str:
@@ -149,7 +284,7 @@ class Reply:
 
     @property
     def written(self) -> str:
-        """The whole reply as the model wrote it, control tokens as their text (``read_reply`` reads it)."""
+        """The whole reply as the model wrote it, control tokens as their text."""
         return as_written(self._whole)
 
     @property
@@ -166,27 +301,131 @@ class Reply:
         return self._splitter is not None and self._splitter.in_thought
 
     @property
+    def in_call(self) -> bool:
+        return self._answer.in_call
+
+    @property
     def stopped_by(self) -> str | None:
-        return self._scanner.stopped_by
+        return self._answer.stopped_by
+
+    def feed(self, token_id: int) -> list[ReplyEvent]:
+        """The events of one generated token."""
+        assert self._stream is not None, "a parser of text is fed text (feed_text)"
+        if self.in_thought:
+            self.thought_tokens += 1
+        return self.feed_text(self._stream.feed(token_id))
+
+    def feed_text(self, piece: str) -> list[ReplyEvent]:
+        """The events of a piece of the reply's text (a parser made with a tokenizer takes the stream's
+        form: control tokens between ``HIDDEN_OPEN`` and ``HIDDEN_CLOSE``)."""
+        self._whole += piece
+        if self._splitter is None:
+            return self._answer_events(piece, [])
+        answer = self._splitter.feed(piece)
+        return self._answer_events(answer, self._thought_events())
+
+    def finish(self, *, thought_in_content: bool = False, json_answer: bool = False) -> list[ReplyEvent]:
+        """The rest of the reply (a held stop string's start, an unfinished character replaced), each call
+        read whole, and the message (``read_reply.message_of`` for the two options); [] when called again."""
+        if self.message is not None:
+            return []
+        rest = self._stream.finish() if self._stream is not None else ""
+        self._whole += rest
+        if self._splitter is not None:
+            events = self._answer_events(self._splitter.finish(rest), self._thought_events())
+        else:
+            events = self._answer_events(rest, [])
+        shown, _ = self._answer.finish()
+        events += self._shown_events(shown)
+        s = self._splitter
+        split = ThoughtSplit(self._written_answer, self.thought, as_written(s.thought_raw) if s else "",
+                             s.answer_lead if s else "", self.in_thought, self.opened_in_thought)
+        self.message = message_of(self.format, split, self.written, schemas=self._schemas,
+                                  thought_in_content=thought_in_content, json_answer=json_answer)
+        events += [CallClosed(call) for call in self.message.tool_calls]
+        return [*events, ReplyEnded(self.message, self.stopped_by)]
 
     def take_thought(self) -> str:
         """The thought's text released since the last call (markers left out)."""
         return self._splitter.take_thought() if self._splitter is not None else ""
 
-    def feed(self, token_id: int) -> str:
-        piece = self._stream.feed(token_id)
-        self._whole += piece
-        if self._splitter is None:
-            return self._scanner.feed(shown_as_text(piece, self._shown))
-        if self._splitter.in_thought:
-            self.thought_tokens += 1
-        return self._scanner.feed(self._splitter.feed(piece))
+    def _thought_events(self) -> list[ReplyEvent]:
+        thought = self._splitter.take_thought() if self._splitter is not None else ""
+        return [ThoughtText(thought)] if thought else []
 
-    def finish(self) -> str:
-        """The rest (a held stop-string start, an unfinished character replaced); "" when called again (all
-        stages are empty then)."""
-        rest = self._stream.finish()
-        self._whole += rest
-        if self._splitter is not None:
-            rest = self._splitter.finish(rest)
-        return self._scanner.finish(shown_as_text(rest, self._shown))
+    def _answer_events(self, answer: str, events: list[ReplyEvent]) -> list[ReplyEvent]:
+        """The answer's text (the stream's form) through the answer stage."""
+        if not answer:
+            return events
+        self._written_answer += as_written(answer)
+        shown, calls = self._answer.feed(shown_as_text(answer, self._markers))
+        events += self._shown_events(shown)
+        if calls:
+            events += self._call_events(calls)
+        return events
+
+    def _shown_events(self, shown: str) -> list[ReplyEvent]:
+        shown = self._unshown(shown) if self._unshown is not None else shown
+        return [AnswerText(shown)] if shown else []
+
+    def _call_events(self, new: str) -> list[ReplyEvent]:
+        """The calls' new text: each call's name once it is written whole, then its text."""
+        assert self.format.calls is not None
+        text = self._answer.call
+        window = max(0, self._scanned - 256)  # (a name is looked for near the end: never the whole text again)
+        events: list[ReplyEvent] = []
+        opened = [(at, name) for at, name in opened_calls(self.format.calls, text, window) if at >= self._scanned]
+        for at, name in opened:
+            if self._after_name and at > self._scanned:
+                events.append(CallArguments(text[self._scanned:at]))
+            events.append(CallOpened(name))
+            self._names_seen += 1
+            self._after_name = True
+            self._scanned = at + len(name)
+        if self._after_name and len(text) > self._scanned:
+            events.append(CallArguments(text[self._scanned:]))
+            self._scanned = len(text)
+        return events
+
+
+def _remover(markers: frozenset[str]):
+    """A call syntax's markers left out of text shown outside a call (the stream carries those that are
+    control tokens as their text, for a call to be read by: Kimi K2's ``<|tool_calls_section_begin|>``)."""
+    if not markers:
+        return None
+    pattern = re.compile("|".join(re.escape(m) for m in sorted(markers, key=len, reverse=True)))
+    return lambda text: pattern.sub("", text)
+
+
+def parse_reply(reply_format: ReplyFormat, reply: str | Sequence[int], *, tokenizer: Tokenizer | None = None,
+                schemas: Mapping[str, Mapping] | None = None, in_thought: bool | None = None,
+                pieces: Sequence[str] | None = None, markers: Iterable[str] = (),
+                thought_in_content: bool = False, json_answer: bool = False) -> ParsedReply:
+    """The message of a whole reply, as the model wrote it after the prompt: text, or token ids (with the
+    ``tokenizer`` they come from, so that control tokens are read as such). A loaded model's format is
+    ``ReplyFormat.of_model(model, calls=...)``. ``schemas``: each tool's parameters by its name (values
+    written as text are typed by them); ``in_thought``: whether the prompt opened a thought (by default:
+    whether the template's generation prompt does); ``pieces``: ``reply`` as it streamed, fed piece by
+    piece (the message is the same at every chunking). For the two options, see ``read_reply.message_of``.
+    For example::
+
+        >>> from tokenizer.chat.reasoning import Reasoning
+        >>> qwen = ReplyFormat(Reasoning("<think>", "</think>"),
+        ...                    CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>'))
+        >>> reply = parse_reply(qwen, '<think>Oslo?</think>\\n\\nLet me look.\\n<tool_call>\\n'
+        ...                           '{"name": "weather", "arguments": {"city": "Oslo"}}\\n</tool_call>')
+        >>> reply.reasoning, reply.content, reply.tool_calls
+        ('Oslo?', 'Let me look.', (ToolCall(name='weather', arguments={'city': 'Oslo'}, id=''),))
+    """
+    r = reply_format.reasoning
+    opened = r.prefilled if in_thought is None and r is not None else bool(in_thought)
+    parser = ReplyParser(reply_format, tokenizer=tokenizer, in_thought=opened, schemas=schemas, markers=markers)
+    if isinstance(reply, str):
+        for piece in pieces if pieces is not None else [reply]:
+            parser.feed_text(piece)
+    else:
+        for token_id in reply:
+            parser.feed(token_id)
+    parser.finish(thought_in_content=thought_in_content, json_answer=json_answer)
+    assert parser.message is not None
+    return parser.message

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from tokenizer.chat.tool_calls import CallSyntax
+
 from ..engines.base import Engine, Generation, Progress, Sampling, common_prefix
 from ..errors import AppError
 from ..words import counted
@@ -26,7 +28,8 @@ from .conversation import ChatError, Conversation
 from .gbnf import ThoughtThenCall, for_reply, thought_free
 from .loop_guard import LoopGuard
 from .model import Model
-from .reply import Reply
+from .read_reply import ParsedReply, ReplyFormat
+from .reply import AnswerText, ReplyEvent, ReplyParser, ThoughtText
 from .settings import sampling_value
 from .structured import Constraint, Outcome, judge
 
@@ -36,13 +39,15 @@ OVERFLOW_POLICIES = ("drop-oldest", "error")
 
 
 class Toolbox(Protocol):
-    """What a session holds of its tools (rml_chat/tools/toolbox.py). ``markers``: the call syntax's
-    special tokens; a reply carries those that are control tokens as their text, for the toolbox to find
-    and hide a call by."""
+    """What a session holds of its tools (rml_chat/tools/toolbox.py): the template's call syntax, and
+    ``markers``, its special tokens (a reply's call is read with those that are control tokens)."""
 
+    syntax: CallSyntax
     markers: Mapping[str, int]
 
     def definitions(self) -> list[dict]: ...
+
+    def schemas(self) -> dict[str, Mapping]: ...
 
     def listing(self) -> list[str]: ...
 
@@ -67,7 +72,8 @@ class TurnResult:
     context_tokens: int = -1  # the context in use at the end (-1: the prompt and the reply's tokens)
     tool_calls: list[dict] = field(default_factory=list)  # {name, arguments, result} of the turn's calls
     ended_in_thought: bool = False  # the reply ended inside its thought (never closed)
-    written: str = ""  # the reply as the model wrote it, control tokens as their text (calls are read off it)
+    written: str = ""  # the reply as the model wrote it, control tokens as their text
+    message: ParsedReply | None = None  # the reply read: its content, its thought, its calls (None: no reply)
     opened_in_thought: bool = False  # the prompt opened the thought
     steps: list[Generation] = field(default_factory=list)  # a turn with tool calls: each step's generation, in order
     looped: int = 0  # stop reason "repetition": the tokens of the repeated span the guard saw
@@ -118,7 +124,8 @@ class ChatSession:
         self.sampling = sampling
         self.overflow = overflow
         self.user_stops = tuple(stop_strings)  # --stop: a reply they end was cut (the format's own end it)
-        self.stop_strings = self.user_stops + model.encoder.stop_strings
+        self.reply_format = ReplyFormat.of_model(model, None, self.user_stops)  # (with the call syntax in a tool turn)
+        self.stop_strings = self.reply_format.stop_strings
         self.thinking = thinking
         self.reasoning_effort: str | None = None  # the template's reasoning_effort (None: its default)
         self.context_shift = context_shift  # a reply that fills the context moves the window and goes on
@@ -138,8 +145,7 @@ class ChatSession:
         self.toolbox: Toolbox | None = None  # tools the model may call (rml_chat/tools): their turns run there
         self.prompt_filter: Callable[[list[int]], list[int]] | None = None  # (a tool call's own ids kept)
         reasoning = model.reasoning
-        if reasoning is not None:  # no stop that opens the close marker (gpt-oss: <|end|> ends the analysis)
-            self.stop_strings = tuple(s for s in self.stop_strings if not reasoning.close.startswith(s))
+        if reasoning is not None:  # (gpt-oss's <|end|> is a stop id too: it ends the analysis, not the reply)
             close_ids = model.tokenizer.encode(reasoning.close, parse_special=True)
             self._thought_stops = set(close_ids[:1]) & set(model.stop_ids)
             self._close_ids = model.tokenizer.encode(reasoning.close_written or reasoning.close, parse_special=True)
@@ -213,12 +219,13 @@ class ChatSession:
 
     def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
              progress: Progress | None = None, constraint: Constraint | None = None,
-             think: Callable[[str], None] | None = None) -> TurnResult:
+             think: Callable[[str], None] | None = None, calls: bool = False) -> TurnResult:
         """Add the user's message (None: regenerate the last reply), generate, stream through ``emit``;
         ``progress(done, total, seconds)`` follows a long prompt evaluation. Ctrl-C keeps the partial reply,
         marked as cut, and re-raises KeyboardInterrupt; during the evaluation it keeps the message and
         records no reply. ``constraint`` (default: the session's) is a schema or grammar the reply follows.
-        A reasoning model's thought streams through ``think`` (the answer through ``emit``)."""
+        A reasoning model's thought streams through ``think`` (the answer through ``emit``). ``calls``: the
+        reply may call the toolbox's tools (their text is read as calls, not shown)."""
         constraint = constraint or self.constraint
         if text is not None:
             pending = self.conversation.unanswered()
@@ -235,21 +242,19 @@ class ChatSession:
                 self.conversation.messages.pop()  # not lost: the caller still holds it and shows it back
             raise
         gen = Generation()
-        reply = Reply(self.model.tokenizer, self.stop_strings, self.model.reasoning, self._opens_thought(ids),
-                      self.model.answer_lead, shown=self.toolbox.markers if self.toolbox is not None else ())
+        reply = self._parser(ids, calls)
         self._think = think
         moves: list[str] = []  # notes of shifts mid-reply, given once the reply is done (not inside it)
         try:
             self._generate(ids, gen, reply, emit, progress, constraint, moves)
-            emit(reply.finish())
-            self._thought_out(reply)
+            self._deliver(reply.finish(), emit)
         except AppError:  # the engine failed mid-reply (a server that went away): what came stays, cut
-            emit(reply.finish())
+            self._deliver(reply.finish(), emit)
             if gen.tokens:
                 self._record(reply, ids, gen, dropped, cut=True, moves=moves)
             raise
         except KeyboardInterrupt:
-            emit(reply.finish())
+            self._deliver(reply.finish(), emit)
             if gen.tokens or gen.first_token_at:
                 self._record(reply, ids, gen, dropped, cut=True, moves=moves)
             else:  # cut during the prompt's evaluation: the message stays, unanswered; no reply is made up
@@ -265,7 +270,24 @@ class ChatSession:
             result.stopped_by = reply.stopped_by
         return result
 
-    def _record(self, reply: Reply, ids: list[int], gen: Generation, dropped: int, cut: bool,
+    def _parser(self, ids: Sequence[int], calls: bool) -> ReplyParser:
+        """The reply parser of a turn whose prompt is ``ids``: with the toolbox's call syntax where the
+        reply may call a tool."""
+        box = self.toolbox if calls else None
+        reply_format = replace(self.reply_format, calls=box.syntax) if box is not None else self.reply_format
+        return ReplyParser(reply_format, tokenizer=self.model.tokenizer, in_thought=self._opens_thought(ids),
+                           schemas=box.schemas() if box is not None else None,
+                           markers=box.markers if box is not None else ())
+
+    def _deliver(self, events: list[ReplyEvent], emit: Callable[[str], None]) -> None:
+        """A reply's events to the front end: the answer's text to ``emit``, the thought's to ``think``."""
+        for event in events:
+            if isinstance(event, AnswerText):
+                emit(event.text)
+            elif isinstance(event, ThoughtText) and self._think is not None:
+                self._think(event.text)
+
+    def _record(self, reply: ReplyParser, ids: list[int], gen: Generation, dropped: int, cut: bool,
                 moves: Sequence[str] = ()) -> TurnResult:
         """The reply into the conversation, as written (the thought apart), and the turn's result."""
         message = {"role": "assistant", "content": reply.raw_answer}
@@ -276,13 +298,13 @@ class ChatSession:
         self.conversation.messages.append(message)
         self.last = TurnResult(reply.text, gen, ids, dropped, shifts=len(moves), reasoning=reply.thought,
                                reasoning_tokens=reply.thought_tokens, ended_in_thought=reply.in_thought,
-                               written=reply.written, opened_in_thought=reply.opened_in_thought,
+                               written=reply.written, message=reply.message, opened_in_thought=reply.opened_in_thought,
                                looped=self._looped if gen.stop_reason == "repetition" else 0)
         if moves:  # the context in use is the last call's prompt and what came after it
             self.last.prompt_ids, self.last.context_tokens = self._ids, len(self._ids) + len(self._since_shift)
         return self.last
 
-    def _generate(self, ids: list[int], gen: Generation, reply: Reply, emit: Callable[[str], None],
+    def _generate(self, ids: list[int], gen: Generation, reply: ReplyParser, emit: Callable[[str], None],
                   progress: Progress | None, constraint: Constraint | None, moves: list[str]) -> None:
         """Stream the reply to ``ids`` into ``gen``. When it fills the context (and context_shift allows),
         the window moves and the same reply goes on; when a thought reaches the reasoning budget (or the
@@ -305,8 +327,7 @@ class ChatSession:
                         part.tokens.pop()
                         part.stop_reason = "stop"
                         break
-                    emit(reply.feed(token))
-                    self._thought_out(reply)
+                    self._deliver(reply.feed(token), emit)
                     if reply.stopped_by is not None:
                         part.stop_reason = "stop_string"
                         break
@@ -342,7 +363,7 @@ class ChatSession:
             if sampling.max_tokens >= 0:
                 sampling = replace(self.sampling, max_tokens=max(self.sampling.max_tokens - len(gen.tokens), 0))
 
-    def _end_thought(self, ids: list[int], gen: Generation, reply: Reply, emit: Callable[[str], None],
+    def _end_thought(self, ids: list[int], gen: Generation, reply: ReplyParser, emit: Callable[[str], None],
                      constraint: Constraint | None) -> list[int]:
         """The close marker, tokenized as the template writes it, into the reply and the context: the model
         answers next (llama.cpp's reasoning budget; the REPL's first Ctrl-C in a thought); or, before a
@@ -352,16 +373,10 @@ class ChatSession:
         close_ids = (self.model.tokenizer.encode(gbnf.close, parse_special=True) if isinstance(gbnf, ThoughtThenCall)
                      else self._close_ids)
         for token in close_ids:
-            emit(reply.feed(token))
-        self._thought_out(reply)
+            self._deliver(reply.feed(token), emit)
         gen.tokens.extend(close_ids)
         self._ids = ids + close_ids
         return self._ids
-
-    def _thought_out(self, reply: Reply) -> None:
-        thought = reply.take_thought()
-        if thought and self._think is not None:
-            self._think(thought)
 
     def _opens_thought(self, ids: Sequence[int]) -> bool:
         """The prompt ends inside a thought (its generation prompt opens one: DeepSeek R1 distills)."""

@@ -99,9 +99,9 @@ class ThoughtSplitter:
     """``feed(text)`` -> the answer text to show now; ``take_thought()`` -> the thought text since."""
 
     def __init__(self, open_marker: str, close_marker: str, answer_open: str = "", in_thought: bool = False,
-                 channels: Channels | None = None, shown: frozenset[str] = frozenset()):
+                 channels: Channels | None = None, shown: frozenset[str] | None = frozenset()):
         self._open, self._close, self._answer_open = open_marker, close_marker, answer_open
-        self._shown = shown  # control tokens the answer carries as their text (a call syntax's markers)
+        self._shown = shown  # control tokens the answer carries as their text (None: the answer in the stream's form)
         self._channels = channels
         self._opening_due = ""  # the answer's opening, which may follow the close (hidden if it does)
         if channels is None and answer_open and close_marker.endswith(answer_open) and close_marker != answer_open:
@@ -265,4 +265,4 @@ class ThoughtSplitter:
             body = text.lstrip()
             self.answer_lead += text[:len(text) - len(body)]
             text, self._answering = body, bool(body)
-        return shown_as_text(text, self._shown)
+        return text if self._shown is None else shown_as_text(text, self._shown)

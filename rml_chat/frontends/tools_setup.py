@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.template import ChatTemplate, compiled
-from tokenizer.chat.tool_calls import RENDERS_NO_CALLS, CallSyntax, ToolCall, derive
-from tokenizer.chat.tool_table import known_syntax
+from tokenizer.chat.tool_calls import CallSyntax, ToolCall
 
+from ..core.read_reply import model_call_syntax
 from ..core.session import ChatSession
 from ..engines.runtime import schema_to_gbnf
 from ..errors import AppError, UsageError
@@ -32,14 +32,9 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
     if template is None:
         raise UsageError(f"{flag}: the model's chat format has no template, so it has no way to be told of "
                          "tools (none is made up)")
-    stops = [model.tokenizer.id_to_token(i) for i in model.stop_ids] + list(model.encoder.stop_strings)
-    close = model.reasoning.close if model.reasoning is not None else ""
-    syntax, why = derive(compiled(template), stops, model.encoder.bos_text or "<s>", model.encoder.eos_text or "</s>",
-                         thought_close=close)
-    known = known_syntax(compiled(template)) if why == RENDERS_NO_CALLS else None
-    if known is not None:  # (a family that lists tools and leaves the call to the model's training)
-        syntax = known.syntax
-        say(f"note: the chat template renders no tool calls; calls are read as {known.name} "
+    syntax, why, known = model_call_syntax(model)
+    if syntax is not None and known:  # (a family that lists tools and leaves the call to the model's training)
+        say(f"note: the chat template renders no tool calls; calls are read as {known} "
             f"({syntax.trigger()}…), from the table of known syntaxes")
     if syntax is None:
         raise UsageError(f"{flag}: {why}")

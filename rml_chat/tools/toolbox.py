@@ -11,17 +11,15 @@ the tool's result, an error text the model reads, never a crash.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
 
 from ..core.gbnf import WholeReply, thought_then_call
-from ..core.read_reply import ReplyFormat, parse_reply
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint
 from ..engines.base import LazyGrammar, Progress, ecma_escaped, triggers_of
@@ -50,6 +48,10 @@ class Toolbox:
     def definitions(self) -> list[dict]:
         return [t.definition() for name, t in self.tools.items() if name in self.enabled]
 
+    def schemas(self) -> dict[str, Mapping]:
+        """Each tool's parameters by its name (a call's arguments written as text are typed by them)."""
+        return {name: tool.parameters for name, tool in self.tools.items()}
+
     def listing(self) -> list[str]:
         """A line a tool: on or off, its name, where it came from, its description's first line."""
         return [f"{'on ' if name in self.enabled else 'off'}  {name}  ({tool.source})  "
@@ -75,12 +77,10 @@ class Toolbox:
         if self.choice == "none":
             return session.turn(text, emit, notify, progress, think=think)
         lazy = Constraint(self._lazy(), None, "--tool-choice auto")
-        hider = CallHider(emit, self.syntax.trigger(), self._addressed(), markers=self.markers)
         first = Constraint(self._required(session), None, "--tool-choice required") if self.choice == "required" else lazy
-        result = self._turn(session, text, hider, notify, progress, first, think)
+        result = self._turn(session, text, emit, notify, progress, first, think)
         steps, records = [result.generation], []
         while len(records) <= MAX_CALLS:  # (past the limit, the model's last turn is its answer, whatever it says)
-            hider.reset()
             calls = self._calls(session, notify)
             if not calls:
                 break
@@ -92,12 +92,11 @@ class Toolbox:
                 session.conversation.messages.append(tool_message(call, outcome))
             session.prompt_filter = partial(own_ids, session.engine.cached_ids(), decode=session.model.tokenizer.decode)
             try:
-                result = self._turn(session, None, hider, notify, progress,
+                result = self._turn(session, None, emit, notify, progress,
                                     lazy if len(records) < MAX_CALLS else None, think)
             finally:
                 session.prompt_filter = None
             steps.append(result.generation)
-        hider.reset()
         result.tool_calls, result.steps = records, steps
         return result
 
@@ -133,27 +132,24 @@ class Toolbox:
         return r is not None and bool(self.syntax.lead.strip()) and self.syntax.lead.strip().endswith(r.close.strip())
 
     @staticmethod
-    def _turn(session: ChatSession, text: str | None, hider: CallHider, notify: Callable[[str], None],
+    def _turn(session: ChatSession, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
               progress: Progress | None, constraint: Constraint | None,
               think: Callable[[str], None] | None) -> TurnResult:
-        """One turn under the call grammar (lazy: free text until a call opens, which is not judged)."""
-        result = session.turn(text, hider.write, notify, progress, constraint=constraint, think=think)
+        """One turn whose reply may call (its calls read, not shown), under the call grammar (lazy: free text
+        until a call opens, which is not judged)."""
+        result = session.turn(text, emit, notify, progress, constraint=constraint, think=think, calls=True)
         if constraint is not None and triggers_of(constraint.gbnf):
             result.outcome = None
         return result
 
     def _calls(self, session: ChatSession, notify: Callable[[str], None]) -> list[ToolCall]:
-        """The calls of the reply just recorded, read off it as the model wrote it (control tokens as their
-        text: ``read_reply.parse_reply``), its message rewritten as the template takes a call; a call the
-        model gave an id keeps it."""
+        """The calls of the reply just recorded (as the reply parser read them), its message rewritten as the
+        template takes a call; a call the model gave an id keeps it."""
         message = session.conversation.messages[-1] if session.conversation.messages else {}
         last = session.last
-        if message.get("role") != "assistant" or message.get("cut") or last is None:
+        if message.get("role") != "assistant" or message.get("cut") or last is None or last.message is None:
             return []
-        model = session.model
-        reply_format = ReplyFormat(model.reasoning, self.syntax, model.answer_lead, tuple(session.stop_strings))
-        schemas = {n: t.parameters for n, t in self.tools.items()}
-        read = parse_reply(reply_format, last.written, schemas=schemas, in_thought=last.opened_in_thought)
+        read = last.message
         if last.generation.stop_reason not in ("stop", "stop_string") and (read.tool_calls or read.problem):
             notify(f"tools: the reply was cut ({last.generation.stop_reason}) inside a call, which is not run")
             return []
@@ -313,55 +309,3 @@ class _ToolPrints:
 
     def __getattr__(self, name: str) -> object:  # (flush, isatty, buffer, fileno … are the real stream's)
         return getattr(self._real, name)
-
-
-class CallHider:
-    """The stream with a call's text held back: text passes until the call's opening appears (a tail that
-    may be its start waits), and what follows it is the call, shown as one line instead. ``starts``: how a
-    call that starts the reply opens, where that differs (functionary v3.2's ``get_weather\\n``)."""
-
-    def __init__(self, emit: Callable[[str], None], trigger: str, starts: Sequence[str] = (),
-                 markers: Iterable[str] = ()):
-        self.trigger, self.starts = trigger, tuple(starts)
-        self.emit = _without(emit, markers)  # (a syntax marker outside a call never reaches the screen)
-        self.held, self.in_call, self._started = "", False, False
-
-    def write(self, text: str) -> None:
-        if self.in_call or not self.trigger:
-            if not self.trigger:
-                self.emit(text)
-            return
-        self.held += text
-        if not self._started and self.starts:  # the reply's start: is it a call's name?
-            body = self.held.lstrip()
-            if any(body.startswith(s) for s in self.starts):
-                self.held, self.in_call = "", True
-                return
-            if any(s.startswith(body) for s in self.starts):
-                return
-        self._started = True
-        at = self.held.find(self.trigger)
-        if at >= 0:
-            self.emit(self.held[:at].rstrip())
-            self.held, self.in_call = "", True
-            return
-        keep = next((n for n in range(min(len(self.trigger) - 1, len(self.held)), 0, -1)
-                     if self.trigger.startswith(self.held[-n:])), 0)
-        self.emit(self.held[:len(self.held) - keep])
-        self.held = self.held[len(self.held) - keep:]
-
-    def reset(self) -> None:
-        """A reply ended: what was held that opened no call is the reply's."""
-        if self.held and not self.in_call:
-            self.emit(self.held)
-        self.held, self.in_call, self._started = "", False, False
-
-
-def _without(emit: Callable[[str], None], markers: Iterable[str]) -> Callable[[str], None]:
-    """``emit`` with the call syntax's markers left out of what it shows: the reply carries its control
-    tokens among them as their text, for a call to be found by (Kimi K2's ``<|tool_calls_section_begin|>``)."""
-    found = sorted(set(markers), key=len, reverse=True)
-    if not found:
-        return emit
-    pattern = re.compile("|".join(re.escape(m) for m in found))
-    return lambda text: emit(pattern.sub("", text))
