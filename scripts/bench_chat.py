@@ -41,13 +41,14 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rml_chat.core.model import load_model  # noqa: E402
-from rml_chat.core.session import ChatSession  # noqa: E402
+from rml_chat.core.session import ChatSession, SessionOptions  # noqa: E402
 from rml_chat.engines.base import Generation, Sampling  # noqa: E402
 from rml_chat.engines.local import LocalEngine  # noqa: E402
 from tokenizer.chat import segments_text  # noqa: E402
@@ -61,8 +62,8 @@ SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "re
 def ours_tokens_per_s(session: ChatSession, n: int) -> float:
     session.engine.reset()
     session.conversation.messages.clear()
-    session.sampling = Sampling(temp=0.0, seed=0, max_tokens=n)
-    session.stop_strings = ()
+    session.options.sampling = Sampling(temp=0.0, seed=0, max_tokens=n)
+    session.reply_format = replace(session.reply_format, stop_strings=())
     result = session.turn(STORY, lambda _: None, lambda _: None)
     return result.generation.tokens_per_s
 
@@ -103,7 +104,7 @@ def create_completion_tokens_per_s(session: ChatSession, llm, n: int) -> float: 
 def generation(model_path: str | None, repeat: int) -> None:
     model = load_model(model_path)
     engine = LocalEngine(model.weights, n_ctx=4096)
-    session = ChatSession(model, engine, Sampling())
+    session = ChatSession(model, engine, SessionOptions(Sampling()))
     from llama_cpp import Llama
 
     theirs = Llama(model_path=str(model.weights), n_ctx=4096, verbose=False)
@@ -131,7 +132,7 @@ def overflow(model_path: str | None, turns: int = 50, n_ctx: int = 1024) -> None
     of those prompts from scratch — a shifted cache is not bit-identical, so greedy replies may differ."""
     model = load_model(model_path)
     engine = LocalEngine(model.weights, n_ctx=n_ctx)
-    session = ChatSession(model, engine, Sampling(temp=0.0, seed=0, max_tokens=48))
+    session = ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, seed=0, max_tokens=48)))
     ttft, evaluated, drops, last_turns = [], [], 0, []
     for i in range(turns):
         start = time.perf_counter()
@@ -153,7 +154,7 @@ def overflow(model_path: str | None, turns: int = 50, n_ctx: int = 1024) -> None
     agree = compared = same_replies = 0
     for prompt, ours in last_turns:
         reference.reset()
-        fresh = list(reference.generate(prompt, session.sampling, model.stop_ids, Generation()))
+        fresh = list(reference.generate(prompt, session.options.sampling, model.stop_ids, Generation()))
         compared += max(len(ours), len(fresh))
         agree += sum(a == b for a, b in zip(ours, fresh))
         same_replies += ours == fresh

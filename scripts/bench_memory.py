@@ -34,6 +34,7 @@ import sys, resource
 def rss(): return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
 from rml_chat.core.model import load_model
 from rml_chat.core.session import ChatSession
+from rml_chat.core.session import SessionOptions  # noqa: E402
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
 print(f"  imports {rss():.0f} MB")
@@ -42,7 +43,7 @@ model.encoder.encode(model.encoder.format([{"role": "user", "content": "Hello"}]
 print(f"  + tokenizer and chat encoder {rss():.0f} MB")
 engine = LocalEngine(model.weights, n_ctx=4096)
 print(f"  + llama.cpp's model and context {rss():.0f} MB")
-ChatSession(model, engine, Sampling(temp=0.0, max_tokens=8)).turn("Hello", lambda _: None, lambda _: None)
+ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=8))).turn("Hello", lambda _: None, lambda _: None)
 print(f"  + the turn {rss():.0f} MB (peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
 """
 

@@ -29,7 +29,10 @@ import time
 from pathlib import Path
 
 from rml_chat.core.model import load_model
-from rml_chat.core.session import ChatSession
+from rml_chat.core.session import (
+    ChatSession,
+    SessionOptions,  # noqa: E402
+)
 from rml_chat.core.structured import from_grammar
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
@@ -51,8 +54,8 @@ def _qwen3_copy(weights: Path, templates: Path, folder: Path) -> Path:
 def _chat(model, turns: list[str], prompts: list[list[int]]) -> list[tuple[float, int, int, int, int, int]]:  # type: ignore[no-untyped-def]
     """(TTFT s, evaluated, last answer's tokens, new message's tokens, thought tokens, reply tokens) per turn;
     each turn's prompt ids go into ``prompts``."""
-    session = ChatSession(model, LocalEngine(model.weights, n_ctx=8192), GREEDY)
-    session.constraint = from_grammar(THINKING)
+    session = ChatSession(model, LocalEngine(model.weights, n_ctx=8192), SessionOptions(GREEDY))
+    session.options.constraint = from_grammar(THINKING)
     out, last_answer = [], 0
     try:
         for text in turns:
@@ -85,8 +88,8 @@ def _llama_cpp_ttft(weights: str, prompts: list[list[int]]) -> list[float]:
 def _tokens_per_s(model, repeat: int) -> float:  # type: ignore[no-untyped-def]
     best = 0.0
     for _ in range(repeat):
-        session = ChatSession(model, LocalEngine(model.weights, n_ctx=2048), GREEDY)
-        session.constraint = from_grammar(THINKING)
+        session = ChatSession(model, LocalEngine(model.weights, n_ctx=2048), SessionOptions(GREEDY))
+        session.options.constraint = from_grammar(THINKING)
         try:
             best = max(best, session.turn(QUESTIONS[0], lambda _: None, lambda _: None).generation.tokens_per_s)
         finally:

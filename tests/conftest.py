@@ -125,13 +125,13 @@ def read_in_bulk(monkeypatch: pytest.MonkeyPatch, from_count: int) -> None:
 def smollm_session(n_ctx: int, max_tokens: int, **sampling):
     """A chat session on SmolLM2 with greedy sampling, its engine closed afterwards."""
     from rml_chat.core.model import load_model
-    from rml_chat.core.session import ChatSession
+    from rml_chat.core.session import ChatSession, SessionOptions
     from rml_chat.engines.base import Sampling
     from rml_chat.engines.local import LocalEngine
 
     model = load_model(str(model_path("smollm2")))
     engine = LocalEngine(model.weights, n_ctx=n_ctx, n_threads=2)
     try:
-        yield ChatSession(model, engine, Sampling(temp=0.0, max_tokens=max_tokens, **sampling))
+        yield ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=max_tokens, **sampling)))
     finally:
         engine.close()

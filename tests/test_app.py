@@ -10,7 +10,7 @@ import pytest
 from conftest import model_path, oracle
 
 from rml_chat.core.model import ModelError, load_model
-from rml_chat.core.session import ChatError, ChatSession
+from rml_chat.core.session import ChatError, ChatSession, SessionOptions
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
 from tokenizer.chat import segments_text
@@ -22,7 +22,7 @@ GREEDY = Sampling(temp=0.0, seed=1, max_tokens=48)
 def session(request) -> ChatSession:
     model = load_model(str(model_path(request.param)))
     engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2)
-    yield ChatSession(model, engine, Sampling(**vars(GREEDY)))
+    yield ChatSession(model, engine, SessionOptions(Sampling(**vars(GREEDY))))
     engine.close()
 
 
@@ -49,12 +49,12 @@ def test_prompt_ids_equal_llama_cpp_tokenizing_the_rendered_prompt_and_turn_two_
 def test_overflow_error_policy_refuses_and_keeps_the_conversation(session: ChatSession) -> None:
     session.conversation.messages[:] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     before = list(session.conversation.messages)
-    session.overflow = "error"
+    session.options.context.overflow = "error"
     try:
         with pytest.raises(ChatError, match="the context holds 2048"):
             session.turn("word " * 3000, lambda _: None, lambda _: None)
     finally:
-        session.overflow = "drop-oldest"
+        session.options.context.overflow = "drop-oldest"
     assert session.conversation.messages == before
 
 

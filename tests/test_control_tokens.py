@@ -151,7 +151,7 @@ def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family
     from test_tools import WEATHER
 
     from rml_chat.core.model import load_model
-    from rml_chat.core.session import ChatSession
+    from rml_chat.core.session import ChatSession, SessionOptions
     from rml_chat.engines.base import Sampling
     from rml_chat.engines.local import LocalEngine
     from rml_chat.tools.functions import load_functions
@@ -171,13 +171,13 @@ def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family
     shown: list[str] = []  # what reached the screen
     cut: list[int] = []  # how much of it had when the call was asked for
     try:
-        session = ChatSession(model, engine, Sampling(**{"temp": 0.0, "max_tokens": 96, **extra}))
+        session = ChatSession(model, engine, SessionOptions(Sampling(**{"temp": 0.0, "max_tokens": 96, **extra})))
         reply_format = ReplyFormat.of_template(model.tokenizer.chat_template, stops=STOPS)
         assert reply_format.calls is not None
         tools = load_functions(str(tmp_path / "fns.py"))
         markers = syntax_markers(reply_format.calls, model.tokenizer.special_texts())
         assert markers and set(markers) <= set(markers_list)  # (the syntax's markers, written as tokens)
-        session.toolbox = Toolbox(tools, reply_format.calls, choice="required", markers=markers,
+        session.options.tools = Toolbox(tools, reply_format.calls, choice="required", markers=markers,
                                   approve=lambda call: asked.append(call.name) or cut.append(len(shown)) or True)
         generate = engine.generate
         engine.generate = lambda ids, *a, **k: (prompts.append(list(ids)), generate(ids, *a, **k))[1]
@@ -187,8 +187,8 @@ def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family
     assert asked == ["get_weather"]  # (asked once, before it ran)
     screen = "".join(shown[:cut[0]])  # (the call's turn: its call is a line of the toolbox's, never its text)
     assert '"city"' not in screen and "city=" not in screen and not any(m in screen for m in markers_list), screen
-    (call,) = result.tool_calls
-    assert call["name"] == "get_weather" and call["result"] == f"Sunny, 21 C in {call['arguments']['city']}"
+    (ran,) = result.tool_calls
+    assert ran.call.name == "get_weather" and ran.result == f"Sunny, 21 C in {ran.call.arguments['city']}"
     private = (HIDDEN_OPEN, HIDDEN_CLOSE, "\ue000")
     kept = json.dumps(session.conversation.messages, ensure_ascii=False)
     assert not any(p in "".join(thoughts) + kept for p in private)
@@ -200,3 +200,79 @@ def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family
     expected = ChatTemplate(model.tokenizer.chat_template).render(
         messages, True, tools=[t.definition() for t in tools], bos_token="<|im_start|>", eos_token="<|im_end|>")
     assert model.tokenizer.decode(prompts[-1]) == expected
+
+
+THOUGHT_FAMILIES = {  # a family whose prompt opens the thought: template, markers, those user-defined in the real vocabulary
+    "Command A (cohere2)": ("Cohere2MoE", ["<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|CHATBOT_TOKEN|>",
+                                           "<|USER_TOKEN|>", "<|SYSTEM_TOKEN|>", "<|START_THINKING|>", "<|END_THINKING|>",
+                                           "<|START_TEXT|>", "<|END_TEXT|>", "<|START_ACTION|>", "<|END_ACTION|>"],
+                            frozenset()),
+    "MiniMax M2": ("MiniMax-M2", ["]~!b[", "]~b]", "[e~[", "<think>", "</think>"], frozenset({"<think>", "</think>"})),
+}
+
+
+@pytest.mark.parametrize("ending", ["budget", "ctrl-c"])
+@pytest.mark.parametrize("family", list(THOUGHT_FAMILIES))
+def test_a_thought_whose_markers_are_tokens_is_ended_by_the_budget_and_by_ctrl_c(family: str, ending: str,
+                                                                                 tmp_path) -> None:
+    """SmolLM2's weights under a family whose prompt opens the thought, its markers the vocabulary's own
+    tokens: after eight tokens of thought the budget (or the REPL's first Ctrl-C) closes it with the
+    close's tokens, and the model answers. Nothing private or marked reaches the screen or the history,
+    and the next prompt is the template's own rendering of the conversation."""
+    from rml_chat.core.model import load_model
+    from rml_chat.core.session import ChatSession, SessionOptions
+    from rml_chat.engines.base import Sampling
+    from rml_chat.engines.local import LocalEngine
+    from tokenizer.chat.template import ChatTemplate
+
+    template, markers, user_defined = THOUGHT_FAMILIES[family]
+    model = load_model(str(vocabulary_with_markers(tmp_path / "model.gguf", template, markers, weights=True,
+                                                   user_defined=user_defined)))
+    r = model.reasoning
+    assert r is not None and r.prefilled
+    close = (r.close_written or r.close).rstrip()
+    if r.answer_open and close.endswith(r.answer_open) and close != r.answer_open:
+        close = close[:-len(r.answer_open)]  # (Cohere's <|START_TEXT|> after the close: the answer's)
+    close_ids = model.tokenizer.encode(close, parse_special=True)
+    kinds = {TokenType.USER_DEFINED if m in user_defined else TokenType.CONTROL for m in markers if m in close}
+    assert {model.tokenizer.token_type(i) for i in close_ids if model.tokenizer.id_to_token(i) in markers} == kinds
+    engine = LocalEngine(model.weights, n_ctx=1024, n_threads=2)
+    if ending == "ctrl-c":  # the REPL's first Ctrl-C, after eight tokens of thought
+        generate, calls = engine.generate, []
+
+        def interrupted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            inner = generate(*args, **kwargs)
+            calls.append(inner)
+            for n, token in enumerate(inner):
+                yield token
+                if len(calls) == 1 and n == 7:
+                    inner.close()  # (as the signal would: the engine's own generator ends first)
+                    raise KeyboardInterrupt
+
+        engine.generate = interrupted
+    shown: list[str] = []
+    thoughts: list[str] = []
+    budget = 8 if ending == "budget" else -1
+    # (the markers' embeddings are their text's first token, "<", and the prompt is full of them: left alone,
+    # the 135M model writes nothing but markers; kept out of its reach, it writes text, and the markers that
+    # close the thought are the chat's own)
+    unsampled = tuple((model.tokenizer.token_to_id(m), float("-inf")) for m in markers)
+    try:
+        session = ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=40, reasoning_budget=budget,
+                                                                     logit_bias=unsampled)))
+        result = session.exchange("Tell me about the sea.", shown.append, lambda line: None, think=thoughts.append,
+                                  ctrl_c_ends_thought=ending == "ctrl-c")
+        follow_up = session.prompt_ids()
+    finally:
+        engine.close()
+    assert result.reasoning_tokens == 8 + len(close_ids), result
+    assert result.reasoning.strip() and result.reply.strip() and not result.ended_in_thought
+    private = (HIDDEN_OPEN, HIDDEN_CLOSE)
+    kept = json.dumps(session.conversation.messages, ensure_ascii=False)
+    for text in ("".join(shown), "".join(thoughts), kept):
+        assert not any(p in text for p in private)
+    assert not any(m in "".join(shown) + "".join(thoughts) for m in markers)
+    expected = ChatTemplate(model.tokenizer.chat_template).render(
+        session.conversation.for_prompt(model.reasoning), True, bos_token=model.encoder.bos_text,
+        eos_token=model.encoder.eos_text)
+    assert model.tokenizer.decode(follow_up) == expected

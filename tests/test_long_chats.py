@@ -11,7 +11,7 @@ from conftest import model_path
 
 from rml_chat.core.conversation import Conversation
 from rml_chat.core.model import load_model
-from rml_chat.core.session import ChatSession
+from rml_chat.core.session import ChatSession, ContextOptions, SessionOptions
 from rml_chat.engines.base import Generation, Sampling
 from rml_chat.engines.kv_cache import state_path
 from rml_chat.engines.local import LocalEngine
@@ -26,7 +26,7 @@ def model():
 
 
 def _session(model, n_ctx: int) -> ChatSession:
-    return ChatSession(model, LocalEngine(model.weights, n_ctx=n_ctx, n_threads=2), Sampling(**vars(GREEDY)))
+    return ChatSession(model, LocalEngine(model.weights, n_ctx=n_ctx, n_threads=2), SessionOptions(Sampling(**vars(GREEDY))))
 
 
 def test_an_overflowing_chat_evaluates_only_what_is_new_and_the_cache_holds_the_prompts_ids(model) -> None:
@@ -80,7 +80,7 @@ def test_replies_after_a_shift_agree_with_a_full_evaluation(model) -> None:
                                   lambda _: None)
             if turn >= 8:
                 reference.reset()
-                fresh = list(reference.generate(result.prompt_ids, session.sampling, model.stop_ids, Generation()))
+                fresh = list(reference.generate(result.prompt_ids, session.options.sampling, model.stop_ids, Generation()))
                 agree += sum(a == b for a, b in zip(result.generation.tokens, fresh))
                 total += max(len(fresh), len(result.generation.tokens))
     finally:
@@ -208,7 +208,8 @@ def test_json_report_counts_stay_honest_after_a_resume(tmp_path) -> None:
 
 def test_two_hundred_exchanges_through_512_tokens_keep_every_message_and_resume_with_the_same_window(
         model, tmp_path) -> None:
-    session = ChatSession(model, LocalEngine(model.weights, n_ctx=512, n_threads=2), Sampling(temp=0.0, max_tokens=4))
+    session = ChatSession(model, LocalEngine(model.weights, n_ctx=512, n_threads=2),
+                          SessionOptions(Sampling(temp=0.0, max_tokens=4)))
     saved = tmp_path / "chat.json"
     notes: list[str] = []
     try:
@@ -224,7 +225,8 @@ def test_two_hundred_exchanges_through_512_tokens_keep_every_message_and_resume_
         session.engine.close()
     resumed = Conversation.load(saved)
     assert len(resumed.messages) == 400 and resumed.window_start == conversation.window_start
-    again = ChatSession(model, LocalEngine(model.weights, n_ctx=512, n_threads=2), Sampling(temp=0.0, max_tokens=4))
+    again = ChatSession(model, LocalEngine(model.weights, n_ctx=512, n_threads=2),
+                        SessionOptions(Sampling(temp=0.0, max_tokens=4)))
     try:
         again.conversation = resumed
         assert again.prompt_ids() == window  # the same window: the model sees what it saw before
@@ -249,7 +251,7 @@ def test_a_window_start_out_of_range_is_one_line() -> None:
 def _filled_session(model, context_shift: bool) -> ChatSession:
     """512 tokens of context, two exchanges of ~130 tokens each: the next long reply fills it."""
     session = ChatSession(model, LocalEngine(model.weights, n_ctx=512, n_threads=2),
-                          Sampling(temp=0.0, seed=0, max_tokens=-1), context_shift=context_shift)
+                          SessionOptions(Sampling(temp=0.0, seed=0, max_tokens=-1), context=ContextOptions(shift=context_shift)))
     for n in (1, 2):
         session.conversation.messages += [{"role": "user", "content": f"Exchange {n}: list some numbers."},
                                           {"role": "assistant", "content": " ".join(str(i) for i in range(60))}]

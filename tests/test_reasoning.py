@@ -15,7 +15,7 @@ import pytest
 from conftest import fetch, model_path, smollm_with_template
 
 from rml_chat.core.model import load_model
-from rml_chat.core.session import ChatSession
+from rml_chat.core.session import ChatSession, SessionOptions
 from rml_chat.core.structured import from_grammar
 from rml_chat.core.thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, ThoughtSplitter
 from rml_chat.engines.base import Sampling
@@ -169,8 +169,8 @@ def test_the_reasoning_budget_closes_the_thought_as_the_template_writes_it_and_t
 
 def test_history_drops_the_thought_as_the_template_does_and_only_the_answer_is_evaluated_again(copies, tmp_path) -> None:
     model = load_model(copies["qwen3"])
-    session = ChatSession(model, LocalEngine(model.weights, n_ctx=2048, n_threads=2), Sampling(temp=0.0, seed=0))
-    session.constraint = from_grammar(QWEN3_THOUGHT)
+    session = ChatSession(model, LocalEngine(model.weights, n_ctx=2048, n_threads=2), SessionOptions(Sampling(temp=0.0, seed=0)))
+    session.options.constraint = from_grammar(QWEN3_THOUGHT)
     template = ChatTemplate(model.tokenizer.chat_template)
     try:
         for turn, text in enumerate(["Say hi", "Say hello", "Say bye"]):

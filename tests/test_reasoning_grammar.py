@@ -185,12 +185,13 @@ def test_ctrl_c_ends_a_thought_under_a_schema_and_the_answer_follows_it(copies, 
 def test_an_empty_reply_without_a_schema_names_no_grammar(copies) -> None:
     """A budget that ends the thought where the model has nothing more to say leaves an empty answer; the
     note says so without blaming a grammar there is none of (every turn had a verdict, even unconstrained)."""
-    from rml_chat.core.session import ChatSession
+    from rml_chat.core.session import ChatSession, SessionOptions
     from rml_chat.engines.base import Sampling
     from rml_chat.engines.local import LocalEngine
 
     model = load_model(copies["qwq"])
-    session = ChatSession(model, LocalEngine(model.weights, n_ctx=1024, n_threads=2), Sampling(temp=0.0, max_tokens=4))
+    session = ChatSession(model, LocalEngine(model.weights, n_ctx=1024, n_threads=2),
+                          SessionOptions(Sampling(temp=0.0, max_tokens=4)))
     try:
         result = session.turn("Hi", lambda _: None, lambda _: None)
     finally:
@@ -251,7 +252,7 @@ def test_a_required_call_follows_a_free_thought_and_a_lazy_trigger_inside_a_thou
     prompt is jinja2's rendering of the same conversation."""
     from test_tools import WEATHER
 
-    from rml_chat.core.session import ChatSession
+    from rml_chat.core.session import ChatSession, ReasoningOptions, SessionOptions
     from rml_chat.engines.base import Sampling
     from rml_chat.engines.local import LocalEngine
     from rml_chat.tools.functions import load_functions
@@ -266,15 +267,16 @@ def test_a_required_call_follows_a_free_thought_and_a_lazy_trigger_inside_a_thou
     generate = engine.generate
     engine.generate = lambda ids, *a, **k: (prompts.append(list(ids)), generate(ids, *a, **k))[1]
     try:
-        session = ChatSession(model, engine, Sampling(temp=0.0, max_tokens=120, reasoning_budget=10), thinking=True)
+        session = ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=120, reasoning_budget=10),
+                                                            reasoning=ReasoningOptions(thinking=True)))
         template = ChatTemplate(model.tokenizer.chat_template)
         syntax, _ = derive_calls(template, ["<|im_end|>"], thought_close=model.reasoning.close)
         tools = load_functions(str(functions))
-        session.toolbox = Toolbox(tools, syntax, choice="required", approve=lambda call: True)
+        session.options.tools = Toolbox(tools, syntax, choice="required", approve=lambda call: True)
         result = session.exchange("What is the weather in Paris?", lambda t: None, lambda t: None)
     finally:
         engine.close()
-    assert [c["result"] for c in result.tool_calls] == ["Sunny, 21 C in Paris"]
+    assert [c.result for c in result.tool_calls] == ["Sunny, 21 C in Paris"]
     user, call, tool, answer = session.conversation.messages
     assert call["reasoning"].strip() and call["tool_calls"] and call["content"] == ""  # a thought, then the call
     assert tool["role"] == "tool" and answer["reasoning"].strip() and result.reasoning_tokens > 10  # thought again

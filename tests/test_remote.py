@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, model_path
 
 from rml_chat.core.model import load_model
-from rml_chat.core.session import ChatSession
+from rml_chat.core.session import ChatSession, SessionOptions
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
 from rml_chat.engines.server import ServerEngine, ServerError
@@ -59,9 +59,9 @@ def test_the_cluster_spreads_the_model_over_both_workers(server) -> None:
 
 
 def test_a_remote_chat_gives_the_local_engines_greedy_replies_and_turn_two_evaluates_only_new_ids(server, model):
-    remote = ChatSession(model, ServerEngine(server.url), Sampling(**vars(GREEDY)))
+    remote = ChatSession(model, ServerEngine(server.url), SessionOptions(Sampling(**vars(GREEDY))))
     remote.engine.check_vocabulary(model.tokenizer, model.source)
-    local = ChatSession(model, LocalEngine(model.weights, n_ctx=2048, n_threads=1), Sampling(**vars(GREEDY)))
+    local = ChatSession(model, LocalEngine(model.weights, n_ctx=2048, n_threads=1), SessionOptions(Sampling(**vars(GREEDY))))
     try:
         theirs, ours = _chat(remote), _chat(local)
     finally:
@@ -121,7 +121,7 @@ def test_the_sampler_chain_draws_the_same_tokens_as_llama_server_from_the_same_s
 
 
 def test_ctrl_c_mid_reply_keeps_the_partial_reply_and_the_server_serves_the_next_turn(server, model) -> None:
-    session = ChatSession(model, ServerEngine(server.url), Sampling(temp=0.0, max_tokens=200))
+    session = ChatSession(model, ServerEngine(server.url), SessionOptions(Sampling(temp=0.0, max_tokens=200)))
     seen = []
 
     def emit(chunk: str) -> None:
@@ -134,14 +134,14 @@ def test_ctrl_c_mid_reply_keeps_the_partial_reply_and_the_server_serves_the_next
         session.turn("Write a long story about a lighthouse.", emit, lambda _: None)
     cut = session.conversation.messages[-1]
     assert cut["role"] == "assistant" and cut["cut"] is True and cut["content"]
-    session.sampling.max_tokens = 8
+    session.options.sampling.max_tokens = 8
     result = session.turn("Now say hi.", lambda _: None, lambda _: None)
     assert result.reply.strip() and result.generation.evaluated < len(result.prompt_ids)
 
 
 def test_a_server_killed_mid_reply_is_one_line_and_the_conversation_is_kept(model, tmp_path) -> None:
     alone = cluster.start(model_path("smollm2"), workers=0, ctx=1024, threads=1, log=tmp_path / "alone.log")
-    session = ChatSession(model, ServerEngine(alone.url, timeout=20), Sampling(temp=0.0, max_tokens=300))
+    session = ChatSession(model, ServerEngine(alone.url, timeout=20), SessionOptions(Sampling(temp=0.0, max_tokens=300)))
     seen = []
 
     def emit(chunk: str) -> None:

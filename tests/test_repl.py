@@ -85,8 +85,8 @@ def test_undo_save_load_round_trip(session, tmp_path, capsys) -> None:
     assert [m["role"] for m in data["messages"]] == ["user", "assistant"] and data["messages"][0]["content"] == "one"
     assert [m["content"] for m in session.conversation.messages] == [m["content"] for m in data["messages"]]
     assert "last exchange dropped" in out and "loaded 2 messages" in out and "chat format: smollm2" in out
-    assert session.sampling.temp == 0.2 and session.conversation.system == "Be terse."
-    session.sampling.temp, session.conversation.system = 0.0, None
+    assert session.options.sampling.temp == 0.2 and session.conversation.system == "Be terse."
+    session.options.sampling.temp, session.conversation.system = 0.0, None
 
 
 def test_save_on_a_full_disk_keeps_the_old_file_and_says_so(session, tmp_path, capsys, monkeypatch) -> None:
@@ -124,15 +124,15 @@ def test_regen_replaces_the_last_reply_and_help_and_stats_answer(session, tmp_pa
     assert [m["role"] for m in session.conversation.messages] == ["user", "assistant"]
     assert out.count(" evaluated · ") == 3  # two replies and /stats
     assert "/regen" in out and "/undo" in out and "drop the last exchange" in out
-    session.sampling.temp, session.sampling.seed = 0.0, -1
+    session.options.sampling.temp, session.options.sampling.seed = 0.0, -1
 
 
 def test_one_token_has_no_rate(session, tmp_path, capsys) -> None:
-    session.sampling.max_tokens = 1
+    session.options.sampling.max_tokens = 1
     try:
         out = drive(session, "hi" + ENTER + "/stats" + ENTER, tmp_path, capsys)
     finally:
-        session.sampling.max_tokens = 12
+        session.options.sampling.max_tokens = 12
     assert "· 1 token · context" in out and "tok/s" not in out
 
 

@@ -171,7 +171,7 @@ def test_set_changes_a_sampler_and_info_prints_the_chain_and_where_each_setting_
     from rml_chat.frontends.repl import Repl
 
     with smollm_session(1024, 4) as session, create_pipe_input() as pipe:
-        session.sampling_sources = {"temp": "flag"}
+        session.options.sampling_sources = {"temp": "flag"}
         pipe.send_text("/set dry-multiplier 0.8\r/set samplers kmt\r/set logit-bias 2-inf\r/info\r")
         pipe.close()
         Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history").run()
@@ -179,7 +179,7 @@ def test_set_changes_a_sampler_and_info_prints_the_chain_and_where_each_setting_
     assert "sampler chain: logit_bias(biases=[[2, -inf]]) -> top_k(k=40) -> min_p(p=0.05) -> temperature(t=0) -> " \
            "dist(seed=-1)" in out
     assert "sampling set by: temp (flag), dry-multiplier (/set), samplers (/set), logit-bias (/set)" in out
-    assert BY_NAME["samplers"].settable and session.sampling.dry_multiplier == 0.8
+    assert BY_NAME["samplers"].settable and session.options.sampling.dry_multiplier == 0.8
 
 
 # ----- the repeat guard (rml_chat/core/loop_guard.py) -------------------------------------------------------

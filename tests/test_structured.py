@@ -18,7 +18,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rml_chat.core.model import load_model
-from rml_chat.core.session import ChatSession
+from rml_chat.core.session import ChatSession, SessionOptions
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
 from rml_chat.frontends.batch import _Progress
@@ -153,7 +153,7 @@ def test_the_batch_progress_line_is_for_terminals_only() -> None:
 def test_the_repl_takes_a_schema_and_lets_it_go(tmp_path, capsys) -> None:
     model = load_model(str(model_path("smollm2")))
     engine = LocalEngine(model.weights, n_ctx=1024, n_threads=2)
-    session = ChatSession(model, engine, Sampling(temp=0.0, max_tokens=48))
+    session = ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=48)))
     schema = json.dumps({"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]})
     try:
         with create_pipe_input() as pipe:
@@ -168,7 +168,7 @@ def test_the_repl_takes_a_schema_and_lets_it_go(tmp_path, capsys) -> None:
     assert "error: /grammar: the grammar does not parse: Undefined rule identifier 'foo'" in out
     reply = session.conversation.messages[1]["content"]
     assert set(json.loads(reply)) == {"colour"}
-    assert session.constraint is None
+    assert session.options.constraint is None
 
 
 def test_batch_needs_no_prompt_flag_and_a_readable_file() -> None:

@@ -33,7 +33,7 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
     constraint until that opening) holds the rest to the template's syntax; the call runs and the answer
     uses its result. (Llama 3.2's syntax, which opens with '{"name"', is not written by itself here.)"""
     from rml_chat.core.model import load_model
-    from rml_chat.core.session import ChatSession
+    from rml_chat.core.session import ChatSession, SessionOptions
     from rml_chat.engines.base import LazyGrammar, Sampling
     from rml_chat.engines.local import LocalEngine
     from tokenizer.chat.tool_calls import tool_message
@@ -45,9 +45,9 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
     engine.generate = lambda ids, *a, **k: (grammars.append(k.get("grammar", a[4] if len(a) > 4 else None)),
                                             generate(ids, *a, **k))[1]
     try:
-        session = ChatSession(model, engine, Sampling(temp=0.0, max_tokens=80))
+        session = ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=80)))
         syntax, _ = derive(ChatTemplate(model.tokenizer.chat_template), STOPS)
-        session.toolbox = Toolbox(load_functions(copies["functions"]), syntax, choice="auto", approve=lambda call: True)
+        session.options.tools = Toolbox(load_functions(copies["functions"]), syntax, choice="auto", approve=lambda call: True)
         for i, city in enumerate(["Oslo", "Rome", "Madrid"]):
             call = ToolCall("get_weather", {"city": city}, f"call0000{i}")
             session.conversation.messages += [
@@ -58,7 +58,8 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
         result = session.exchange("What is the weather in Paris?", lambda t: None, lambda t: None)
     finally:
         engine.close()
-    assert result.tool_calls == [{"name": "get_weather", "arguments": {"city": "Paris"}, "result": "Sunny, 21 C in Paris"}]
+    assert [(r.call.name, r.call.arguments, r.result) for r in result.tool_calls] == [
+        ("get_weather", {"city": "Paris"}, "Sunny, 21 C in Paris")]
     assert isinstance(grammars[0], LazyGrammar) and grammars[0].triggers == (syntax.trigger(),)  # none before it
     call_message, tool, answer = session.conversation.messages[-3:]
     assert call_message["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Paris"}}
@@ -75,13 +76,13 @@ def test_a_required_call_on_gpt_oss_is_a_message_of_its_own_not_after_the_final_
 
     from rml_chat.core.gbnf import for_reply
     from rml_chat.core.model import load_model
-    from rml_chat.core.session import ChatSession
+    from rml_chat.core.session import ChatSession, SessionOptions
     from rml_chat.engines.base import Sampling
 
     model = load_model(copies["gpt-oss"])
     syntax, _ = derive(ChatTemplate(model.tokenizer.chat_template), STOPS, thought_close=model.reasoning.close)
     box = Toolbox(load_functions(copies["functions"]), syntax, choice="required")
-    session = ChatSession(model, None, Sampling())  # type: ignore[arg-type]  (no engine: the grammar alone)
+    session = ChatSession(model, None, SessionOptions(Sampling()))  # type: ignore[arg-type]  (no engine: the grammar alone)
     handed = for_reply(box._required(session), model.reasoning, in_thought=False, thought_over=False)
     call = ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}'
     analysis = "<|channel|>analysis<|message|>The user wants Paris. <|end|> is a token.<|end|><|start|>assistant"

@@ -217,7 +217,7 @@ def test_a_script_without_tools_approve_refuses_the_call_and_the_model_is_told(c
 @pytest.mark.parametrize("family", ["qwen2.5", "lfm2"])  # (LFM2-8B-A1B renders no calls: the table's syntax, the
 def test_the_prompt_with_a_call_and_its_result_is_jinja2s_rendering_of_the_same_conversation(copies, family) -> None:
     from rml_chat.core.model import load_model  # call kept in the content, where the template writes it back)
-    from rml_chat.core.session import ChatSession
+    from rml_chat.core.session import ChatSession, SessionOptions
     from rml_chat.engines.base import Sampling
     from rml_chat.engines.local import LocalEngine
     from tokenizer.chat.tool_table import known_syntax
@@ -225,11 +225,11 @@ def test_the_prompt_with_a_call_and_its_result_is_jinja2s_rendering_of_the_same_
     model = load_model(copies[family])
     engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2)
     try:
-        session = ChatSession(model, engine, Sampling(temp=0.0, max_tokens=48))
+        session = ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=48)))
         template = ChatTemplate(model.tokenizer.chat_template)
         syntax = derive(template, ["<|im_end|>"])[0] or known_syntax(template).syntax
         tools = load_functions(copies["functions"])
-        session.toolbox = Toolbox(tools, syntax, choice="required", approve=lambda call: True)
+        session.options.tools = Toolbox(tools, syntax, choice="required", approve=lambda call: True)
         prompts: list[list[int]] = []
         cached: list[list[int]] = []
         generate = engine.generate

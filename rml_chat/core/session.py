@@ -9,6 +9,15 @@ model's window past whole exchanges from the start (the system message stays; th
 message) and says so; ``error`` refuses the turn. The user's message is kept either way. When a reply
 itself fills the context, ``context_shift`` (``--context-shift on``, with ``drop-oldest``) moves the window
 the same way and the reply goes on from the ids it has so far; off (the default), the reply is cut.
+
+A session is built from one ``SessionOptions``, in four parts — sampling, reasoning, context, tools —
+plus the user's stop strings and a shape every reply follows. The front ends make it (``launch.py`` from
+the flags); ``/set`` changes it through ``ChatSession.apply``. How a reply is *shown* (the thought whole,
+as one line or hidden; what Ctrl-C does) is the front end's, and is not here::
+
+    >>> options = SessionOptions(Sampling(temp=0.0), reasoning=ReasoningOptions(thinking=False))
+    >>> options.context.overflow, options.reasoning.thinking, options.tools is None
+    ('drop-oldest', False, True)
 """
 
 from __future__ import annotations
@@ -28,12 +37,14 @@ from .conversation import ChatError, Conversation
 from .gbnf import ThoughtThenCall, for_reply, thought_free
 from .loop_guard import LoopGuard
 from .model import Model
-from .read_reply import ParsedReply, ReplyFormat
+from .read_reply import ReplyFormat
 from .reply import AnswerText, ReplyEvent, ReplyParser, ThoughtText
 from .settings import sampling_value
-from .structured import Constraint, Outcome, judge
+from .structured import Constraint, judge
+from .turn_result import ToolResult, TurnResult
 
-__all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "Conversation", "Toolbox", "TurnResult"]
+__all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "ContextOptions", "Conversation", "ReasoningOptions",
+           "SessionOptions", "Toolbox", "ToolResult", "TurnResult"]
 
 OVERFLOW_POLICIES = ("drop-oldest", "error")
 
@@ -54,81 +65,58 @@ class Toolbox(Protocol):
     def switch(self, name: str, on: bool) -> str: ...
 
     def exchange(self, session: ChatSession, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
-                 progress: Progress | None, think: Callable[[str], None] | None) -> TurnResult: ...
+                 progress: Progress | None, think: Callable[[str], None] | None,
+                 ctrl_c_ends_thought: bool = False) -> TurnResult: ...
 
 
 @dataclass
-class TurnResult:
-    reply: str
-    generation: Generation
-    prompt_ids: list[int]
-    dropped: int = 0  # exchanges dropped to fit
-    outcome: Outcome | None = None  # complete / valid, under a schema or grammar
-    stopped_by: str | None = None  # the user's stop string that ended the reply
-    max_tokens: int = -1  # the -n it ran under
-    shifts: int = 0  # times the window moved during the reply (--context-shift)
-    reasoning: str = ""  # the thought, as shown (a reasoning model's; "" for the rest)
-    reasoning_tokens: int = 0  # the reply's tokens inside the thought
-    context_tokens: int = -1  # the context in use at the end (-1: the prompt and the reply's tokens)
-    tool_calls: list[dict] = field(default_factory=list)  # {name, arguments, result} of the turn's calls
-    ended_in_thought: bool = False  # the reply ended inside its thought (never closed)
-    written: str = ""  # the reply as the model wrote it, control tokens as their text
-    message: ParsedReply | None = None  # the reply read: its content, its thought, its calls (None: no reply)
-    opened_in_thought: bool = False  # the prompt opened the thought
-    steps: list[Generation] = field(default_factory=list)  # a turn with tool calls: each step's generation, in order
-    looped: int = 0  # stop reason "repetition": the tokens of the repeated span the guard saw
+class ReasoningOptions:
+    """``thinking``: the template's thinking switch (None: the template's default); ``effort``: its
+    ``reasoning_effort`` (None: its default). The budget is a sampling setting (``--reasoning-budget``)."""
 
-    @property
-    def generations(self) -> list[Generation]:
-        """Every generation of the turn: one per step of a turn with tool calls, else the one."""
-        return self.steps or [self.generation]
+    thinking: bool | None = None
+    effort: str | None = None
 
-    def cut_note(self, n_ctx: int, repl: bool = False) -> str:
-        """"" for a reply that ended as the model ended it, else what cut it: -n, a full context, a stop
-        string, or nothing at all (an empty reply), with what to do about it (``repl``: in the REPL's words)."""
-        g = self.generation
-        inside = f" inside its thought ({self.reasoning_tokens} tokens), with no answer" if self.ended_in_thought else ""
-        if g.stop_reason == "length":
-            return (f"reply cut at -n {self.max_tokens} tokens{inside}" +
-                    ("; /set n -1 lets replies run to their end" if repl else ""))
-        if g.stop_reason == "context":
-            return (f"reply cut{inside}: the context is full ({n_ctx} tokens); " +
-                    ("/clear, or start with a larger -c" if repl else "-c/--ctx-size gives a larger one"))
-        if self.stopped_by is not None:
-            return f"reply stopped at the stop string {self.stopped_by!r}{inside}"
-        if g.stop_reason == "repetition":
-            return (f"reply stopped: it had repeated one span for {self.looped} tokens{inside} (the repeat guard; " +
-                    ("/set repeat-guard 0 lets such a reply run)" if repl else "--repeat-guard 0 lets such a reply run)"))
-        if g.stop_reason == "stop" and not self.reply.strip():
-            if self.ended_in_thought:
-                return (f"the reply is empty: the model ended its turn inside its thought ({self.reasoning_tokens} "
-                        "tokens), which never closed")
-            if self.reasoning_tokens:
-                return f"the reply is empty: the model ended its turn after its thought ({self.reasoning_tokens} tokens)"
-            return "the reply is empty: the model ended its turn at once" + (
-                " (its grammar or schema allows an empty reply)" if self.outcome is not None else "")
-        return ""
 
-    @property
-    def context_used(self) -> int:
-        return self.context_tokens if self.context_tokens >= 0 else len(self.prompt_ids) + len(self.generation.tokens)
+@dataclass
+class ContextOptions:
+    """``overflow``: what a prompt that does not fit does (``drop-oldest``: old exchanges leave the model's
+    window; ``error``: the turn is refused); ``shift``: a reply that fills the context moves the window and
+    goes on (``--context-shift on``)."""
+
+    overflow: str = "drop-oldest"
+    shift: bool = False
+
+    def __post_init__(self) -> None:
+        if self.overflow not in OVERFLOW_POLICIES:
+            raise ValueError(f"overflow: {self.overflow!r} is not one of {', '.join(OVERFLOW_POLICIES)}")
+
+
+@dataclass
+class SessionOptions:
+    """Everything a session's turns run under. ``stop_strings``: the user's (``--stop``; a reply they end
+    was cut, where the format's own stop strings end it); ``constraint``: a JSON schema or grammar every
+    reply follows; ``tools``: the tools the model may call (None: none); ``sampling_sources``: where each
+    sampling setting came from (``core/sampling_sources.py``: a flag, ``/set``, the model, llama.cpp)."""
+
+    sampling: Sampling = field(default_factory=Sampling)
+    reasoning: ReasoningOptions = field(default_factory=ReasoningOptions)
+    context: ContextOptions = field(default_factory=ContextOptions)
+    stop_strings: tuple[str, ...] = ()
+    constraint: Constraint | None = None
+    tools: Toolbox | None = None
+    sampling_sources: dict[str, str] = field(default_factory=dict)
 
 
 class ChatSession:
     """A model, an engine and a conversation; ``turn`` runs one exchange."""
 
-    def __init__(self, model: Model, engine: Engine, sampling: Sampling, *, overflow: str = "drop-oldest",
-                 stop_strings: tuple[str, ...] = (), thinking: bool | None = None, context_shift: bool = False):
+    def __init__(self, model: Model, engine: Engine, options: SessionOptions):
         self.model = model
         self.engine = engine
-        self.sampling = sampling
-        self.overflow = overflow
-        self.user_stops = tuple(stop_strings)  # --stop: a reply they end was cut (the format's own end it)
-        self.reply_format = ReplyFormat.of_model(model, None, self.user_stops)  # (with the call syntax in a tool turn)
-        self.stop_strings = self.reply_format.stop_strings
-        self.thinking = thinking
-        self.reasoning_effort: str | None = None  # the template's reasoning_effort (None: its default)
-        self.context_shift = context_shift  # a reply that fills the context moves the window and goes on
+        self.options = options
+        #: the model's reply format, its stop strings after the user's (with the call syntax in a tool turn)
+        self.reply_format = ReplyFormat.of_model(model, None, options.stop_strings)
         self._ids: list[int] = []  # the prompt ids of the reply's last call (the window's, after a shift)
         self._looped = 0  # the last reply's repeated tokens when the loop guard ended it
         self._since_shift: list[int] = []  # the reply's tokens generated since the window last moved
@@ -136,13 +124,6 @@ class ChatSession:
         self.conversation = Conversation()
         self.last: TurnResult | None = None
         self.autosave_path: Path | None = None  # set when resumed from an autosave: saving goes on there
-        self.constraint: Constraint | None = None  # a JSON schema or a grammar every reply follows
-        self.hide_thinking = False  # front ends leave the thought out of what they show
-        self.thinking_display = "full"  # the REPL's: the thought whole, or one line (frontends/thought_view.py)
-        self.ctrl_c_ends_thought = False  # the REPL's: the first Ctrl-C during a thought ends the thought
-        #: where each sampling setting came from (core/sampling_sources.py): flag, /set, the model, llama.cpp
-        self.sampling_sources: dict[str, str] = {}
-        self.toolbox: Toolbox | None = None  # tools the model may call (rml_chat/tools): their turns run there
         self.prompt_filter: Callable[[list[int]], list[int]] | None = None  # (a tool call's own ids kept)
         reasoning = model.reasoning
         if reasoning is not None:  # (gpt-oss's <|end|> is a stop id too: it ends the analysis, not the reply)
@@ -156,32 +137,36 @@ class ChatSession:
         """The same model and settings over another engine, with a conversation of its own (``--batch
         -np``: one a line)."""
         other = copy.copy(self)
+        options = self.options  # (its own settings: a batch line changes them for its turn alone)
+        other.options = replace(options, sampling=replace(options.sampling), reasoning=replace(options.reasoning),
+                                context=replace(options.context), sampling_sources=dict(options.sampling_sources))
         other.engine, other.conversation, other.last, other._ids, other._since_shift = engine, Conversation(), None, [], []
         return other
 
     def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
         encoder = self.model.encoder
-        tools = self.toolbox.definitions() if self.toolbox is not None else None
+        tools = self.options.tools.definitions() if self.options.tools is not None else None
         segments = encoder.format(self.conversation.for_prompt(self.model.reasoning), add_generation_prompt,
-                                  thinking=self.thinking, effort=self.reasoning_effort,
+                                  thinking=self.options.reasoning.thinking, effort=self.options.reasoning.effort,
                                   **({"tools": tools} if tools else {}))
         ids = encoder.encode(segments)
         return self.prompt_filter(ids) if self.prompt_filter is not None else ids
 
     def exchange(self, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
                  progress: Progress | None = None, think: Callable[[str], None] | None = None,
-                 constraint: Constraint | None = None) -> TurnResult:
+                 constraint: Constraint | None = None, ctrl_c_ends_thought: bool = False) -> TurnResult:
         """The user's message and everything it leads to: ``turn``, or with tools, the turns of the calls
         the model makes and of their results (``Toolbox.exchange``). A schema or grammar (``constraint``,
         else the session's) shapes the whole reply, so such a turn makes no call."""
-        constraint = constraint or self.constraint
-        if constraint is not None or self.toolbox is None or not self.toolbox.definitions():
-            return self.turn(text, emit, notify, progress, constraint=constraint, think=think)
-        return self.toolbox.exchange(self, text, emit, notify, progress, think)
+        constraint = constraint or self.options.constraint
+        if constraint is not None or self.options.tools is None or not self.options.tools.definitions():
+            return self.turn(text, emit, notify, progress, constraint=constraint, think=think,
+                             ctrl_c_ends_thought=ctrl_c_ends_thought)
+        return self.options.tools.exchange(self, text, emit, notify, progress, think, ctrl_c_ends_thought)
 
     def reply_room(self) -> int:
         """Tokens kept free for the reply when deciding whether a prompt fits."""
-        wanted = self.sampling.max_tokens if self.sampling.max_tokens > 0 else 256
+        wanted = self.options.sampling.max_tokens if self.options.sampling.max_tokens > 0 else 256
         return min(wanted, self.engine.n_ctx // 4)
 
     def _fit(self, notify: Callable[[str], None]) -> tuple[list[int], int]:
@@ -192,7 +177,7 @@ class ChatSession:
         limit = self.engine.n_ctx - self.reply_room()
         if len(ids) <= limit:
             return ids, 0
-        if self.overflow == "error":
+        if self.options.context.overflow == "error":
             raise ChatError(f"the conversation needs {len(ids)} tokens but the context holds {self.engine.n_ctx} "
                             f"(with {self.reply_room()} kept for the reply); /clear, /undo or use -c/--ctx-size")
         target = limit - self.engine.n_ctx // 4
@@ -219,14 +204,16 @@ class ChatSession:
 
     def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
              progress: Progress | None = None, constraint: Constraint | None = None,
-             think: Callable[[str], None] | None = None, calls: bool = False) -> TurnResult:
+             think: Callable[[str], None] | None = None, calls: bool = False,
+             ctrl_c_ends_thought: bool = False) -> TurnResult:
         """Add the user's message (None: regenerate the last reply), generate, stream through ``emit``;
         ``progress(done, total, seconds)`` follows a long prompt evaluation. Ctrl-C keeps the partial reply,
         marked as cut, and re-raises KeyboardInterrupt; during the evaluation it keeps the message and
         records no reply. ``constraint`` (default: the session's) is a schema or grammar the reply follows.
         A reasoning model's thought streams through ``think`` (the answer through ``emit``). ``calls``: the
-        reply may call the toolbox's tools (their text is read as calls, not shown)."""
-        constraint = constraint or self.constraint
+        reply may call the toolbox's tools (their text is read as calls, not shown); ``ctrl_c_ends_thought``
+        (the REPL's): the first Ctrl-C during a thought ends the thought, and the reply goes on."""
+        constraint = constraint or self.options.constraint
         if text is not None:
             pending = self.conversation.unanswered()
             if pending is not None:  # a message whose evaluation was cut: it goes with this one
@@ -246,7 +233,7 @@ class ChatSession:
         self._think = think
         moves: list[str] = []  # notes of shifts mid-reply, given once the reply is done (not inside it)
         try:
-            self._generate(ids, gen, reply, emit, progress, constraint, moves)
+            self._generate(ids, gen, reply, emit, progress, constraint, moves, ctrl_c_ends_thought)
             self._deliver(reply.finish(), emit)
         except AppError:  # the engine failed mid-reply (a server that went away): what came stays, cut
             self._deliver(reply.finish(), emit)
@@ -265,15 +252,15 @@ class ChatSession:
                 notify(note)
         result = self._record(reply, ids, gen, dropped, cut=False, moves=moves)
         result.outcome = None if constraint is None else judge(constraint, result.reply, gen.stop_reason)
-        result.max_tokens = self.sampling.max_tokens
-        if reply.stopped_by in self.user_stops:
+        result.max_tokens = self.options.sampling.max_tokens
+        if reply.stopped_by in self.options.stop_strings:
             result.stopped_by = reply.stopped_by
         return result
 
     def _parser(self, ids: Sequence[int], calls: bool) -> ReplyParser:
         """The reply parser of a turn whose prompt is ``ids``: with the toolbox's call syntax where the
         reply may call a tool."""
-        box = self.toolbox if calls else None
+        box = self.options.tools if calls else None
         reply_format = replace(self.reply_format, calls=box.syntax) if box is not None else self.reply_format
         return ReplyParser(reply_format, tokenizer=self.model.tokenizer, in_thought=self._opens_thought(ids),
                            schemas=box.schemas() if box is not None else None,
@@ -305,12 +292,13 @@ class ChatSession:
         return self.last
 
     def _generate(self, ids: list[int], gen: Generation, reply: ReplyParser, emit: Callable[[str], None],
-                  progress: Progress | None, constraint: Constraint | None, moves: list[str]) -> None:
+                  progress: Progress | None, constraint: Constraint | None, moves: list[str],
+                  ctrl_c_ends_thought: bool = False) -> None:
         """Stream the reply to ``ids`` into ``gen``. When it fills the context (and context_shift allows),
         the window moves and the same reply goes on; when a thought reaches the reasoning budget (or the
         REPL's Ctrl-C), it is closed and the reply goes on (``_ids``: the prompt ids of the last call), under
         the answer's grammar alone where there is one (``gbnf.for_reply``)."""
-        sampling, self._ids, ended = self.sampling, ids, False
+        sampling, self._ids, ended = self.options.sampling, ids, False
         guard, self._looped = LoopGuard(sampling.repeat_guard), 0
         prompt_len: int | None = len(ids)  # each call's ids: this prompt, then reply tokens (None: moved)
         stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
@@ -340,7 +328,7 @@ class ChatSession:
                         part.stop_reason = "thought ended"
                         break
             except KeyboardInterrupt:
-                if not (self.ctrl_c_ends_thought and reply.in_thought and not ended and free):
+                if not (ctrl_c_ends_thought and reply.in_thought and not ended and free):
                     raise
                 part.stop_reason = "thought ended"  # the first Ctrl-C during a thought ends the thought
             finally:
@@ -350,8 +338,8 @@ class ChatSession:
                 self._since_shift = part.tokens
             if part.stop_reason == "thought ended":
                 ids, ended = self._end_thought(ids + part.tokens, gen, reply, emit, constraint), True
-            elif part.stop_reason != "context" or not self.context_shift or constraint is not None \
-                    or self.overflow != "drop-oldest":
+            elif part.stop_reason != "context" or not self.options.context.shift or constraint is not None \
+                    or self.options.context.overflow != "drop-oldest":
                 return
             else:
                 moved = self._move_window_mid_reply(gen.tokens)
@@ -361,7 +349,7 @@ class ChatSession:
                 prompt_len = None
                 moves.append(moved[1])
             if sampling.max_tokens >= 0:
-                sampling = replace(self.sampling, max_tokens=max(self.sampling.max_tokens - len(gen.tokens), 0))
+                sampling = replace(self.options.sampling, max_tokens=max(self.options.sampling.max_tokens - len(gen.tokens), 0))
 
     def _end_thought(self, ids: list[int], gen: Generation, reply: ReplyParser, emit: Callable[[str], None],
                      constraint: Constraint | None) -> list[int]:
@@ -410,34 +398,32 @@ class ChatSession:
         if name == "think":
             if not self.model.detection.format.thinking_switch:
                 return "think does not apply: this chat format has no thinking switch"
-            self.thinking = value == "on"
+            self.options.reasoning.thinking = value == "on"
         elif name == "reasoning_effort":
             verdict, why = self.model.effort_check(str(value))
             if verdict != "applies":
                 return f"reasoning_effort does not apply: {why}"
-            self.reasoning_effort = str(value)
-        elif name in ("context_shift", "hide_thinking"):
-            setattr(self, name, value == "on")
-        elif name == "thinking_display":
-            self.thinking_display = str(value)
+            self.options.reasoning.effort = str(value)
+        elif name == "context_shift":
+            self.options.context.shift = value == "on"
         else:  # a sampler setting
-            setattr(self.sampling, name, sampling_value(name, value))
-            self.sampling_sources[name] = "/set"
+            setattr(self.options.sampling, name, sampling_value(name, value))
+            self.options.sampling_sources[name] = "/set"
         return ""
 
     def setting(self, name: str) -> object:
         """A ``/set``-able setting's value as /set and /info show it."""
         if name == "think":
-            return {True: "on", False: "off", None: "the template's"}[self.thinking]
+            return {True: "on", False: "off", None: "the template's"}[self.options.reasoning.thinking]
         if name == "reasoning_effort":
-            return self.reasoning_effort or "the template's"
-        if name in ("context_shift", "hide_thinking"):
-            return "on" if getattr(self, name) else "off"
+            return self.options.reasoning.effort or "the template's"
+        if name == "context_shift":
+            return "on" if self.options.context.shift else "off"
         if name == "ignore_eos":
-            return "on" if self.sampling.ignore_eos else "off"
+            return "on" if self.options.sampling.ignore_eos else "off"
         if name == "samplers":
-            return ";".join(self.sampling.samplers)
-        return getattr(self if name == "thinking_display" else self.sampling, name)
+            return ";".join(self.options.sampling.samplers)
+        return getattr(self.options.sampling, name)
 
     def eval_rate(self) -> float | None:
         """Prompt tokens per second as the last turn evaluated them (None: too few to tell; below 64 tokens

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..core.conversation import Conversation
-from ..core.session import ChatSession
+from ..core.session import ChatSession, SessionOptions
 from ..engines.base import Engine, Sampling
 from ..words import counted
 from .findings import ERROR, NOTE, WARNING, Finding, Fix
@@ -18,7 +18,7 @@ from .template import CHAT, vocabulary_format
 
 def turn(p: Patient, engine: Engine, max_tokens: int) -> Iterator[Finding]:
     model = p.model
-    session = ChatSession(model, engine, Sampling(temp=0.0, seed=0, max_tokens=max_tokens))
+    session = ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, seed=0, max_tokens=max_tokens)))
     session.conversation = Conversation(None, [dict(m) for m in CHAT[:-1]])
     result = session.turn(CHAT[-1]["content"], lambda _: None, lambda _: None)
     gen = result.generation

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 Progress = Callable[[int, int, float], None]  # (done, total, seconds) during a prompt's evaluation
 
@@ -64,6 +64,11 @@ class Sampling:
     repeat_guard: int = 256  # rml-chat's own: tokens of one span repeated before the reply is ended (0: off); engines ignore it
 
 
+#: why a generation ended: a stop id; the user's or the format's stop string; -n; a full context; the repeat
+#: guard; Ctrl-C; the thought closed by the budget or the REPL's Ctrl-C (the reply goes on); "" while it runs
+StopReason = Literal["", "stop", "stop_string", "length", "context", "repetition", "interrupted", "thought ended"]
+
+
 @dataclass
 class Generation:
     """What one generate call did; filled in as it runs."""
@@ -72,7 +77,7 @@ class Generation:
     evaluated: int = 0           # prompt tokens the engine has evaluated so far (the rest was cached)
     to_evaluate: int = 0         # prompt tokens it had to evaluate (``evaluated`` short of it: cut meanwhile)
     tokens: list[int] = field(default_factory=list)
-    stop_reason: str = ""        # "stop" | "stop_string" | "length" | "context" | "repetition" | "interrupted"
+    stop_reason: StopReason = ""
     started: float = 0.0
     first_token_at: float = 0.0
     finished: float = 0.0

@@ -151,7 +151,7 @@ def _constraint(data: dict, session: ChatSession, constraints: dict[str, Constra
             raise AppError("'grammar' must be GBNF text", "input")
         key = "grammar:" + data["grammar"]
     else:
-        return session.constraint
+        return session.options.constraint
     if key not in constraints:
         made = (from_schema(json.dumps(data["schema"]), "schema") if key.startswith("schema:")
                 else Constraint(data["grammar"], None, "grammar"))  # GBNF as written (no @FILE in a line)
@@ -162,8 +162,9 @@ def _constraint(data: dict, session: ChatSession, constraints: dict[str, Constra
 
 def run_job(session: ChatSession, job: Job, base) -> dict:  # type: ignore[no-untyped-def]
     session.conversation = Conversation(job.system, [dict(m) for m in job.history])
-    session.sampling = replace(base, **job.overrides)
-    before = (session.thinking, session.reasoning_effort)
+    options = session.options
+    options.sampling = replace(base, **job.overrides)
+    before = replace(options.reasoning)
     try:
         for name, value in (job.prompt_settings or {}).items():
             why = session.apply(name, value)
@@ -171,7 +172,7 @@ def run_job(session: ChatSession, job: Job, base) -> dict:  # type: ignore[no-un
                 raise AppError(why, "input")
         result = session.exchange(job.prompt, lambda _: None, lambda _: None, constraint=job.constraint)
     finally:
-        session.thinking, session.reasoning_effort = before
+        options.reasoning = before
     return {"id": job.id, "line": job.number, **result_json(session, result, job.constraint)}
 
 
@@ -226,7 +227,7 @@ def run_parallel(session: ChatSession, args: argparse.Namespace) -> int:
     together: engines/parallel.py); lines are parsed here, in order, and written in input order."""
     twins = [session.twin(engine) for engine in session.engine.lines(args.parallel)]
     progress = _Progress(_count_lines(args.batch), sys.stderr)
-    base, constraints = session.sampling, {}
+    base, constraints = session.options.sampling, {}
     jobs: queue.Queue = queue.Queue(maxsize=2 * len(twins))
     results: dict[int, tuple[int, dict]] = {}
     ready = threading.Condition()
@@ -293,7 +294,7 @@ def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
     if args.parallel > 1:
         return run_parallel(session, args)
     progress = _Progress(_count_lines(args.batch), sys.stderr)
-    base = session.sampling
+    base = session.options.sampling
     constraints: dict[str, Constraint] = {}
     failed: list[int] = []
     done = 0
@@ -317,7 +318,7 @@ def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
         print(f"rml-chat: interrupted after {counted(done, 'line')}; the output holds them whole", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
-        session.sampling = base
+        session.options.sampling = base
     progress.clear()
     return _summary(done, failed)
 

@@ -309,7 +309,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         return run_check(args, say)
     from .launch import open_session, prompt_cache_for
 
-    session = open_session(args, say)
+    session, display = open_session(args, say)
     phase[0] = "running"
     if args.batch is not None or (scripted and not args.show_prompt):
         prompt_cache_for(args, session.engine)
@@ -321,10 +321,10 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         if scripted:
             from .scripted import run_scripted
 
-            return run_scripted(session, args)
+            return run_scripted(session, args, display)
         from .repl import Repl
 
-        return Repl(session, sessions_cap=cap, files=args.attachments).run()
+        return Repl(session, display=display, sessions_cap=cap, files=args.attachments).run()
     finally:
         why = session.engine.keep_prompt()  # (nothing where the prompt cache is off or not worth it)
         if why and args.verbose:

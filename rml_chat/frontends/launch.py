@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..core.model import Model
     from ..core.sampling_sources import ChosenSampling
     from ..core.session import ChatSession
+    from .thought_view import ThoughtDisplay
 
 
 def constraint_from(args: argparse.Namespace, engine: Engine) -> Constraint | None:
@@ -137,11 +138,12 @@ def resumed(args: argparse.Namespace) -> tuple[Conversation, Path] | None:
     return Conversation.load(path), path
 
 
-def restore_settings(session: ChatSession, args: argparse.Namespace) -> str:
+def restore_settings(session: ChatSession, display: ThoughtDisplay, args: argparse.Namespace) -> str:
     """The ``/set`` changes saved with a resumed chat, applied where no flag of this run set them (a flag
-    left at its default); what was restored, as ``temp=0.2 seed=7``. A saved value no longer allowed is
-    passed over."""
+    left at its default) to the session or the display; what was restored, as ``temp=0.2 seed=7``. A saved
+    value no longer allowed is passed over."""
     from ..core.settings import BY_NAME, SettingError
+    from .thought_view import SETTINGS as DISPLAYED
 
     done = []
     for name, text in session.conversation.settings.items():
@@ -152,7 +154,10 @@ def restore_settings(session: ChatSession, args: argparse.Namespace) -> str:
             value = row.parse(str(text))
         except SettingError:
             continue
-        if not session.apply(name, value):
+        if name in DISPLAYED:
+            display.apply(name, value)
+            done.append(f"{name.replace('_', '-')}={text}")
+        elif not session.apply(name, value):
             done.append(f"{name.replace('_', '-')}={text}")
     return " ".join(done)
 
@@ -183,22 +188,21 @@ def prompt_cache_for(args: argparse.Namespace, engine: Engine) -> None:
 EFFORTS = ("minimal", "low", "medium", "high")  # the levels templates name (gpt-oss: low, medium, high)
 
 
-def apply_effort(session: ChatSession, effort: str, say: Callable[[str], None]) -> None:
-    """``--reasoning-effort``: a note where the template reads none (as ``--think`` without a switch), a
-    usage error where it refuses the value."""
-    verdict, why = session.model.effort_check(effort)
+def effort_from(model: Model, effort: str, say: Callable[[str], None]) -> str | None:
+    """``--reasoning-effort``: the effort where the template reads it; a note where it reads none (as
+    ``--think`` without a switch), a usage error where it refuses the value."""
+    verdict, why = model.effort_check(effort)
     if verdict == "refused":
         raise UsageError(f"--reasoning-effort {effort}: {why}")
-    source = session.model.detection.format.template or ""
+    source = model.detection.format.template or ""
     named = [level for level in EFFORTS if re.search(rf"\b{level}\b", source)]
     if verdict == "applies" and named and effort not in EFFORTS and not re.search(rf"\b{re.escape(effort)}\b", source):
         raise UsageError(f"--reasoning-effort {effort}: the chat template takes levels ({', '.join(named)} named in "
                          f"it; {', '.join(EFFORTS)} are the levels such templates take), not {effort!r}, which it "
                          "would write into the prompt as given")
-    if verdict == "applies":
-        session.reasoning_effort = effort
     if why:
         say(f"note: --reasoning-effort {effort}{'' if verdict == 'applies' else ' does not apply'}: {why}")
+    return effort if verdict == "applies" else None
 
 
 def resume_warnings(session: ChatSession, held_with: str | None) -> list[str]:
@@ -209,7 +213,8 @@ def resume_warnings(session: ChatSession, held_with: str | None) -> list[str]:
         lines.append(f"warning: the chat was held with {held_with}, which is not found from here; it goes on with "
                      f"{session.model.name} (chat format {session.model.detection.format.name}) — name the model to "
                      "use: rml-chat MODEL --resume …")
-    given = {d["function"]["name"] for d in session.toolbox.definitions()} if session.toolbox is not None else set()
+    tools = session.options.tools
+    given = {d["function"]["name"] for d in tools.definitions()} if tools is not None else set()
     missing = [name for name in session.conversation.called_tools() if name not in given]
     if missing:
         lines.append(f"warning: the chat called {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
@@ -218,9 +223,10 @@ def resume_warnings(session: ChatSession, held_with: str | None) -> list[str]:
     return lines
 
 
-def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSession:
+def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> tuple[ChatSession, ThoughtDisplay]:
     """Load model and weights, with a progress line; raises ModelError (one line). With ``--resume`` the
-    saved conversation comes back, with the model it was held with unless MODEL names another."""
+    saved conversation comes back, with the model it was held with unless MODEL names another, and the
+    settings changed in it. The session, and how its thoughts are shown."""
     reopened = resumed(args)
     held_with = reopened[0].model if reopened is not None and args.model is None else None
     if held_with and Path(held_with).exists():
@@ -228,7 +234,8 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
     say(f"loading {args.model or 'SmolLM2-135M-Instruct (default)'} …")
     loading = None if args.server else start_engine(resolve(args.model, args.weights)[1], args)
     from ..core.model import load_model  # our tokenizer and the chat code load while llama.cpp loads the weights
-    from ..core.session import ChatSession
+    from ..core.session import ChatSession, ContextOptions, ReasoningOptions, SessionOptions
+    from .thought_view import ThoughtDisplay
 
     model = load_model(args.model, weights=args.weights, chat_format=args.chat_format, need_weights=not args.server)
     model.encoder.encode(model.encoder.format([{"role": "user", "content": "Hello"}]))  # its tables, now too
@@ -248,24 +255,24 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
     for why in chosen.refused:
         say(f"note: the model's sampling recommendation is left out: {why}")
     engine = open_engine(model, args, say, loading=loading)
-    session = ChatSession(model, engine, chosen.sampling, overflow=args.overflow,
-                          stop_strings=tuple(args.stop), thinking=thinking, context_shift=args.context_shift == "on")
-    session.sampling_sources = chosen.sources
     if args.verbose:
         say(f"sampler chain: {describe(stages(chosen.sampling, stop_ids=model.stop_ids))}")
     try:
-        session.constraint = constraint_from(args, engine)
-        if args.reasoning_effort is not None:
-            apply_effort(session, args.reasoning_effort, say)
+        effort = effort_from(model, args.reasoning_effort, say) if args.reasoning_effort is not None else None
         if args.tool_choice == "required" and not (args.functions or args.mcp):
             raise UsageError("--tool-choice required: no tools to call (give --functions FILE or --mcp COMMAND)")
+        options = SessionOptions(chosen.sampling, ReasoningOptions(thinking, effort),
+                                 ContextOptions(args.overflow, args.context_shift == "on"), tuple(args.stop),
+                                 constraint_from(args, engine), sampling_sources=chosen.sources)
         if args.functions or args.mcp:
-            from .tools_setup import give_tools
+            from .tools_setup import tools_for
 
-            give_tools(session, args, say)
+            options.tools = tools_for(model, args, say)
     except BaseException:
         engine.close()
         raise
+    session = ChatSession(model, engine, options)
+    display = ThoughtDisplay(args.thinking_display, args.hide_thinking == "on")
     if reopened is not None:
         session.conversation, path = reopened
         if path.parent.resolve() == sessions_dir().resolve():  # an autosave goes on in its own file
@@ -277,13 +284,11 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> ChatSe
             f"{window_note(session.conversation)}; {state})")
         for line in resume_warnings(session, held_with):
             say(line)
-        restored_settings = restore_settings(session, args)
+        restored_settings = restore_settings(session, display, args)
         if restored_settings:
             say(f"note: settings of the chat restored: {restored_settings} (a flag given now wins)")
     if args.system is not None:
         session.conversation.system = args.system
-    session.hide_thinking = args.hide_thinking == "on"
-    session.thinking_display = args.thinking_display
     if model.reasoning is None and (args.reasoning_budget >= 0 or args.hide_thinking == "on"):
         say("note: --reasoning-budget and --hidethinking do not apply: the model's template writes no thought")
-    return session
+    return session, display

@@ -40,7 +40,7 @@ from ..words import counted
 from .history import FENCE, BlockHistory, SafeFileHistory, block_closed, history_path
 from .progress import EvalProgress
 from .repl_commands import Commands
-from .thought_view import ThoughtView
+from .thought_view import ThoughtDisplay, ThoughtView
 from .typeahead import Typeahead
 
 SAVING_NOTE_AFTER_S = 0.3  # a state taking longer than this to write is announced ("saving …")
@@ -98,7 +98,8 @@ class Repl:
     """Reads messages and commands, runs turns, prints replies and a stats line after each."""
 
     def __init__(self, session: ChatSession, *, input=None, output=None, history: Path | None = None,
-                 autosave: Path | None = None, sessions_cap: int | None = None, files: Sequence[Attachment] = ()):
+                 autosave: Path | None = None, sessions_cap: int | None = None, files: Sequence[Attachment] = (),
+                 display: ThoughtDisplay | None = None):
         self.session = session
         self.files = list(files)  # held for the next message (-f, /file)
         self._pending: list[str] = []  # notes raised while the prompt owns the terminal: printed after it
@@ -114,12 +115,13 @@ class Repl:
         self._autosave_failed = False
         self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
         self.typeahead = Typeahead.for_stdin(input is None)
-        session.ctrl_c_ends_thought = True  # the first Ctrl-C during a thought ends it; a second stops the reply
-        if session.toolbox is not None:  # nothing runs unasked: each call is put to the user
+        self.display = display or ThoughtDisplay()  # how thoughts are shown (/set hidethinking, thinking-display)
+        tools = session.options.tools
+        if tools is not None:  # nothing runs unasked: each call is put to the user
             from .tools_setup import Consent
 
-            session.toolbox.approve = Consent(PromptSession(input=input, output=output), self._say)
-            session.toolbox.shown = lambda line: self._say(dim(line))
+            tools.approve = Consent(PromptSession(input=input, output=output), self._say)  # type: ignore[attr-defined]
+            tools.shown = lambda line: self._say(dim(line))  # type: ignore[attr-defined]
 
     # ----- the loop ----------------------------------------------------------------------
 
@@ -241,7 +243,7 @@ class Repl:
         files, self.files = self.files, []
         message = message_with("", files, text) if files and text is not None else text
         progress = EvalProgress()
-        view = ThoughtView(self.session.thinking_display, self.session.hide_thinking)
+        view = ThoughtView(self.display.mode, self.display.hidden)
 
         def emit(chunk: str) -> None:
             if chunk:
@@ -257,7 +259,8 @@ class Repl:
                 view.thought(chunk)
 
         try:
-            result = self.session.exchange(message, emit, lambda line: self._say(dim(line)), progress, think=think)
+            result = self.session.exchange(message, emit, lambda line: self._say(dim(line)), progress, think=think,
+                                           ctrl_c_ends_thought=True)  # (a second Ctrl-C stops the reply)
         except KeyboardInterrupt:
             progress.clear()
             if self.session.conversation.unanswered() is not None:

@@ -22,6 +22,7 @@ from ..engines.kv_cache import state_path
 from ..engines.sampler_chain import describe, stages
 from ..words import counted
 from .prompt_view import marked_prompt
+from .thought_view import SETTINGS as DISPLAYED
 
 KEYS = (("Enter", "send the message"), ("Alt-Enter", "a new line in the message"),
         ('"""', 'a message from """ to a line ending with """'), ("paste", "a pasted text is one message"),
@@ -188,16 +189,16 @@ class Commands:
 
     def _constrain(self, text: str, make) -> None:  # type: ignore[no-untyped-def]
         if not text:
-            current = self.session.constraint
+            current = self.session.options.constraint
             self.say(f"replies follow {current.describe()}" if current else "replies are free text")
             return
         if text == "off":
-            self.session.constraint = None
+            self.session.options.constraint = None
             self.say("replies are free text again")
             return
         constraint = make(text)
         check(constraint, self.session.engine)
-        self.session.constraint = constraint
+        self.session.options.constraint = constraint
         self.say(f"replies follow {constraint.describe()} now (/{'schema' if constraint.schema else 'grammar'} off "
                  "to stop)")
 
@@ -222,7 +223,7 @@ class Commands:
             self.repl.say(f"{attachment.path}: {counted(len(attachment.text), 'character')}")
 
     def _tools(self, rest: str) -> None:
-        box = self.repl.session.toolbox
+        box = self.repl.session.options.tools
         if box is None:
             self.say("no tools: start with --functions FILE.py or --mcp \"COMMAND\" to give the model some")
             return
@@ -273,11 +274,12 @@ class Commands:
         for line in self.session.model.describe():
             self.say(line)
         engine = self.session.engine
-        self.say(f"context: {engine.n_ctx} tokens · overflow: {self.session.overflow} · threads: {engine.threads} · "
-                 f"layers: {engine.placement}")
+        self.say(f"context: {engine.n_ctx} tokens · overflow: {self.session.options.context.overflow} · "
+                 f"threads: {engine.threads} · layers: {engine.placement}")
         self.say("settings: " + " ".join(f"{name}={value}" for name, value in self._settings()))
-        self.say(f"sampler chain: {describe(stages(self.session.sampling, stop_ids=self.session.model.stop_ids))}")
-        self.say(f"sampling set by: {set_by(self.session.sampling_sources)}")
+        options = self.session.options
+        self.say(f"sampler chain: {describe(stages(options.sampling, stop_ids=self.session.model.stop_ids))}")
+        self.say(f"sampling set by: {set_by(options.sampling_sources)}")
         self.say(self.repl.sessions_note())
 
     def _stats(self, _: str) -> None:
@@ -289,7 +291,9 @@ class Commands:
         self.say(thought or ("the last reply has no thought" if replies else "no reply yet"))
 
     def _settings(self) -> list[tuple[str, object]]:
-        return [(row.name.replace("_", "-"), self.session.setting(row.name)) for row in SETTINGS if row.settable]
+        display = self.repl.display
+        return [(row.name.replace("_", "-"), display.setting(row.name) if row.name in DISPLAYED else
+                 self.session.setting(row.name)) for row in SETTINGS if row.settable]
 
     def _set(self, rest: str) -> None:
         name, _, value = rest.partition(" ")
@@ -313,7 +317,9 @@ class Commands:
         except SettingError as err:
             self.say(f"error: {err}")
             return
-        problem = self.session.apply(row.name, parsed)
+        problem = "" if row.name in DISPLAYED else self.session.apply(row.name, parsed)
+        if row.name in DISPLAYED:
+            self.repl.display.apply(row.name, parsed)
         if problem:
             self.say(problem)
             return

@@ -22,6 +22,7 @@ from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
 from ..terminal import dim, for_stream, json_text, visible
 from .progress import EvalProgress
 from .prompt_view import marked_prompt
+from .thought_view import ThoughtDisplay
 
 
 def result_json(session: ChatSession, result: TurnResult, constraint: Constraint | None = None) -> dict:
@@ -40,7 +41,7 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "reply": result.reply,
         "reasoning": result.reasoning if session.model.reasoning is not None else None,
         "reasoning_tokens": result.reasoning_tokens,
-        **({"tool_calls": result.tool_calls} if session.toolbox is not None else {}),
+        **({"tool_calls": [r.as_json() for r in result.tool_calls]} if session.options.tools is not None else {}),
         "model": session.model.name,
         "chat_format": session.model.detection.format.name,
         **_counts(steps),
@@ -48,8 +49,8 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "stop_note": result.cut_note(session.engine.n_ctx) or None,  # why a reply is empty or cut, in words
         "context_used": result.context_used,
         "context_size": session.engine.n_ctx,
-        "sampling": as_json(session.sampling, session.sampling_sources),
-        "sampler_chain": describe(stages(session.sampling, stop_ids=session.model.stop_ids)),
+        "sampling": as_json(session.options.sampling, session.options.sampling_sources),
+        "sampler_chain": describe(stages(session.options.sampling, stop_ids=session.model.stop_ids)),
         "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
                     "total_ms": round((steps[-1].finished - steps[0].started) * 1000, 2)},
         **({"steps": [{**_counts([step]), "stop_reason": step.stop_reason,
@@ -132,8 +133,9 @@ def _stdin_carries_text() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
 
 
-def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
-    """One turn: the reply streamed to stdout (or one JSON object); the exit code."""
+def run_scripted(session: ChatSession, args: argparse.Namespace, display: ThoughtDisplay) -> int:
+    """One turn: the reply streamed to stdout (or one JSON object), its thought to stderr unless the
+    ``display`` hides it; the exit code."""
     files = getattr(args, "attachments", [])
     text = turn_text(args.prompt, files)
     if not text.strip():
@@ -155,7 +157,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
     def notify(line: str) -> None:
         print(visible(f"note: {line}"), file=sys.stderr)
 
-    thinking = ThoughtOnStderr(session.hide_thinking or args.json, progress)
+    thinking = ThoughtOnStderr(display.hidden or args.json, progress)
     try:
         result = session.exchange(text, emit, notify, progress, think=thinking.write)
         thinking.end()
@@ -172,7 +174,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     progress.clear()
     if args.json:
-        shown = result_json(session, result, session.constraint)
+        shown = result_json(session, result, session.options.constraint)
         if files:
             shown["files"] = [{"path": a.path, "chars": len(a.text), "tokens": n} for a, n in zip(files, weights())]
         print(json_text(shown))

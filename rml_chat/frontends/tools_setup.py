@@ -12,8 +12,8 @@ from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.template import ChatTemplate, compiled
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall
 
+from ..core.model import Model
 from ..core.read_reply import model_call_syntax
-from ..core.session import ChatSession
 from ..engines.runtime import schema_to_gbnf
 from ..errors import AppError, UsageError
 from ..terminal import visible
@@ -23,11 +23,11 @@ from ..tools.mcp_tools import McpError, McpServer
 from ..tools.toolbox import Toolbox
 
 
-def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[str], None]) -> None:
-    """Tools for the session, or UsageError where the model's template can't take them (it is not made up)."""
+def tools_for(model: Model, args: argparse.Namespace, say: Callable[[str], None]) -> Toolbox | None:
+    """The session's tools (None: none could be given), or UsageError where the model's template can't take
+    them (it is not made up)."""
     flag = "--functions" if args.functions else "--mcp"
     tools = [tool for path in args.functions for tool in load_functions(path, say)]  # (a bad file is said first)
-    model = session.model
     template = model.detection.format.template
     if template is None:
         raise UsageError(f"{flag}: the model's chat format has no template, so it has no way to be told of "
@@ -53,14 +53,14 @@ def give_tools(session: ChatSession, args: argparse.Namespace, say: Callable[[st
         if required:
             raise AppError("--tool-choice required: none of the tools given can be offered to the model", "tools")
         say("note: no tools to give the model")
-        return
+        return None
     scripted = args.prompt is not None or args.batch is not None or not sys.stdin.isatty()
     box = Toolbox(tools, syntax, choice=args.tool_choice, approve=lambda call: args.tools_approve if scripted else False,
                   markers=syntax_markers(syntax, model.tokenizer.special_texts()))
     box.shown = lambda line: print(visible(line), file=sys.stderr)
-    session.toolbox = box
     if args.verbose:
         say(f"tools: {', '.join(box.tools)} (calls written as {syntax.trigger()!r}…)")
+    return box
 
 
 def _on_stderr(line: str) -> None:

@@ -20,7 +20,7 @@ from functools import partial
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
 
 from ..core.gbnf import WholeReply, thought_then_call
-from ..core.session import ChatSession, TurnResult
+from ..core.session import ChatSession, ToolResult, TurnResult
 from ..core.structured import Constraint
 from ..engines.base import LazyGrammar, Progress, ecma_escaped, triggers_of
 from ..engines.runtime import schema_to_gbnf
@@ -72,13 +72,16 @@ class Toolbox:
                             whole=whole, markers=self.markers)
 
     def exchange(self, session: ChatSession, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
-                 progress: Progress | None, think: Callable[[str], None] | None) -> TurnResult:
+                 progress: Progress | None, think: Callable[[str], None] | None,
+                 ctrl_c_ends_thought: bool = False) -> TurnResult:
         """The user's turn, then a turn after each round of calls, until the model answers without one."""
+        turn = partial(self._turn, session, emit=emit, notify=notify, progress=progress, think=think,
+                       ctrl_c_ends_thought=ctrl_c_ends_thought)
         if self.choice == "none":
-            return session.turn(text, emit, notify, progress, think=think)
+            return session.turn(text, emit, notify, progress, think=think, ctrl_c_ends_thought=ctrl_c_ends_thought)
         lazy = Constraint(self._lazy(), None, "--tool-choice auto")
         first = Constraint(self._required(session), None, "--tool-choice required") if self.choice == "required" else lazy
-        result = self._turn(session, text, emit, notify, progress, first, think)
+        result = turn(text, constraint=first)
         steps, records = [result.generation], []
         while len(records) <= MAX_CALLS:  # (past the limit, the model's last turn is its answer, whatever it says)
             calls = self._calls(session, notify)
@@ -88,12 +91,11 @@ class Toolbox:
                 outcome = self.run(call) if len(records) < MAX_CALLS else \
                     f"error: this turn's limit of {MAX_CALLS} tool calls is reached; answer without more calls"
                 outcome = capped(outcome, session.model.tokenizer.encode, session.engine.n_ctx // MAX_RESULT_SHARE)
-                records.append({"name": call.name, "arguments": call.arguments, "result": outcome})
+                records.append(ToolResult(call, outcome))
                 session.conversation.messages.append(tool_message(call, outcome))
             session.prompt_filter = partial(own_ids, session.engine.cached_ids(), decode=session.model.tokenizer.decode)
             try:
-                result = self._turn(session, None, emit, notify, progress,
-                                    lazy if len(records) < MAX_CALLS else None, think)
+                result = turn(None, constraint=lazy if len(records) < MAX_CALLS else None)
             finally:
                 session.prompt_filter = None
             steps.append(result.generation)
@@ -132,12 +134,13 @@ class Toolbox:
         return r is not None and bool(self.syntax.lead.strip()) and self.syntax.lead.strip().endswith(r.close.strip())
 
     @staticmethod
-    def _turn(session: ChatSession, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
-              progress: Progress | None, constraint: Constraint | None,
-              think: Callable[[str], None] | None) -> TurnResult:
+    def _turn(session: ChatSession, text: str | None, *, emit: Callable[[str], None], notify: Callable[[str], None],
+              progress: Progress | None, constraint: Constraint | None, think: Callable[[str], None] | None,
+              ctrl_c_ends_thought: bool) -> TurnResult:
         """One turn whose reply may call (its calls read, not shown), under the call grammar (lazy: free text
         until a call opens, which is not judged)."""
-        result = session.turn(text, emit, notify, progress, constraint=constraint, think=think, calls=True)
+        result = session.turn(text, emit, notify, progress, constraint=constraint, think=think, calls=True,
+                              ctrl_c_ends_thought=ctrl_c_ends_thought)
         if constraint is not None and triggers_of(constraint.gbnf):
             result.outcome = None
         return result
