@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 
-from tokenizer.chat.affix import common_prefix, common_suffix
 from tokenizer.chat.errors import ChatFormatError
+from tokenizer.chat.probe import common_prefix, common_suffix
 from tokenizer.chat.tool_calls import NAME_HOLE, CallSyntax, ToolCall
 from tokenizer.chat.tool_keyed import KEY_HOLE
 
@@ -195,7 +194,7 @@ class _Reader:
             empty = self._no_arguments(text, name.end())
             if empty is not None:
                 return ToolCall(name.group(), {}, _model_id(text, opened, glue)), empty
-            ends = os.path.commonprefix([syntax.closing, syntax.between]) if syntax.between else syntax.closing
+            ends = common_prefix(syntax.closing, syntax.between) if syntax.between else syntax.closing
             arguments, rest = read_keyed(syntax.keyed, text[glue.end():], ends, name.group())
         else:
             arguments, rest = _json_arguments(text[glue.end():].lstrip(), syntax.quoted, name.group())

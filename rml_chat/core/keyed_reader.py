@@ -8,8 +8,8 @@ model wrote it less the template's own whitespace; where the family quotes strin
 
 from __future__ import annotations
 
-from tokenizer.chat.affix import common_prefix
 from tokenizer.chat.errors import ChatFormatError
+from tokenizer.chat.probe import common_prefix
 from tokenizer.chat.tool_keyed import KEY_HOLE, KeyedArgs
 
 from .literals import literal_value, scan

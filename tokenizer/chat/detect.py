@@ -25,8 +25,9 @@ from dataclasses import dataclass, replace
 from . import format_cache
 from .errors import ChatFormatError
 from .fit import FitError, fit_template
-from .fitted import BOS_HOLE, EOS_HOLE, FittedFormat
+from .fitted import FittedFormat
 from .formats import FAMILY_MARKERS, FORMATS, ChatFormat
+from .probe import BOS_HOLE, EOS_HOLE, hole, render
 from .render import PromptFormat, writer_of
 from .splice import TemplateFormat
 from .template import ChatTemplate, TemplateBroken, compiled
@@ -176,15 +177,16 @@ def _template_format(tpl: ChatTemplate, name: str) -> TemplateFormat:
     """A TemplateFormat with the template's own texts, read off one probe rendered with sentinels."""
     texts: list[str] = []
     after: list[str] = []
-    messages = [{"role": "user", "content": "\U000f0300"}, {"role": "assistant", "content": "\U000f0301"},
-                {"role": "user", "content": "\U000f0302"}]
+    first, second, third = (hole("texts", n) for n in range(3))
+    messages = [{"role": "user", "content": first}, {"role": "assistant", "content": second},
+                {"role": "user", "content": third}]
     try:
-        text = tpl.render(messages, True, bos_token=BOS_HOLE, eos_token=EOS_HOLE)
+        text = render(tpl, messages, True, strftime_now=None)
     except ChatFormatError:
         return TemplateFormat(name, tpl.source)
-    texts = [t.replace(BOS_HOLE, "").replace(EOS_HOLE, "") for t in _split_at(text, "\U000f0300\U000f0301\U000f0302")]
-    if "\U000f0301" in text and "\U000f0302" in text:
-        after = [text.split("\U000f0301", 1)[1].split("\U000f0302", 1)[0].replace(EOS_HOLE, "")]
+    texts = [t.replace(BOS_HOLE, "").replace(EOS_HOLE, "") for t in _split_at(text, first + second + third)]
+    if second in text and third in text:
+        after = [text.split(second, 1)[1].split(third, 1)[0].replace(EOS_HOLE, "")]
     return TemplateFormat(name, tpl.source, tuple(texts), tuple(after), text.startswith(BOS_HOLE))
 
 

@@ -30,11 +30,7 @@ from operator import itemgetter
 
 from .errors import ChatFormatError
 from .fitted import (
-    BOS_HOLE,
-    DATE_CLOSE,
-    DATE_OPEN,
     END,
-    EOS_HOLE,
     GEN,
     GLOBAL_FLAGS,
     ITEM_FLAGS,
@@ -46,9 +42,9 @@ from .fitted import (
     feature_value,
     start_item,
 )
+from .probe import hole, render
 from .template import ChatTemplate, TemplateBroken, TemplateRaised
 
-_SENTINEL_BASE = 0xF0100
 PAD_LEFT, PAD_RIGHT = "\n \t", "\t \n"
 #: probe shapes: S system, U user, A assistant, R assistant with reasoning (``<think>R</think>A``),
 #: P with reasoning as a model writes it after a ``<think>`` prefill (``R</think>A``)
@@ -68,7 +64,7 @@ class FitError(ChatFormatError):
 def _probe(shape: str, padded: bool) -> list[dict[str, str]]:
     """The messages of a probe shape, each content a sentinel (padded: with whitespace around it)."""
     def content(k: int) -> str:
-        sentinel = chr(_SENTINEL_BASE + k)
+        sentinel = hole("messages", k)
         return PAD_LEFT + sentinel + PAD_RIGHT if padded else sentinel
 
     messages = []
@@ -123,7 +119,7 @@ def _parses_reasoning(template: ChatTemplate) -> bool:
     for shape in ("URU", "URUR", "UPUP"):
         messages = _probe(shape, padded=True)
         try:
-            text = template.render(messages, True, bos_token=BOS_HOLE, eos_token=EOS_HOLE, strftime_now=_date_hole)
+            text = render(template, messages, True)
         except ChatFormatError:
             return True
         if any(m["content"] not in text for m in messages if "</think>" in m["content"]):
@@ -144,8 +140,7 @@ def _render_all(template: ChatTemplate, padded: bool, reasoning: bool) -> tuple[
         for thinking in thinking_modes:
             for generation in (True, False):
                 try:
-                    text = template.render(messages, generation, bos_token=BOS_HOLE, eos_token=EOS_HOLE,
-                                           thinking=thinking, strftime_now=_date_hole)
+                    text = render(template, messages, generation, thinking=thinking)
                 except TemplateRaised as err:
                     if shape.startswith("S"):
                         system_refusals.append(str(err))
@@ -158,10 +153,6 @@ def _render_all(template: ChatTemplate, padded: bool, reasoning: bool) -> tuple[
     if system_refusals and (len(set(system_refusals)) > 1 or any(obs.items[0].flags["sys"] for obs in observations)):
         raise FitError("the template refuses some conversations with a system message, not others")
     return observations, system_refusals[0] if system_refusals else None
-
-
-def _date_hole(fmt: str) -> str:
-    return DATE_OPEN + fmt + DATE_CLOSE
 
 
 def _describe(shape: str) -> str:

@@ -28,12 +28,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import ChatFormatError
+from .probe import BOS_HOLE, DATE_CLOSE, DATE_OPEN, EOS_HOLE
 from .segments import Segment
 
-# Holes in pieces: private-use characters no template writes (fit.py renders with them as the texts).
-BOS_HOLE = "\U000f0001"
-EOS_HOLE = "\U000f0002"
-DATE_OPEN, DATE_CLOSE = "\U000f0003", "\U000f0004"  # strftime_now(fmt) is rendered as OPEN fmt CLOSE
+# Holes in pieces: the probe's sentinels for BOS, EOS and a date (fit.py renders with them as the texts).
 _HOLES = re.compile(f"({BOS_HOLE}|{EOS_HOLE}|{DATE_OPEN}[^{DATE_CLOSE}]*{DATE_CLOSE})")
 
 START, GEN, END = "^", "$gp", "$end"  # the roles of the start, the generation prompt, the end without one

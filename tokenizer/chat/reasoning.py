@@ -27,14 +27,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from .errors import ChatFormatError
+from .probe import hole, parting, render, rendered
 from .template import ChatTemplate
 
 #: the fields templates read an assistant's thought from, and the tag pairs models write it in
 FIELDS = ("reasoning_content", "thinking", "reasoning")
 INLINE_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<seed:think>", "</seed:think>"),
                ("<|channel>thought", "<channel|>"))
-_R, _A, _U = "\U000f1001R\U000f1002", "\U000f1003A\U000f1004", "\U000f1005U\U000f1006"  # texts no template writes
+#: a thought, an answer and a user's text, each between two holes (``probe.py``): texts no template writes
+_R, _A, _U = (hole("reasoning", 2 * n) + letter + hole("reasoning", 2 * n + 1) for n, letter in enumerate("RAU"))
 
 
 @dataclass(frozen=True)
@@ -107,22 +108,7 @@ class Reasoning:
 
 def _render(template: ChatTemplate, messages: list[dict], generation: bool, bos: str, eos: str,
             thinking: bool | None = None) -> str | None:
-    try:
-        return template.render(messages, generation, bos_token=bos, eos_token=eos, thinking=thinking,
-                               strftime_now=lambda _: "")
-    except ChatFormatError:
-        return None
-
-
-def _common(*texts: str) -> int:
-    """The length of the texts' common prefix, backed off to a marker's start (after ``>``, ``]`` or
-    whitespace), so that ``<|START_TEXT|>`` and ``<|START_THINKING|>`` part before ``<|START_``."""
-    n = 0
-    while all(n < len(t) for t in texts) and len({t[n] for t in texts}) == 1:
-        n += 1
-    while 0 < n and all(n < len(t) for t in texts) and texts[0][n - 1] not in ">]\n \t":
-        n -= 1  # (a text that ended there ended at a boundary: the generation prompt's last marker)
-    return n
+    return rendered(template, messages, generation, bos=bos, eos=eos, thinking=thinking, strftime_now=lambda _: "")
 
 
 def _parted(with_thought: str, plain: str, header: str) -> tuple[str, str, str, bool, str] | None:
@@ -131,12 +117,12 @@ def _parted(with_thought: str, plain: str, header: str) -> tuple[str, str, str, 
     if _R not in with_thought or _A not in with_thought or _A not in plain:
         return None
     r_at, a_at = with_thought.index(_R), with_thought.index(_A)
-    start = min(_common(with_thought, plain, header), r_at)
+    start = min(parting(with_thought, plain, header), r_at)
     open_text, prefilled = with_thought[start:r_at].strip(), False
     close_written = with_thought[r_at + len(_R):a_at]
     close = close_written.strip()
     if not open_text:  # the generation prompt writes the opening marker itself (Apriel, GLM)
-        candidate, named = header[_common(header, with_thought):].strip(), _named_opening(header, close)
+        candidate, named = header[parting(header, with_thought):].strip(), _named_opening(header, close)
         open_text, prefilled = (named if named.endswith(candidate) else candidate or named), True
     answer_open = plain[min(start, plain.index(_A)):plain.index(_A)].strip()
     if not open_text or not close or open_text in answer_open:
@@ -266,5 +252,5 @@ def effort_changes_prompt(template: ChatTemplate, effort: str, bos: str = "<s>",
         (True, False)
     """
     messages = [{"role": "user", "content": "x"}]
-    with_effort = template.render(messages, True, bos_token=bos, eos_token=eos, strftime_now=lambda _: "", effort=effort)
-    return with_effort != template.render(messages, True, bos_token=bos, eos_token=eos, strftime_now=lambda _: "")
+    with_effort = render(template, messages, True, bos=bos, eos=eos, strftime_now=lambda _: "", effort=effort)
+    return with_effort != render(template, messages, True, bos=bos, eos=eos, strftime_now=lambda _: "")

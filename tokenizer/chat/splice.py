@@ -35,11 +35,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import ChatFormatError
+from .probe import HOLES
 from .segments import Segment, segments_text
 from .template import compiled
 from .verify import first_difference
 
-_BASE = 0xF0200
+_BASE = HOLES["splice"]  # (its holes: the probe's scheme, its own range)
 _TAGS = re.compile(r"(</?think>)")
 
 

@@ -29,22 +29,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import ChatFormatError
+from .probe import CALL_ID, render, shared_start, word
 from .template import ChatTemplate
 from .tool_keyed import KEY_HOLE, KeyedArgs, derive_keyed
 
-NAMES = ("xq_tool_one", "xq_tool_two")
-ARGS = ({"xq_key": "xq_value"}, {"xq_key": "xq_other"})
-CALL_ID = "xq1234567"  # nine letters and digits: Mistral's templates refuse any other id
+NAMES = (word("tool_one"), word("tool_two"))  # (the probe's words: ``probe.py``)
+ARGS = ({word("key"): word("value")}, {word("key"): word("other")})
+TEXT = word("text")  # an assistant's plain text
 ID_HOLE = "\0"
 COUNT_HOLE = "\1"  # a call's number (0, 1, …)
 NAME_HOLE = "\2"  # the tool's name again (muse's ``to=NAME<|message|>…<atem:invoke name="NAME">``)
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 RENDERS_NO_CALLS = "the template renders no tool calls"
 _PROBE_TOOLS = [{"type": "function", "function": {"name": n, "description": "A probe.", "parameters": {
-    "type": "object", "properties": {"xq_key": {"type": "string", "description": "A key."},
-                                     "xq_beta": {"type": "string", "description": "A beta."},
-                                     "xq_num": {"type": "integer", "description": "A number."}},
-    "required": ["xq_key"]}}} for n in NAMES]  # every part described, as transformers' get_json_schema writes
+    "type": "object", "properties": {word("key"): {"type": "string", "description": "A key."},
+                                     word("beta"): {"type": "string", "description": "A beta."},
+                                     word("num"): {"type": "integer", "description": "A number."}},
+    "required": [word("key")]}}} for n in NAMES]  # every part described, as transformers' get_json_schema writes
 
 
 @dataclass(frozen=True)
@@ -121,17 +122,17 @@ def _renders(template: ChatTemplate, bos: str, eos: str) -> tuple[str, str, str 
     """(the generation prompt's rendering, one call's, two calls', arguments quoted, content None), or why
     none: the first shape of ``_SHAPES`` in which the template writes a call."""
     user = [{"role": "user", "content": "Which tool?"}]
-    options = {"bos_token": bos, "eos_token": eos, "tools": _PROBE_TOOLS}
+    options = {"bos": bos, "eos": eos, "tools": _PROBE_TOOLS}
     try:
-        prompt = template.render(user, True, **options)
+        prompt = render(template, user, True, **options)
     except ChatFormatError as err:
         return f"the template refuses tools ({err})"
     why, took = "", False  # took: some shape rendered, with no call in it
     for content, quoted in _SHAPES:
         args = [json.dumps(a) if quoted else a for a in ARGS]
         try:
-            one = template.render(user + [{"role": "assistant", "content": content, "tool_calls": [_call(0, args[0])]}],
-                                  False, **options)
+            one = render(template, user + [{"role": "assistant", "content": content, "tool_calls": [_call(0, args[0])]}],
+                         False, **options)
         except ChatFormatError as err:
             why = f"the template can't render a call ({err})"
             continue
@@ -139,7 +140,7 @@ def _renders(template: ChatTemplate, bos: str, eos: str) -> tuple[str, str, str 
             took = True
             continue
         try:
-            two = template.render(user + [{"role": "assistant", "content": content, "tool_calls": [
+            two = render(template, user + [{"role": "assistant", "content": content, "tool_calls": [
                 _call(0, args[0]), _call(1, args[1])]}], False, **options)
         except ChatFormatError:
             two = None
@@ -151,9 +152,7 @@ def reply_start(prompt: str, rendered: str) -> int:
     """Where an assistant message's own text starts in ``rendered``, the conversation with it, after
     ``prompt``, the same conversation with the generation prompt: where they part, or, where the prompt
     opens what the message does not (a thought), the end of the line or marker before that."""
-    common = 0
-    while common < min(len(prompt), len(rendered)) and prompt[common] == rendered[common]:
-        common += 1
+    common = shared_start(prompt, rendered)
     if common < len(prompt):
         common = max(prompt.rfind("\n", 0, common), prompt.rfind(">", 0, common)) + 1
     return common
@@ -169,12 +168,12 @@ def answer_lead(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> 
     """
     user = [{"role": "user", "content": "Which tool?"}]
     try:
-        prompt = template.render(user, True, bos_token=bos, eos_token=eos)
-        text = template.render(user + [{"role": "assistant", "content": "xq_text"}], False, bos_token=bos, eos_token=eos)
+        prompt = render(template, user, True, bos=bos, eos=eos)
+        text = render(template, user + [{"role": "assistant", "content": TEXT}], False, bos=bos, eos=eos)
     except ChatFormatError:
         return ""
     common = reply_start(prompt, text)
-    at = text.find("xq_text", common)
+    at = text.find(TEXT, common)
     return text[common + len(_late_turn(prompt, common, text[common:])[0]):at] if at >= 0 else ""
 
 
@@ -187,11 +186,11 @@ def answer_close(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") ->
     """
     user = [{"role": "user", "content": "Which tool?"}]
     try:
-        text = template.render(user + [{"role": "assistant", "content": "xq_text"}], False, bos_token=bos, eos_token=eos)
+        text = render(template, user + [{"role": "assistant", "content": TEXT}], False, bos=bos, eos=eos)
     except ChatFormatError:
         return ""
-    at = text.rfind("xq_text")
-    marker = re.match(r"\s*(<[^<>\s]+>|\[[A-Z_/]+\])", text[at + len("xq_text"):]) if at >= 0 else None
+    at = text.rfind(TEXT)
+    marker = re.match(r"\s*(<[^<>\s]+>|\[[A-Z_/]+\])", text[at + len(TEXT):]) if at >= 0 else None
     return marker.group(1) if marker else ""
 
 
@@ -216,9 +215,9 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
 
     spelled = spelling(ARGS[0])
     if _json_span(text, spelled, at)[0] < 0:
-        if not ("xq_key" in text and "xq_value" in text):
+        if not (word("key") in text and word("value") in text):
             return None, "the template writes a call's arguments its own way, not as one JSON object (not read yet)"
-        keyed = derive_keyed(template, {"bos_token": bos, "eos_token": eos, "tools": _PROBE_TOOLS}, common, at)
+        keyed = derive_keyed(template, {"bos": bos, "eos": eos, "tools": _PROBE_TOOLS}, common, at)
         if isinstance(keyed, str):
             return None, keyed
     start, end = _span(text, at, 0, keyed, spelled)
@@ -244,8 +243,8 @@ def derive(template: ChatTemplate, stops: Sequence[str] = (), bos: str = "<s>", 
         closing = closing[len(keyed.quote):] if closing.startswith(keyed.quote) else closing
         between = between[len(keyed.quote):] if between and between.startswith(keyed.quote) else between
     if keyed is not None and KEY_HOLE in keyed.between_args:  # the closing names the last argument's key too
-        closing, between = closing.replace("xq_key", KEY_HOLE), between and between.replace("xq_key", KEY_HOLE)
-    if keyed is not None and "xq_" in after_name + closing + (between or "") + keyed.between_args:
+        closing, between = closing.replace(word("key"), KEY_HOLE), between and between.replace(word("key"), KEY_HOLE)
+    if keyed is not None and word("") in after_name + closing + (between or "") + keyed.between_args:
         return None, "the template writes each argument as a tag named by its key (not read yet)"
     recipient = ""
     if not opening.strip() and not after_name.strip():
@@ -295,8 +294,8 @@ def _span(text: str, at: int, call: int, keyed: KeyedArgs | None, spelled: str) 
     """Where call ``call``'s arguments are in ``text``, from ``at`` (its name) on: (start, end); (-1, 0)."""
     if keyed is None:
         return _json_span(text, spelled, at)
-    start = text.find("xq_key", at)
-    value = ARGS[call]["xq_key"]
+    start = text.find(word("key"), at)
+    value = ARGS[call][word("key")]
     end = text.find(value, start)
     return (start, end + len(value)) if start >= 0 and end >= 0 else (-1, 0)
 

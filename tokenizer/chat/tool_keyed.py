@@ -18,9 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import ChatFormatError
+from .probe import CALL_ID, render, word
 from .template import ChatTemplate
 
-TWO_ARGS = {"xq_key": "xq_value", "xq_beta": "xq_two"}
+TWO_ARGS = {word("key"): word("value"), word("beta"): word("two")}
 KEY_HOLE = "\3"  # the argument's key again, where the text after its value names it (MiniMax-M3's ``<city>Oslo</city>``)
 
 
@@ -48,12 +49,12 @@ class KeyedArgs:
 
 def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: int, at: int) -> KeyedArgs | str:
     """The texts around keys and values, read off a call with two arguments; or why they can't be."""
-    from .tool_calls import CALL_ID, NAMES
+    from .tool_calls import NAMES
 
     call = {"id": CALL_ID, "type": "function", "function": {"name": NAMES[0], "arguments": TWO_ARGS}}
     try:
-        text = template.render([{"role": "user", "content": "Which tool?"},
-                                {"role": "assistant", "content": "", "tool_calls": [call]}], False, **options)[common:]
+        text = render(template, [{"role": "user", "content": "Which tool?"},
+                                 {"role": "assistant", "content": "", "tool_calls": [call]}], False, **options)[common:]
     except ChatFormatError as err:
         return f"the template can't render a call with two arguments ({err})"
     pairs = sorted(((text.find(k, at), k, v) for k, v in TWO_ARGS.items()), key=lambda p: p[0])  # (Gemma 4 sorts keys)
@@ -68,17 +69,17 @@ def derive_keyed(template: ChatTemplate, options: Mapping[str, object], common: 
     between = text[value_one + len(first_value):key_two].replace(first, KEY_HOLE)  # (a tag named by the key)
     if not between.strip():
         return "the template writes arguments with nothing between them (not read yet)"
-    call["function"]["arguments"] = {"xq_key": "xq_value", "xq_num": 7}  # type: ignore[index]
+    call["function"]["arguments"] = {word("key"): word("value"), word("num"): 7}  # type: ignore[index]
     try:
-        numbered = template.render([{"role": "user", "content": "Which tool?"},
-                                    {"role": "assistant", "content": "", "tool_calls": [call]}], False, **options)[common:]
+        numbered = render(template, [{"role": "user", "content": "Which tool?"},
+                                     {"role": "assistant", "content": "", "tool_calls": [call]}], False, **options)[common:]
     except ChatFormatError:
         return KeyedArgs(key_value, between)
-    key_num = numbered.find("xq_num", at)
-    value_num = numbered.find("7", key_num + len("xq_num"))
+    key_num = numbered.find(word("num"), at)
+    value_num = numbered.find("7", key_num + len(word("num")))
     if key_num < 0 or value_num < 0:
         return KeyedArgs(key_value, between)
-    key_number = numbered[key_num + len("xq_num"):value_num]
+    key_number = numbered[key_num + len(word("num")):value_num]
     if key_number != key_value and key_value.startswith(key_number):  # strings quoted, the rest bare (Gemma 4, LFM2)
         quote = key_value[len(key_number):]
         if not between.startswith(quote) or not between[len(quote):].strip():
