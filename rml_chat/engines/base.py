@@ -13,6 +13,7 @@ one call did (counts, times, the stop reason).
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -274,17 +275,44 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+#: how old a temporary file of an atomic write must be before it counts as left by a killed writer (a write
+#: of the largest state takes seconds; nothing holds one for ten minutes)
+STALE_WRITE_S = 600
+#: an atomic write's temporary file beside its target: ``.`` TARGET ``.`` mkstemp's eight characters ``.tmp``
+_TEMPORARY = re.compile(r"\..+\.(?:kv|json)\.[a-z0-9_]{8}\.tmp")
+_OUR_STARTS = (b"RMLKV", b"{")  # a state (kv_cache.py), a conversation (conversation.py)
+
+
+def _left_by_a_killed_write(path: Path) -> bool:
+    """Whether ``path`` is the temporary file of one of our atomic writes (its name, and what it starts
+    with: a state or a conversation, or nothing yet) that a kill cut short over ``STALE_WRITE_S`` ago."""
+    if not _TEMPORARY.fullmatch(path.name):
+        return False
+    try:
+        if not path.is_file() or time.time() - path.stat().st_mtime < STALE_WRITE_S:
+            return False
+        with open(path, "rb") as handle:
+            start = handle.read(5)
+    except OSError:
+        return False
+    return not start or start.startswith(_OUR_STARTS)
+
+
 def prune_oldest(folder: Path, cap: int, newest: Path | None = None,
                  owns: Callable[[Path], bool] | None = None) -> list[Path]:
     """Delete the oldest ``*.kv`` states of ``folder`` (the sessions', the prompt cache's) until its files
     together are within ``cap`` bytes; ``newest`` (the state just written) goes last, only when it alone is
     over the cap. ``owns``: where the folder may hold others' files (the prompt cache's can be pointed
-    anywhere), only the files it says are ours count and go. The states removed; a file that can't be
-    removed is passed over."""
+    anywhere), only the files it says are ours count and go. The temporary files of writes a kill cut short
+    go first. The states removed; a file that can't be removed is passed over."""
     try:
         files = [(p, p.stat()) for p in folder.iterdir() if p.is_file() and (owns is None or owns(p))]
+        left = [p for p in folder.iterdir() if _left_by_a_killed_write(p)]
     except OSError:
         return []
+    for path in left:
+        with contextlib.suppress(OSError):
+            path.unlink()
     total = sum(st.st_size for _, st in files)
     removed = []
     for path, st in sorted((f for f in files if f[0].suffix == ".kv"), key=lambda f: (f[0] == newest, f[1].st_mtime)):
