@@ -71,8 +71,8 @@ def kills(count: int, seed: int = 0) -> dict:
     rng = random.Random(seed)
     folder = Path(tempfile.mkdtemp(prefix="rml-kills-"))
     stamp = {"weights": "w", "size": 1, "mtime_ns": 1, "n_ctx": 512}
-    found = {"kills": 0, "killed_before_a_first_write": 0, "conversation_loads": 0, "messages_lost": 0, "torn_conversations": 0, "states_whole": 0,
-             "states_refused": 0, "histories_load": 0}
+    found = {"kills": 0, "killed_before_a_first_write": 0, "conversation_loads": 0, "messages_lost": 0,
+             "torn_conversations": 0, "states_whole": 0, "states_refused": 0, "histories_load": 0}
     confirmed = 0
     for k in range(count):
         writer = subprocess.Popen([sys.executable, "-c", WRITER, str(folder), str(k)], cwd=ROOT,
