@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Protocol
 
 from tokenizer.chat.tool_calls import CallSyntax
@@ -123,7 +122,6 @@ class ChatSession:
         self._think: Callable[[str], None] | None = None
         self.conversation = Conversation()
         self.last: TurnResult | None = None
-        self.autosave_path: Path | None = None  # set when resumed from an autosave: saving goes on there
         self.prompt_filter: Callable[[list[int]], list[int]] | None = None  # (a tool call's own ids kept)
         reasoning = model.reasoning
         if reasoning is not None:  # (gpt-oss's <|end|> is a stop id too: it ends the analysis, not the reply)

@@ -309,7 +309,8 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         return run_check(args, say)
     from .launch import open_session, prompt_cache_for
 
-    session, display = open_session(args, say)
+    opened = open_session(args, say)
+    session = opened.session
     phase[0] = "running"
     if args.batch is not None or (scripted and not args.show_prompt):
         prompt_cache_for(args, session.engine)
@@ -321,10 +322,11 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         if scripted:
             from .scripted import run_scripted
 
-            return run_scripted(session, args, display)
+            return run_scripted(session, args, opened.display)
         from .repl import Repl
 
-        return Repl(session, display=display, sessions_cap=cap, files=args.attachments).run()
+        return Repl(session, display=opened.display, autosave=opened.autosave, sessions_cap=cap,
+                    files=args.attachments).run()
     finally:
         why = session.engine.keep_prompt()  # (nothing where the prompt cache is off or not worth it)
         if why and args.verbose:

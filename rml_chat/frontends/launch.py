@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -223,10 +224,20 @@ def resume_warnings(session: ChatSession, held_with: str | None) -> list[str]:
     return lines
 
 
-def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> tuple[ChatSession, ThoughtDisplay]:
+@dataclass
+class Opened:
+    """What ``open_session`` hands the front ends: the session, how its thoughts are shown, and the
+    autosave file a resumed chat goes on in (None: a new chat claims its own)."""
+
+    session: ChatSession
+    display: ThoughtDisplay
+    autosave: Path | None = None
+
+
+def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> Opened:
     """Load model and weights, with a progress line; raises ModelError (one line). With ``--resume`` the
     saved conversation comes back, with the model it was held with unless MODEL names another, and the
-    settings changed in it. The session, and how its thoughts are shown."""
+    settings changed in it."""
     reopened = resumed(args)
     held_with = reopened[0].model if reopened is not None and args.model is None else None
     if held_with and Path(held_with).exists():
@@ -273,10 +284,11 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> tuple[
         raise
     session = ChatSession(model, engine, options)
     display = ThoughtDisplay(args.thinking_display, args.hide_thinking == "on")
+    autosave = None
     if reopened is not None:
         session.conversation, path = reopened
         if path.parent.resolve() == sessions_dir().resolve():  # an autosave goes on in its own file
-            session.autosave_path = path
+            autosave = path
         restored, why = engine.load_state(state_path(path), model.weights)
         state = (f"llama.cpp's state restored: {counted(restored, 'token')} need no evaluation" if restored else
                  f"{why}: the first turn evaluates it")
@@ -291,4 +303,4 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> tuple[
         session.conversation.system = args.system
     if model.reasoning is None and (args.reasoning_budget >= 0 or args.hide_thinking == "on"):
         say("note: --reasoning-budget and --hidethinking do not apply: the model's template writes no thought")
-    return session, display
+    return Opened(session, display, autosave)

@@ -111,7 +111,7 @@ class Repl:
         self.prompt = PromptSession(history=store, key_bindings=_key_bindings(), input=input, output=output,
                                     enable_history_search=False, completer=_SlashCompleter(self.commands.names()),
                                     complete_while_typing=False)
-        self.autosave_path = autosave or session.autosave_path or new_autosave_path(session.model.name)
+        self.autosave_path = autosave or new_autosave_path(session.model.name)  # (a resumed chat's goes on)
         self._autosave_failed = False
         self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
         self.typeahead = Typeahead.for_stdin(input is None)
