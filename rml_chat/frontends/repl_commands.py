@@ -6,6 +6,7 @@ Each returns True to leave the REPL. Settings go through the same table as the c
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from ..engines.sampler_chain import describe, stages
 from ..words import counted
 from .prompt_view import marked_prompt
 from .thought_view import SETTINGS as DISPLAYED
+from .transcript import OSC52_LIMIT, as_markdown, code_blocks, osc52
 
 KEYS = (("Enter", "send the message"), ("Alt-Enter", "a new line in the message"),
         ('"""', 'a message from """ to a line ending with """'), ("paste", "a pasted text is one message"),
@@ -72,6 +74,8 @@ class Commands:
             "/info": (self._info, "model, chat format, stop ids, settings, the autosave file"),
             "/stats": (self._stats, "figures of the last reply"),
             "/thought": (self._thought, "the last reply's thought, whole"),
+            "/copy": (self._copy, "[N]  the last reply, or its Nth code block, to the clipboard (the terminal's OSC 52)"),
+            "/export": (self._export, "FILE.md  the chat as Markdown (thoughts folded, calls as JSON)"),
             "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
             "/schema": (self._schema, "JSON|@FILE|off  replies are JSON following this schema"),
             "/grammar": (self._grammar, "GBNF|@FILE|off  replies follow this GBNF grammar"),
@@ -289,6 +293,49 @@ class Commands:
         replies = [m for m in self.session.conversation.messages if m["role"] == "assistant"]
         thought = replies[-1].get("reasoning", "").strip() if replies else ""
         self.say(thought or ("the last reply has no thought" if replies else "no reply yet"))
+
+    def _last_reply(self) -> str | None:
+        replies = [m for m in self.session.conversation.messages if m["role"] == "assistant"]
+        content = replies[-1].get("content") if replies else None
+        return content if isinstance(content, str) else None
+
+    def _copy(self, rest: str) -> None:
+        reply = self._last_reply()
+        if reply is None:
+            self.say("/copy: no reply yet")
+            return
+        what, text = "the last reply", reply
+        if rest.strip():
+            blocks = code_blocks(reply)
+            if not rest.strip().isdigit() or not 1 <= int(rest) <= len(blocks):
+                self.say(f"/copy N: N counts the last reply's code blocks (it has {len(blocks)})" if blocks else
+                         "/copy N: the last reply has no code block; /copy alone copies the reply")
+                return
+            what, text = f"code block {int(rest)} of the last reply", blocks[int(rest) - 1]
+        sequence = osc52(text, tmux=bool(os.environ.get("TMUX")))
+        if len(sequence) > OSC52_LIMIT:
+            self.say(f"/copy: {what} is too long for a terminal's clipboard ({counted(len(text), 'character')}); "
+                     "/export FILE.md writes it out")
+            return
+        sys.stdout.write(sequence)
+        sys.stdout.flush()
+        self.say(f"copied {what} ({counted(len(text), 'character')}) with OSC 52; a terminal may ignore it "
+                 "(xterm: allowWindowOps; tmux: set-clipboard on)")
+
+    def _export(self, path: str) -> None:
+        if not path.strip():
+            self.say("usage: /export FILE.md")
+            return
+        conversation = self.session.conversation
+        title = conversation.name or f"Chat with {self.session.model.name}"
+        text = as_markdown(conversation.system, conversation.messages, title)
+        target = Path(path.strip()).expanduser()
+        try:
+            target.write_text(text, encoding="utf-8", errors="surrogatepass")
+        except OSError as err:
+            self.say(f"/export: {path.strip()}: {err.strerror or err}")
+            return
+        self.say(f"exported {counted(len(conversation.messages), 'message')} to {path.strip()} as Markdown")
 
     def _settings(self) -> list[tuple[str, object]]:
         display = self.repl.display

@@ -1,0 +1,69 @@
+"""The chat taken elsewhere: written out as Markdown (``/export``), or a reply or one of its code blocks put
+on the clipboard through the terminal (``/copy``).
+
+The clipboard is the terminal's: an OSC 52 sequence (``ESC ] 52 ; c ; BASE64 BEL``) asks the terminal to
+set it, which works over ssh and inside tmux (wrapped for tmux's passthrough) where a clipboard program of
+this machine could not reach. A terminal may ignore it: xterm allows it only with ``allowWindowOps``,
+tmux only with ``set-clipboard on``, and some cap the text's size (``OSC52_LIMIT``).
+
+    >>> osc52("hi", tmux=False)
+    '\\x1b]52;c;aGk=\\x07'
+    >>> code_blocks("Run:\\n```python\\nprint(1)\\n```\\nor\\n~~~\\nls\\n~~~")
+    ['print(1)', 'ls']
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+OSC52_LIMIT = 100_000  # bytes of base64 (xterm's and many others' cap; tmux's is about the same)
+_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def code_blocks(text: str) -> list[str]:
+    """The fenced code blocks of a reply (```` ``` ```` or ``~~~``), their text without the fences."""
+    return [m.group("body").rstrip("\n") for m in _FENCE.finditer(text)]
+
+
+def osc52(text: str, tmux: bool) -> str:
+    """The sequence that puts ``text`` on the clipboard; ``tmux``: wrapped for tmux's passthrough."""
+    sequence = "\x1b]52;c;" + base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii") + "\x07"
+    return "\x1bPtmux;" + sequence.replace("\x1b", "\x1b\x1b") + "\x1b\\" if tmux else sequence
+
+
+def as_markdown(system: str | None, messages: Sequence[Mapping[str, object]], title: str) -> str:
+    """A chat as Markdown: a heading a message; a thought folded in ``<details>``; a call as fenced JSON; a
+    tool's result fenced as text. The texts are the messages' own, as the model wrote them."""
+    parts = [f"# {title}"]
+    if system:
+        parts.append(f"## System\n\n{system}")
+    for message in messages:
+        role, content = message.get("role"), message.get("content")
+        text = content if isinstance(content, str) else ""
+        if role == "user":
+            parts.append(f"## You\n\n{text}")
+        elif role == "assistant":
+            parts.append("## Assistant" + (" (cut)" if message.get("cut") else ""))
+            thought = message.get("reasoning")
+            if isinstance(thought, str) and thought.strip():
+                parts.append(f"<details><summary>Thought</summary>\n\n{thought.strip()}\n\n</details>")
+            if text.strip():
+                parts.append(text)
+            for call in message.get("tool_calls") or ():  # type: ignore[attr-defined]
+                function = call.get("function", {}) if isinstance(call, Mapping) else {}
+                shown = {"name": function.get("name"), "arguments": function.get("arguments"), "id": call.get("id")}
+                parts.append(_fenced(json.dumps(shown, ensure_ascii=False, indent=2), "json"))
+        elif role == "tool":
+            parts.append(f"## Tool result ({message.get('name') or message.get('tool_call_id') or 'a tool'})")
+            parts.append(_fenced(text, "text"))
+    return "\n\n".join(parts) + "\n"
+
+
+def _fenced(text: str, language: str) -> str:
+    """``text`` in a fence longer than any run of backticks in it (a result holding ``` stays whole)."""
+    longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
+    fence = "`" * (longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
