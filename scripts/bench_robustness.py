@@ -179,6 +179,7 @@ def concurrent(turns: int = 4) -> dict:
             os.write(chat.fd, f"Chat {n}, message {turn}: name a colour.".encode() + b"\r")
         for chat in chats:
             chat.read_until(lambda out, turn=turn: out.count(b" evaluated") > turn and out.endswith(b"> "))
+            time.sleep(0.2)  # (the prompt may still be switching the terminal to raw mode)
     codes = [chat.leave() for chat in chats]
     saved = [json.loads(p.read_text()) for p in sorted((home / "sessions").glob("*.json"))]
     env = {**os.environ, "RML_CHAT_PROMPT_CACHE": str(home / "cache")}
