@@ -46,7 +46,7 @@ from tokenizer.chat.tool_calls import CallSyntax, ToolCall
 
 from .call_reader import call_triggers, opened_calls, opens_at
 from .read_reply import ParsedReply, ReplyFormat, ThoughtSplit, message_of
-from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, Channels, ThoughtSplitter, as_written, shown_as_text, without_hidden
+from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, Channels, ThoughtSplitter, as_written, prefix_tail, shown_as_text, without_hidden
 
 __all__ = ["AnswerText", "CallArguments", "CallClosed", "CallOpened", "ParsedReply", "ReplyEnded", "ReplyEvent",
            "ReplyFormat", "ReplyParser", "ThoughtText", "parse_reply"]
@@ -126,17 +126,6 @@ class TokenStream:
         return "".join(parts)
 
 
-def _prefix_tail(text: str, markers: Iterable[str]) -> int:
-    """The length of the longest end of ``text`` that begins one of ``markers`` (0 when none)."""
-    best = 0
-    for marker in markers:
-        for n in range(min(len(marker) - 1, len(text)), best, -1):
-            if marker.startswith(text[-n:]):
-                best = n
-                break
-    return best
-
-
 class AnswerStage:
     """The answer's text in; out, ``(text to show now, the calls' text)``. Text passes until a stop string
     ends the reply or a call opens, and a tail that may be the start of either waits; a call opening at or
@@ -185,7 +174,7 @@ class AnswerStage:
         call_at = self._first_call(pending)
         stop_at, stop = min(((pending.find(s), s) for s in self._stops if s in pending), default=(-1, None))
         if stop is not None and (call_at < 0 or stop_at < call_at):
-            may_call = len(pending) - _prefix_tail(pending, self._triggers)
+            may_call = len(pending) - prefix_tail(pending, self._triggers)
             if may_call <= stop_at:  # (a call may open where the stop string is: wait and see)
                 return self._shown(pending[:may_call], pending[may_call:])
             self.stopped_by = stop
@@ -194,7 +183,7 @@ class AnswerStage:
             return pending[:stop_at], ""
         if call_at >= 0:
             return self._call_at(pending, call_at)
-        cut = len(pending) - _prefix_tail(pending, self._stops + self._triggers)
+        cut = len(pending) - prefix_tail(pending, self._stops + self._triggers)
         if self._syntax is not None:  # (the whitespace before a call is not the answer's: it waits too)
             cut = len(pending[:cut].rstrip())
         return self._shown(pending[:cut], pending[cut:])
@@ -258,7 +247,6 @@ class ReplyParser:
         starts = [n + syntax.after_name for n in self._schemas] if syntax is not None and syntax.text_lead else []
         self._answer = AnswerStage(reply_format.stop_strings, syntax, starts)
         self._written_answer = ""  # all the answer the thought stage gave, control tokens as their text
-        self._names_seen = 0       # calls whose name has been said (CallOpened)
         self._scanned = 0          # how far the calls' text has been looked through for names
         self._after_name = False   # a call's name is said: its text goes out as CallArguments
         self.opened_in_thought = in_thought
@@ -345,10 +333,6 @@ class ReplyParser:
         events += [CallClosed(call) for call in self.message.tool_calls]
         return [*events, ReplyEnded(self.message, self.stopped_by)]
 
-    def take_thought(self) -> str:
-        """The thought's text released since the last call (markers left out)."""
-        return self._splitter.take_thought() if self._splitter is not None else ""
-
     def _thought_events(self) -> list[ReplyEvent]:
         thought = self._splitter.take_thought() if self._splitter is not None else ""
         return [ThoughtText(thought)] if thought else []
@@ -379,7 +363,6 @@ class ReplyParser:
             if self._after_name and at > self._scanned:
                 events.append(CallArguments(text[self._scanned:at]))
             events.append(CallOpened(name))
-            self._names_seen += 1
             self._after_name = True
             self._scanned = at + len(name)
         if self._after_name and len(text) > self._scanned:

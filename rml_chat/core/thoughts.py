@@ -29,6 +29,7 @@ a tool call) ends the thought, and is the answer, header and all: the call is pa
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 HIDDEN_OPEN, HIDDEN_CLOSE = "\ue000", "\ue001"  # around a control token's text in the stream
@@ -73,12 +74,20 @@ def as_written(text: str) -> str:
     return text.replace(HIDDEN_OPEN, "").replace(HIDDEN_CLOSE, "") if HIDDEN_OPEN in text else text
 
 
-def _prefix_tail(text: str, marker: str) -> int:
-    """The length of the longest end of ``text`` that begins ``marker`` (0 when none)."""
-    for n in range(min(len(marker) - 1, len(text)), 0, -1):
-        if marker.startswith(text[-n:]):
-            return n
-    return 0
+def prefix_tail(text: str, markers: Iterable[str]) -> int:
+    """The length of the longest end of ``text`` that begins one of ``markers`` (0 when none): what a stream
+    holds back while it may still be a marker's start.
+
+        >>> prefix_tail("Hi </thi", ["</think>"]), prefix_tail("Hi", ["</think>"])
+        (5, 0)
+    """
+    best = 0
+    for marker in markers:
+        for n in range(min(len(marker) - 1, len(text)), best, -1):
+            if marker.startswith(text[-n:]):
+                best = n
+                break
+    return best
 
 
 def _answer_openings(opening: str) -> list[str]:
@@ -155,7 +164,7 @@ class ThoughtSplitter:
                 return self._answer(pending)
             at = pending.find(self._close)
             if at < 0:
-                keep = _prefix_tail(pending, self._close)
+                keep = prefix_tail(pending, (self._close,))
                 self._add_thought(pending[:len(pending) - keep])
                 self._held = pending[len(pending) - keep:]
                 return ""
@@ -240,7 +249,7 @@ class ThoughtSplitter:
             shown = without_hidden(name).strip()
             self._visible += "\n\n" if name == c.thought else f"\n\n[{shown}] "
         else:
-            keep = _prefix_tail(pending, c.next_message)
+            keep = prefix_tail(pending, (c.next_message,))
             self._add_thought(pending[:len(pending) - keep])
             self._held = pending[len(pending) - keep:]
             return None
