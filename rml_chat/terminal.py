@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any, TextIO
 
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every C0 control but tab and newline, DEL, C1
@@ -96,3 +97,21 @@ def is_terminal(stream: TextIO) -> bool:
 def json_text(value: Any) -> str:
     """``json.dumps`` with non-ASCII text kept as is, but DEL and C1 controls (and U+2028/9) escaped too."""
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
+
+
+def cells(text: str) -> int:
+    """How many terminal columns ``text`` takes: two for a wide character (CJK, most emoji), none for a
+    combining mark, one for the rest (what ``wcwidth`` says for the characters a reply holds).
+
+    >>> cells("naïve 界 👋"), cells("e\\u0301")
+    (11, 1)
+    """
+    return sum(_cell(char) for char in text)
+
+
+def _cell(char: str) -> int:
+    if char < "\u0300":  # (ASCII and Latin-1: one column each, the common case made quick)
+        return 1
+    if unicodedata.combining(char) or char in "\u200b\u200c\u200d\ufe0f":
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in "WF" else 1

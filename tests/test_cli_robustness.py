@@ -75,7 +75,7 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_
               "threads": ["0", "-2", "513"], "threads_batch": ["0", "many", "9" * 30], "think": ["maybe", "ON"],
               "stop": [""], "context_shift": ["yes", "1"], "reasoning_budget": ["-2", "lots"],
               "hide_thinking": ["yes"], "reasoning_effort": ["HIGH", "very high", "x" * 30],
-              "thinking_display": ["collapsed"], "prompt_cache": ["maybe"],
+              "thinking_display": ["collapsed"], "markdown": ["yes"], "prompt_cache": ["maybe"],
               "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"],
               "parallel": ["0", "65", "four"], "typical_p": ["1.5"], "top_n_sigma": ["-2", "x"],
               "xtc_probability": ["2"], "xtc_threshold": ["-0.5"], "repeat_last_n": ["-1", "all"],

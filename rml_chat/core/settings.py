@@ -247,6 +247,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("thinking_display", ("--thinking-display",), choice("full", "line"), "full", OUTPUT,
             "the chat: a thought shown whole and dim, or as one line that follows it (/thought shows it whole)",
             True, metavar="full|line"),
+    Setting("markdown", ("--markdown",), choice("on", "off"), "on", OUTPUT,
+            "replies drawn as Markdown where stdout is a terminal (headings, lists, tables, highlighted code, "
+            "wrapped at spaces); off: the text as written", True, metavar="on|off"),
     Setting("stop", ("--stop",), nonempty, [], OUTPUT, "stop when the reply writes this text (repeatable)",
             repeat=True, metavar="TEXT", default_text="the model's stop tokens only"),
 )

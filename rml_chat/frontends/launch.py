@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..core.model import Model
     from ..core.sampling_sources import ChosenSampling
     from ..core.session import ChatSession
-    from .thought_view import ThoughtDisplay
+    from .reply_display import ReplyDisplay
 
 
 def constraint_from(args: argparse.Namespace, engine: Engine) -> Constraint | None:
@@ -139,12 +139,12 @@ def resumed(args: argparse.Namespace) -> tuple[Conversation, Path] | None:
     return Conversation.load(path), path
 
 
-def restore_settings(session: ChatSession, display: ThoughtDisplay, args: argparse.Namespace) -> str:
+def restore_settings(session: ChatSession, display: ReplyDisplay, args: argparse.Namespace) -> str:
     """The ``/set`` changes saved with a resumed chat, applied where no flag of this run set them (a flag
     left at its default) to the session or the display; what was restored, as ``temp=0.2 seed=7``. A saved
     value no longer allowed is passed over."""
     from ..core.settings import BY_NAME, SettingError
-    from .thought_view import SETTINGS as DISPLAYED
+    from .reply_display import SETTINGS as DISPLAYED
 
     done = []
     for name, text in session.conversation.settings.items():
@@ -230,7 +230,7 @@ class Opened:
     autosave file a resumed chat goes on in (None: a new chat claims its own)."""
 
     session: ChatSession
-    display: ThoughtDisplay
+    display: ReplyDisplay
     autosave: Path | None = None
 
 
@@ -246,7 +246,7 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> Opened
     loading = None if args.server else start_engine(resolve(args.model, args.weights)[1], args)
     from ..core.model import load_model  # our tokenizer and the chat code load while llama.cpp loads the weights
     from ..core.session import ChatSession, ContextOptions, ReasoningOptions, SessionOptions
-    from .thought_view import ThoughtDisplay
+    from .reply_display import ReplyDisplay
 
     model = load_model(args.model, weights=args.weights, chat_format=args.chat_format, need_weights=not args.server)
     model.encoder.encode(model.encoder.format([{"role": "user", "content": "Hello"}]))  # its tables, now too
@@ -283,7 +283,7 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> Opened
         engine.close()
         raise
     session = ChatSession(model, engine, options)
-    display = ThoughtDisplay(args.thinking_display, args.hide_thinking == "on")
+    display = ReplyDisplay(args.thinking_display, args.hide_thinking == "on", args.markdown == "on")
     autosave = None
     if reopened is not None:
         session.conversation, path = reopened

@@ -35,12 +35,13 @@ from ..core.sessions import new_autosave_path, prune_states, release_claim, sess
 from ..engines.kv_cache import state_path
 from ..errors import AppError, one_line
 from ..terminal import dim as styled_dim
-from ..terminal import for_stream, visible
+from ..terminal import visible
 from ..words import counted
 from .history import FENCE, BlockHistory, SafeFileHistory, block_closed, history_path
 from .progress import EvalProgress
 from .repl_commands import Commands
-from .thought_view import ThoughtDisplay, ThoughtView
+from .reply_display import ReplyDisplay
+from .thought_view import ThoughtView
 from .typeahead import Typeahead
 
 SAVING_NOTE_AFTER_S = 0.3  # a state taking longer than this to write is announced ("saving …")
@@ -99,7 +100,7 @@ class Repl:
 
     def __init__(self, session: ChatSession, *, input=None, output=None, history: Path | None = None,
                  autosave: Path | None = None, sessions_cap: int | None = None, files: Sequence[Attachment] = (),
-                 display: ThoughtDisplay | None = None):
+                 display: ReplyDisplay | None = None):
         self.session = session
         self.files = list(files)  # held for the next message (-f, /file)
         self._pending: list[str] = []  # notes raised while the prompt owns the terminal: printed after it
@@ -115,7 +116,7 @@ class Repl:
         self._autosave_failed = False
         self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
         self.typeahead = Typeahead.for_stdin(input is None)
-        self.display = display or ThoughtDisplay()  # how thoughts are shown (/set hidethinking, thinking-display)
+        self.display = display or ReplyDisplay()  # how replies are shown (/set hidethinking, thinking-display, markdown)
         tools = session.options.tools
         if tools is not None:  # nothing runs unasked: each call is put to the user
             from .tools_setup import Consent
@@ -244,14 +245,18 @@ class Repl:
         message = message_with("", files, text) if files and text is not None else text
         progress = EvalProgress()
         view = ThoughtView(self.display.mode, self.display.hidden)
+        answer = self.display.answer_writer(sys.stdout)
 
         def emit(chunk: str) -> None:
             if chunk:
                 progress.clear()
                 if view.open:
                     view.answer()
-                sys.stdout.write(for_stream(chunk, sys.stdout))
-                sys.stdout.flush()
+                answer.write(chunk)
+
+        def notify(line: str) -> None:
+            answer.pause()
+            self._say(dim(line))
 
         def think(chunk: str) -> None:
             if chunk:
@@ -259,10 +264,11 @@ class Repl:
                 view.thought(chunk)
 
         try:
-            result = self.session.exchange(message, emit, lambda line: self._say(dim(line)), progress, think=think,
+            result = self.session.exchange(message, emit, notify, progress, think=think,
                                            ctrl_c_ends_thought=True)  # (a second Ctrl-C stops the reply)
         except KeyboardInterrupt:
             progress.clear()
+            answer.end()
             if self.session.conversation.unanswered() is not None:
                 self._say(dim("[cut during the prompt's evaluation: your message stays, with no reply; /regen "
                               "answers it, or it goes with your next message]"))
@@ -271,6 +277,7 @@ class Repl:
             self.autosave()
             return
         except Exception as err:  # no error ends the session; the message goes back to the history
+            answer.end()
             known = isinstance(err, (AppError, ChatFormatError, TokenizerError, OSError))
             self._say(f"error: {one_line(str(err))}" if known else
                       f"internal error ({type(err).__name__}: {one_line(str(err))}); the conversation is kept")
@@ -285,8 +292,7 @@ class Repl:
         progress.clear()
         if view.open:  # a thought that never closed
             view.close()
-        elif not result.reply.endswith("\n"):
-            sys.stdout.write("\n")
+        answer.end()
         if result.outcome is not None and result.outcome.problem:
             self._say(f"note: {result.outcome.problem}")
         elif cut := result.cut_note(self.session.engine.n_ctx, repl=True):

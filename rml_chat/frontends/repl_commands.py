@@ -23,7 +23,7 @@ from ..engines.kv_cache import state_path
 from ..engines.sampler_chain import describe, stages
 from ..words import counted
 from .prompt_view import marked_prompt
-from .thought_view import SETTINGS as DISPLAYED
+from .reply_display import SETTINGS as DISPLAYED
 from .transcript import OSC52_LIMIT, as_markdown, code_blocks, osc52
 
 KEYS = (("Enter", "send the message"), ("Alt-Enter", "a new line in the message"),
@@ -74,6 +74,7 @@ class Commands:
             "/info": (self._info, "model, chat format, stop ids, settings, the autosave file"),
             "/stats": (self._stats, "figures of the last reply"),
             "/thought": (self._thought, "the last reply's thought, whole"),
+            "/raw": (self._raw, "the last reply as the model wrote it (no Markdown drawn)"),
             "/copy": (self._copy, "[N]  the last reply, or its Nth code block, to the clipboard (the terminal's OSC 52)"),
             "/export": (self._export, "FILE.md  the chat as Markdown (thoughts folded, calls as JSON)"),
             "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
@@ -293,6 +294,10 @@ class Commands:
         replies = [m for m in self.session.conversation.messages if m["role"] == "assistant"]
         thought = replies[-1].get("reasoning", "").strip() if replies else ""
         self.say(thought or ("the last reply has no thought" if replies else "no reply yet"))
+
+    def _raw(self, _: str) -> None:
+        reply = self._last_reply()
+        self.say("no reply yet" if reply is None else reply.rstrip("\n"))  # (made visible, never drawn)
 
     def _last_reply(self) -> str | None:
         replies = [m for m in self.session.conversation.messages if m["role"] == "assistant"]

@@ -19,10 +19,10 @@ from ..core.structured import Constraint, Outcome
 from ..engines.base import Generation
 from ..engines.sampler_chain import describe, stages
 from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
-from ..terminal import dim, for_stream, json_text, visible
+from ..terminal import dim, json_text, visible
 from .progress import EvalProgress
 from .prompt_view import marked_prompt
-from .thought_view import ThoughtDisplay
+from .reply_display import ReplyDisplay
 
 
 def result_json(session: ChatSession, result: TurnResult, constraint: Constraint | None = None) -> dict:
@@ -133,7 +133,7 @@ def _stdin_carries_text() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
 
 
-def run_scripted(session: ChatSession, args: argparse.Namespace, display: ThoughtDisplay) -> int:
+def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyDisplay) -> int:
     """One turn: the reply streamed to stdout (or one JSON object), its thought to stderr unless the
     ``display`` hides it; the exit code."""
     files = getattr(args, "attachments", [])
@@ -147,14 +147,15 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: Though
         return [len(session.model.tokenizer.encode(a.block)) for a in files]
 
     progress = EvalProgress()
+    answer = display.answer_writer(sys.stdout)  # (exact bytes into a pipe or a file; Markdown on a terminal)
 
     def emit(chunk: str) -> None:
         if not args.json and chunk:
             progress.clear()
-            sys.stdout.write(for_stream(chunk, sys.stdout))  # (exact bytes into a pipe or a file)
-            sys.stdout.flush()
+            answer.write(chunk)
 
     def notify(line: str) -> None:
+        answer.pause()
         print(visible(f"note: {line}"), file=sys.stderr)
 
     thinking = ThoughtOnStderr(display.hidden or args.json, progress)
@@ -168,7 +169,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: Though
     except KeyboardInterrupt:
         progress.clear()
         if not args.json:
-            sys.stdout.write("\n")
+            answer.end()
         print("rml-chat: interrupted (the reply so far is above)" if not args.json else "rml-chat: interrupted",
               file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -179,8 +180,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: Though
             shown["files"] = [{"path": a.path, "chars": len(a.text), "tokens": n} for a, n in zip(files, weights())]
         print(json_text(shown))
         return verdict(result.outcome, args.json)
-    if not result.reply.endswith("\n"):
-        print()
+    answer.end()
     cut = result.cut_note(session.engine.n_ctx)
     if cut and (result.outcome is None or not result.outcome.problem):  # (a problem is said by the verdict)
         sys.stdout.flush()

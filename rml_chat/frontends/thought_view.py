@@ -12,33 +12,9 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from typing import TextIO
 
 from ..terminal import dim, is_terminal, rewrite_line
-
-MODES = ("full", "line")
-SETTINGS = ("hide_thinking", "thinking_display")  # the /set rows that are the display's, not the session's
-
-
-@dataclass
-class ThoughtDisplay:
-    """How the front end shows thoughts: ``mode`` (``--thinking-display``: full or line) and ``hidden``
-    (``--hidethinking``: not at all; the thought stays in ``--json`` and in the conversation)."""
-
-    mode: str = "full"
-    hidden: bool = False
-
-    def apply(self, name: str, value: object) -> None:
-        """Set one of ``SETTINGS`` to a value its row parsed."""
-        if name == "hide_thinking":
-            self.hidden = value == "on"
-        else:
-            self.mode = str(value)
-
-    def setting(self, name: str) -> str:
-        """One of ``SETTINGS`` as /set shows it."""
-        return ("on" if self.hidden else "off") if name == "hide_thinking" else self.mode
 
 
 class ThoughtView:

@@ -1,0 +1,218 @@
+"""Replies drawn as Markdown: a real reply (a grammar makes SmolLM2 write it) in a real pty, read off a
+terminal emulator (pyte) at 40, 80 and 120 columns and after a resize — headings, a list, a table, a
+highlighted Python fence that is folded, never wrapped, and a long paragraph wrapped at spaces; the saved
+chat and ``/raw`` hold the model's text byte for byte. The streaming view itself: any cut of the text into
+pieces draws the same screen, and what it writes grows with the reply, never with the screen."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import pty
+import re
+import struct
+import sys
+import termios
+import time
+
+import pytest
+from conftest import model_path
+from test_repl import Terminal
+
+from rml_chat.frontends.markdown_view import MarkdownView
+
+pyte = pytest.importorskip("pyte")
+
+PARAGRAPH = ("Tea is **simple** to make, but a *good* cup takes care: use `fresh` water, warm the pot first, and "
+             "steep it for as long as the leaves ask, never longer.")
+CODE_LINE = ('    return f"steeped for {minutes} minutes, " + "which is a line long enough to be folded at every width '
+             'we try, even 120"')
+REPLY = ("# Making tea\n\n" + PARAGRAPH + "\n\n## Steps\n\n1. Boil the water.\n- Use loose leaves\n\n"
+         "| Tea | Time |\n|---|--:|\n| Green | 2 min |\n| Black | 4 min |\n\n"
+         "```python\ndef steep(minutes: int) -> str:\n" + CODE_LINE + "\n```\n\nA title \x1b]0;PWNED\x07 stays put.")
+TOKENS = 700
+
+
+def gbnf_literal(text: str) -> str:
+    """A GBNF grammar whose one sentence is ``text`` (llama.cpp's string escapes)."""
+    escaped = "".join({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\x1b": "\\x1b", "\x07": "\\x07"}.get(c, c) for c in text)
+    return f'root ::= "{escaped}"'
+
+
+class SizedTerminal(Terminal):
+    """rml-chat in a pty of ``columns`` x ``lines``, with a terminal that draws (not ``TERM=dumb``)."""
+
+    def __init__(self, tmp_path, columns: int, *args: str, lines: int = 120, env: dict | None = None):
+        environment = {name: value for name, value in os.environ.items() if name != "NO_COLOR"}
+        environment.update({"RML_CHAT_HISTORY": str(tmp_path / "history"), "TERM": "xterm-256color",
+                            "PROMPT_TOOLKIT_NO_CPR": "1", "RML_CHAT_SESSIONS": str(tmp_path / "sessions"), **(env or {})})
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+            os.execve(sys.executable, [sys.executable, "-m", "rml_chat", str(model_path("smollm2")), *args],
+                      environment)
+        self.output = b""
+        self.screen = pyte.Screen(columns, lines)
+        self.stream = pyte.ByteStream(self.screen)
+        self.fed = 0
+
+    def at_prompt(self, output: bytes) -> bool:
+        """prompt_toolkit has drawn the prompt and shown the cursor on its row."""
+        if not output.endswith(b"\x1b[?25h"):
+            return False
+        rows = self.drawn()
+        return rows[self.screen.cursor.y].startswith(">")
+
+    def prompt_ready(self) -> None:
+        self.read_until(self.at_prompt)
+        time.sleep(0.3)
+
+    def ask(self, keys: bytes, answered: bytes) -> None:
+        start = len(self.output)
+        self.send(keys + b"\r")
+        self.read_until(lambda out: answered in out[start:] and self.at_prompt(out))
+        time.sleep(0.3)
+
+    def resize(self, columns: int, lines: int = 120) -> None:
+        self.drawn()
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))  # (SIGWINCH to it)
+        self.screen.resize(lines, columns)
+
+    def drawn(self) -> list[str]:
+        """The screen's rows after everything written so far."""
+        self.stream.feed(self.output[self.fed:])
+        self.fed = len(self.output)
+        return [row.rstrip() for row in self.screen.display]
+
+
+def reply_rows(rows: list[str]) -> list[str]:
+    """The rows of the drawn reply: from its first heading to its last line."""
+    start = max(i for i, row in enumerate(rows) if row == "Making tea")
+    end = max(i for i, row in enumerate(rows) if "stays put." in row)
+    return rows[start:end + 1]
+
+
+def check_drawn(rows: list[str], screen, columns: int) -> None:
+    assert all(len(row) < columns for row in rows)  # (one column kept free: no row ends in a pending wrap)
+    assert rows[0] == "Making tea" and "Steps" in rows and not any(row.startswith("#") for row in rows)
+    text = " ".join(rows)
+    assert "**" not in text and "`fresh`" not in text
+    start = rows.index("Making tea") + 2
+    paragraph = rows[start:rows.index("", start)]
+    words = PARAGRAPH.replace("**", "").replace("*", "").replace("`", "").split()
+    assert " ".join(paragraph).split() == words  # every word whole, in order: wrapped at spaces only
+    if columns < len(PARAGRAPH):
+        assert len(paragraph) > 1
+    assert "1. Boil the water." in rows and "• Use loose leaves" in rows
+    table = [row for row in rows if "│" in row or "┼" in row]
+    assert re.fullmatch(r"Tea\s+│\s+Time", table[0]) and re.fullmatch(r"Green\s+│\s+2 min", table[2]), table
+    code = rows.index("```python")
+    assert rows[code + 1] == "  def steep(minutes: int) -> str:"
+    folded = [rows[code + 2]] + [row for row in rows[code + 3:] if row.startswith("↪ ")]
+    assert rows[code + 2 + len(folded)] == "```"
+    at = max(i for i, row in enumerate(screen.display) if row.rstrip() == folded[0])  # (this reply's, the last)
+    unstripped = [row[:columns - 1] for row in screen.display[at:at + len(folded)]]  # (a fold may end in a space)
+    unstripped[-1] = unstripped[-1].rstrip()
+    assert "".join(row[2:] for row in unstripped) == CODE_LINE  # folded, not one character lost
+    assert len(folded) == -(-len(CODE_LINE) // (columns - 3))  # (each row: the width, less a free column and "↪ ")
+    assert "A title ^[]0;PWNED^G stays put." in rows[-1] and screen.title == ""
+
+
+def row_at(screen, text: str) -> int:
+    return max(i for i, row in enumerate(screen.display) if row.rstrip() == text)
+
+
+@pytest.mark.parametrize("columns", [40, 80, 120])
+def test_a_reply_is_drawn_wrapped_and_highlighted_at_each_width(tmp_path, columns) -> None:
+    term = SizedTerminal(tmp_path, columns, "--grammar", gbnf_literal(REPLY), "-n", str(TOKENS), "--temp", "0")
+    term.prompt_ready()
+    term.ask(b"How do I make tea?", b"stays put.")
+    rows = reply_rows(term.drawn())
+    check_drawn(rows, term.screen, columns)
+    screen = term.screen
+    heading = screen.buffer[row_at(screen, "Making tea")]
+    assert heading[0].bold and heading[0].fg != "default"
+    header = next(i for i, row in enumerate(screen.display) if re.fullmatch(r"Tea\s+│\s+Time", row.rstrip()))
+    assert screen.buffer[header][0].bold
+    code_row = screen.buffer[row_at(screen, "  def steep(minutes: int) -> str:")]
+    assert code_row[2].fg != "default" and code_row[2].fg != code_row[6].fg  # "def" a keyword, "steep" a name
+    saved = tmp_path / "chat.json"
+    term.ask(f"/save {saved}".encode(), b"saved 2 messages")
+    assert json.loads(saved.read_text())["messages"][1]["content"] == REPLY  # the model's text, byte for byte
+    term.ask(b"/raw", b"stays put.")
+    raw = term.drawn()
+    assert "## Steps" in raw and "| Green | 2 min |" in raw and "```python" in raw
+    assert term.finish() == 0
+
+
+def test_a_resized_terminal_is_followed_and_markdown_off_shows_the_text(tmp_path) -> None:
+    term = SizedTerminal(tmp_path, 100, "--grammar", gbnf_literal(REPLY), "-n", str(TOKENS), "--temp", "0")
+    term.prompt_ready()
+    term.ask(b"How do I make tea?", b"stays put.")
+    check_drawn(reply_rows(term.drawn()), term.screen, 100)
+    term.resize(50)
+    term.ask(b"And again?", b"stays put.")
+    check_drawn(reply_rows(term.drawn()), term.screen, 50)
+    term.ask(b"/set markdown off", b"markdown")
+    term.ask(b"Again?", b"stays put.")
+    rows = term.drawn()
+    assert "## Steps" in rows and "| Tea | Time |" in rows  # as written
+    assert term.finish() == 0
+
+
+def test_no_color_keeps_the_layout_and_takes_the_colours_out(tmp_path) -> None:
+    term = SizedTerminal(tmp_path, 80, "--grammar", gbnf_literal(REPLY), "-n", str(TOKENS), "--temp", "0",
+                         env={"NO_COLOR": "1"})
+    term.prompt_ready()
+    term.ask(b"How do I make tea?", b"stays put.")
+    rows = reply_rows(term.drawn())
+    check_drawn(rows, term.screen, 80)
+    cells = [char for row in term.screen.buffer.values() for char in row.values()]
+    assert {char.fg for char in cells} == {"default"}
+    assert term.screen.buffer[row_at(term.screen, "Making tea")][0].bold  # (bold is not a colour)
+    assert term.finish() == 0
+
+
+# ----- the view alone ------------------------------------------------------------------------------------
+
+def drawn(text: str, pieces: int, columns: int = 60, color: bool = True) -> tuple[list[str], str]:
+    out = io.StringIO()
+    view = MarkdownView(out, color=color, columns=lambda: columns)
+    for at in range(0, len(text), pieces):
+        view.write(text[at:at + pieces])
+    view.end()
+    screen = pyte.Screen(columns, 400)
+    pyte.Stream(screen).feed(out.getvalue().replace("\n", "\r\n"))
+    return [row.rstrip() for row in screen.display], out.getvalue()
+
+
+@pytest.mark.offline
+@pytest.mark.parametrize("pieces", [1, 2, 3, 7, 1000])
+def test_any_cut_into_pieces_draws_the_same_screen(pieces) -> None:
+    assert drawn(REPLY, pieces)[0] == drawn(REPLY, len(REPLY))[0]
+    assert "A title ^[]0;PWNED^G stays put." in drawn(REPLY, pieces)[0]
+
+
+@pytest.mark.offline
+def test_what_is_written_grows_with_the_reply_not_with_the_screen() -> None:
+    """A 2,000-line reply written a token at a time: the bytes out stay a small multiple of the bytes in,
+    so no token draws the screen (or the reply) again."""
+    lines = [f"Line {n} of a **long** reply, with `code` and a [link](https://x.org/{n})." for n in range(1000)]
+    code = ["```python"] + [f"value_{n} = compute({n}, 'text')  # a comment" for n in range(998)] + ["```"]
+    text = "\n".join(lines + code) + "\n"
+    rows, written = drawn(text, 4, columns=100)
+    assert text.count("\n") == 2000
+    styled_per_line = len(written) / len(text)
+    assert styled_per_line < 4, styled_per_line
+    plain_rows, plain = drawn(text, 4, columns=100, color=False)
+    assert len(plain) < 1.3 * len(text)
+
+
+@pytest.mark.offline
+def test_a_table_that_proves_not_to_be_one_is_text_and_an_unclosed_fence_ends_with_the_reply() -> None:
+    rows, _ = drawn("| not a table\nplain **text**\n```sh\nls -l", 2, color=False)
+    assert rows[:4] == ["| not a table", "plain text", "```sh", "  ls -l"]
+    rows, _ = drawn("* * *\n- item\n10. ten\n> quoted *words*\n", 1, columns=30, color=False)
+    assert rows[:4] == ["─" * 29, "• item", "10. ten", "▌ quoted words"]
