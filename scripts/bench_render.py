@@ -58,11 +58,14 @@ def one_reply(markdown: str, tokens: int, folder: Path) -> tuple[float, float, i
                 output += os.read(fd, 65536)
                 stamps.append((time.perf_counter(), len(output)))
 
-    read_until(lambda: output.endswith(b"\x1b[?25h") and b"> " in output[-200:] or output.endswith(b"> "))
+    def at_prompt(since: int = 0) -> bool:  # (prompt_toolkit drew ">" and showed the cursor)
+        return output.endswith(b"\x1b[?25h") and b"\x1b[0m>" in output[max(since, len(output) - 120):]
+
+    read_until(at_prompt)
     time.sleep(0.5)
     start_at, sent = len(output), time.perf_counter()
     os.write(fd, PROMPT + b"\r")
-    read_until(lambda: b"tok/s" in output[start_at:] and (output.endswith(b"\x1b[?25h") or output.endswith(b"> ")))
+    read_until(lambda: b"tok/s" in output[start_at:] and at_prompt(output.rfind(b"tok/s")))
     time.sleep(0.3)
     os.write(fd, b"\x04")
     try:

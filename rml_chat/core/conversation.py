@@ -5,8 +5,10 @@ written to a temporary file beside the target and renamed into place, so a faile
 leaves the old file whole. A file read back follows the text policy (``text_input``: invalid UTF-8 becomes
 U+FFFD, with a warning) and is checked message by message; what is wrong is one line naming the file.
 
-A file holds the transcript, the model's window over it, the model, a name (``/name``) and the settings
-changed with ``/set`` (brought back by ``--resume``). The REPL's autosaves live in the sessions folder
+A file holds the transcript, the model's window over it, the model, a name (``/name``), the settings
+changed with ``/set`` (brought back by ``--resume``) and the branches: the paths left by ``/edit``, each
+whole, with its thoughts and tool calls (a file written before branches existed loads with none). The
+REPL's autosaves live in the sessions folder
 (``sessions.py``).
 """
 
@@ -51,6 +53,7 @@ class Conversation:
     window_start: int = 0
     name: str | None = None  # given with /name: --resume NAME opens it
     settings: dict[str, object] = field(default_factory=dict)  # /set changes, as NAME: value text
+    branches: list[list[dict]] = field(default_factory=list)  # the other paths, each its whole message list
 
     def for_prompt(self, reasoning: Reasoning | None = None) -> list[dict[str, str]]:
         """The window: the system message, then the messages from ``window_start`` on; a reply's thought
@@ -80,30 +83,54 @@ class Conversation:
                 return True
         return False
 
+    def fork(self, at: int) -> None:
+        """Keep the messages as a branch and go on from the first ``at`` of them (``/edit`` of message
+        ``at``). Worked example: messages ``[u1, a1, u2, a2]``, ``fork(2)``: the branch ``[u1, a1, u2, a2]`` is
+        kept, and the messages are ``[u1, a1]``, where the edited ``u2`` goes."""
+        self.branches.append(list(self.messages))
+        del self.messages[at:]
+        self.window_start = min(self.window_start, at)
+
+    def switch(self, number: int) -> int:
+        """Branch ``number`` (1-based, as ``branch_list`` counts) becomes the messages, and the messages a
+        branch; the index of the first message where the two part."""
+        chosen = self.branches.pop(number - 1)
+        self.branches.insert(number - 1, list(self.messages))
+        parted = shared_messages(self.messages, chosen)
+        self.messages[:] = chosen
+        self.window_start = min(self.window_start, parted)
+        return parted
+
+    def branch_list(self) -> list[tuple[int, int, str]]:
+        """Each branch: its number, the index of its first message past what it shares with the messages,
+        and that message's first line."""
+        listed = []
+        for number, branch in enumerate(self.branches, 1):
+            parted = shared_messages(self.messages, branch)
+            first = branch[parted]["content"].strip().split("\n")[0] if parted < len(branch) else ""
+            listed.append((number, parted, first))
+        return listed
+
     def clear(self) -> None:
         """Start over: no message, the window at the start (the system message stays)."""
         self.messages.clear()
         self.window_start = 0
+        self.branches.clear()
 
     def to_json(self) -> dict:
         return {"format": "rml-chat conversation", "version": 1, "system": self.system, "messages": self.messages,
-                "model": self.model, "window_start": self.window_start, "name": self.name, "settings": self.settings}
+                "model": self.model, "window_start": self.window_start, "name": self.name, "settings": self.settings,
+                "branches": self.branches}
 
     @classmethod
     def from_json(cls, data: object, source: str) -> Conversation:
         if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
             raise ChatError(f"{source}: not an rml-chat conversation (no 'messages' list)")
-        messages = []
-        for i, m in enumerate(data["messages"]):
-            if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
-                raise ChatError(f"{source}: message {i} needs a role user/assistant/tool and a string content")
-            if m.get("reasoning") is not None and not (m["role"] == "assistant" and isinstance(m["reasoning"], str)):
-                raise ChatError(f"{source}: message {i}: 'reasoning' is an assistant's thought, a string")
-            calls = m.get("tool_calls")
-            if calls is not None and not (m["role"] == "assistant" and isinstance(calls, list) and all(
-                    isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls)):
-                raise ChatError(f"{source}: message {i}: 'tool_calls' is an assistant's list of calls")
-            messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut", "reasoning", *TOOL_KEYS)})
+        messages = _checked(data["messages"], source)
+        branches = data.get("branches") or []
+        if not isinstance(branches, list) or not all(isinstance(b, list) for b in branches):
+            raise ChatError(f"{source}: 'branches' must be a list of message lists")
+        branches = [_checked(branch, f"{source}: branch {n}") for n, branch in enumerate(branches, 1)]
         system = data.get("system")
         if system is not None and not isinstance(system, str):
             raise ChatError(f"{source}: 'system' must be a string or null")
@@ -117,7 +144,8 @@ class Conversation:
         if settings is not None and not (isinstance(settings, dict) and all(isinstance(v, (str, int, float))
                                                                             for v in settings.values())):
             raise ChatError(f"{source}: 'settings' must be an object of setting names and values")
-        return cls(system, messages, model if isinstance(model, str) else None, start, name, dict(settings or {}))
+        return cls(system, messages, model if isinstance(model, str) else None, start, name, dict(settings or {}),
+                   branches)
 
     def called_tools(self) -> list[str]:
         """The names of the tools the assistant called, in the order of their first call."""
@@ -156,6 +184,30 @@ class Conversation:
         except (json.JSONDecodeError, RecursionError) as err:
             raise ChatError(f"{path}: not valid JSON ({err})") from None
         return cls.from_json(parsed, str(path))
+
+
+def _checked(listed: list, source: str) -> list[dict]:
+    """A file's message list, each message checked (what is wrong: one line naming the file)."""
+    messages = []
+    for i, m in enumerate(listed):
+        if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
+            raise ChatError(f"{source}: message {i} needs a role user/assistant/tool and a string content")
+        if m.get("reasoning") is not None and not (m["role"] == "assistant" and isinstance(m["reasoning"], str)):
+            raise ChatError(f"{source}: message {i}: 'reasoning' is an assistant's thought, a string")
+        calls = m.get("tool_calls")
+        if calls is not None and not (m["role"] == "assistant" and isinstance(calls, list) and all(
+                isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls)):
+            raise ChatError(f"{source}: message {i}: 'tool_calls' is an assistant's list of calls")
+        messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut", "reasoning", *TOOL_KEYS)})
+    return messages
+
+
+def shared_messages(one: list[dict], other: list[dict]) -> int:
+    """How many messages two paths share from their start."""
+    shared = 0
+    while shared < min(len(one), len(other)) and one[shared] == other[shared]:
+        shared += 1
+    return shared
 
 
 def window_note(conversation: Conversation) -> str:

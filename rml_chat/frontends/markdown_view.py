@@ -55,7 +55,7 @@ CODE_COLORS = {"Keyword": "35", "Name.Builtin": "36", "Name.Function": "34", "Na
                "Generic.Inserted": "32", "Generic.Heading": "1"}
 RESET = "\x1b[0m"
 CODE_MARGIN, FOLD = "  ", "↪ "
-LEXED_LINES = 24  # a code line is lexed with the lines before it, this many at most (a long block stays cheap)
+LEXED_LINES = 4  # a code line is lexed with the lines just before it (this many in all): a long block stays cheap
 
 _RULE = re.compile(r"([-*_])( *\1){2,} *")
 _RULE_SO_FAR = re.compile(r"[-*_]( *[-*_])* *")

@@ -111,7 +111,7 @@ class Repl:
         self.commands = Commands(self)
         self.prompt = PromptSession(history=store, key_bindings=_key_bindings(), input=input, output=output,
                                     enable_history_search=False, completer=_SlashCompleter(self.commands.names()),
-                                    complete_while_typing=False)
+                                    complete_while_typing=False, enable_open_in_editor=True)  # (Ctrl-X Ctrl-E)
         self.autosave_path = autosave or new_autosave_path(session.model.name)  # (a resumed chat's goes on)
         self._autosave_failed = False
         self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
@@ -228,10 +228,18 @@ class Repl:
         joined = "\n".join(lines).rstrip()
         return joined[:-len(FENCE)].strip("\n")
 
-    def _prompt(self, marker: str) -> str:
+    def edited(self, text: str) -> str | None:
+        """``text`` at an ``edit>`` prompt to change (Ctrl-X Ctrl-E: in ``$EDITOR``); None when left with
+        Ctrl-C or Ctrl-D."""
+        try:
+            return self._prompt("edit> ", default=text)
+        except (KeyboardInterrupt, EOFError):
+            return None
+
+    def _prompt(self, marker: str, default: str = "") -> str:
         self._prompting = True
         try:
-            text = self.prompt.prompt(marker)
+            text = self.prompt.prompt(marker, default=default)
         finally:
             self._prompting = False
             for line in self._pending:

@@ -49,6 +49,9 @@ class Host(Protocol):
     def reply(self, text: str | None) -> None:
         """Run a turn (None: regenerate the last reply)."""
 
+    def edited(self, text: str) -> str | None:
+        """``text`` changed by the user at a prompt (None: left unchanged)."""
+
     def sessions_note(self) -> str:
         """Where the conversation is autosaved, for /info."""
 
@@ -65,6 +68,10 @@ class Commands:
             "/clear": (self._clear, "start over (the system message stays)"),
             "/undo": (self._undo, "drop the last exchange"),
             "/regen": (self._regen, "generate the last reply again"),
+            "/edit": (self._edit, "[N]  edit your message N (as /history numbers them; default: your last) and "
+                                  "answer it again; the old path stays, as a branch"),
+            "/branches": (self._branches, "the paths /edit left, and where each parts from this one"),
+            "/branch": (self._branch, "K  go to branch K (the path you leave becomes a branch)"),
             "/save": (self._save, "FILE  save the conversation as JSON"),
             "/load": (self._load, "FILE  load a conversation saved with /save (or an autosave)"),
             "/prompt": (self._prompt, "the prompt the model sees next, special tokens marked"),
@@ -151,6 +158,49 @@ class Commands:
         if messages[-1]["role"] == "assistant":
             messages.pop()
         self.repl.reply(None)  # or the first reply to a message whose evaluation was cut
+
+    def _edit(self, rest: str) -> None:
+        conversation = self.session.conversation
+        messages = conversation.messages
+        yours = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        if not yours:
+            self.say("/edit: no message of yours yet")
+            return
+        if rest and not (rest.isdigit() and int(rest) - 1 in yours):
+            self.say(f"/edit N: N is one of your messages as /history numbers them ({', '.join(str(i + 1) for i in yours)})")
+            return
+        at = int(rest) - 1 if rest else yours[-1]
+        text = self.repl.edited(messages[at]["content"])
+        if text is None or not text.strip() or text == messages[at]["content"]:
+            self.say("/edit: unchanged; nothing generated")
+            return
+        conversation.fork(at)
+        self.say(f"the path before this edit is branch {len(conversation.branches)} (/branches lists them)")
+        self.repl.reply(text)
+
+    def _branches(self, _: str) -> None:
+        conversation = self.session.conversation
+        if not conversation.branches:
+            self.say("no branches yet (/edit makes one)")
+            return
+        self.say(f"  this path: {counted(len(conversation.messages), 'message')}")
+        for number, parted, first in conversation.branch_list():
+            size = counted(len(conversation.branches[number - 1]), "message")
+            shown = first if len(first) <= 60 else first[:59] + "…"
+            self.say(f"{number:>3}  {size}, parts from this one at message {parted + 1}: {shown}")
+
+    def _branch(self, rest: str) -> None:
+        conversation = self.session.conversation
+        count = len(conversation.branches)
+        if not (rest.isdigit() and 1 <= int(rest) <= count):
+            self.say(f"/branch K: K is a branch's number (1 to {count}; /branches lists them)" if count else
+                     "/branch: no branches yet (/edit makes one)")
+            return
+        parted = conversation.switch(int(rest))
+        self._changed()
+        self.say(f"on branch {rest}'s path ({counted(len(conversation.messages), 'message')}); the one you left is "
+                 f"branch {rest}. The next turn evaluates it again from message {parted + 1} on (llama.cpp's cache "
+                 "holds the other path from there)")
 
     def _save(self, path: str) -> None:
         if not path:
