@@ -140,6 +140,9 @@ def main() -> None:
     per_piece, written = view_alone(text)
     print(f"\nthe view alone, a 2,000-line reply ({len(text):,} characters) in 4-character pieces: "
           f"{per_piece:.1f} µs a piece, {written:.2f} bytes written per byte of reply")
+    token_us = 1e6 / speed["off"]
+    print(f"the view's cost per piece is {per_piece / token_us * 100:.2f} % of a token's generation time at the "
+          f"speed above ({token_us / 1000:.1f} ms): the ratio it sets is {token_us / (token_us + per_piece):.4f}")
     rich_ms = rich_per_piece(text)
     if rich_ms is None:
         print("rich is not installed: no figure for re-rendering with rich's Markdown")
