@@ -13,6 +13,7 @@ import os
 import pty
 import re
 import struct
+import subprocess
 import sys
 import termios
 import time
@@ -216,3 +217,14 @@ def test_a_table_that_proves_not_to_be_one_is_text_and_an_unclosed_fence_ends_wi
     assert rows[:4] == ["| not a table", "plain text", "```sh", "  ls -l"]
     rows, _ = drawn("* * *\n- item\n10. ten\n> quoted *words*\n", 1, columns=30, color=False)
     assert rows[:4] == ["─" * 29, "• item", "10. ten", "▌ quoted words"]
+
+
+def test_a_script_draws_on_a_terminal_and_keeps_the_exact_text_in_a_pipe(tmp_path) -> None:
+    args = ["--grammar", gbnf_literal(REPLY), "-n", str(TOKENS), "--temp", "0", "-p", "How do I make tea?"]
+    term = SizedTerminal(tmp_path, 80, *args)
+    term.read_until(lambda out: b"stays put." in out)
+    assert term.finish() == 0
+    check_drawn(reply_rows(term.drawn()), term.screen, 80)
+    piped = subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), *args], capture_output=True,
+                           timeout=300)
+    assert piped.returncode == 0 and piped.stdout == (REPLY + "\n").encode()  # (the model's bytes, not drawn)
