@@ -73,7 +73,7 @@ class MarkdownView:
         self.out, self.color = out, color
         self.columns = columns or (lambda: shutil.get_terminal_size((80, 24)).columns)
         self.line = ""  # the source line so far
-        self.kind = ""  # what the line is: "" undecided, prose, code, fence, table
+        self.kind = ""  # what the line is: "" undecided, prose, rule, code, fence, table
         self.fence: tuple[str, str] | None = None  # inside a code block: (its closing mark, its language)
         self.code: list[str] = []  # the code block's lines so far (lexed together)
         self.table: Table | None = None
