@@ -18,13 +18,12 @@ import sys
 import termios
 import time
 
+import pyte
 import pytest
 from conftest import model_path
 from test_repl import Terminal
 
 from rml_chat.frontends.markdown_view import MarkdownView
-
-pyte = pytest.importorskip("pyte")
 
 PARAGRAPH = ("Tea is **simple** to make, but a *good* cup takes care: use `fresh` water, warm the pot first, and "
              "steep it for as long as the leaves ask, never longer.")

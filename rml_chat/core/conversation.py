@@ -24,6 +24,7 @@ from pathlib import Path
 from tokenizer.chat.reasoning import Reasoning
 
 from .. import text_input
+from ..engines.base import common_prefix
 from ..errors import AppError
 from ..words import counted
 
@@ -96,7 +97,7 @@ class Conversation:
         branch; the index of the first message where the two part."""
         chosen = self.branches.pop(number - 1)
         self.branches.insert(number - 1, list(self.messages))
-        parted = shared_messages(self.messages, chosen)
+        parted = common_prefix(self.messages, chosen)
         self.messages[:] = chosen
         self.window_start = min(self.window_start, parted)
         return parted
@@ -106,7 +107,7 @@ class Conversation:
         and that message's first line."""
         listed = []
         for number, branch in enumerate(self.branches, 1):
-            parted = shared_messages(self.messages, branch)
+            parted = common_prefix(self.messages, branch)
             first = branch[parted]["content"].strip().split("\n")[0] if parted < len(branch) else ""
             listed.append((number, parted, first))
         return listed
@@ -200,14 +201,6 @@ def _checked(listed: list, source: str) -> list[dict]:
             raise ChatError(f"{source}: message {i}: 'tool_calls' is an assistant's list of calls")
         messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut", "reasoning", *TOOL_KEYS)})
     return messages
-
-
-def shared_messages(one: list[dict], other: list[dict]) -> int:
-    """How many messages two paths share from their start."""
-    shared = 0
-    while shared < min(len(one), len(other)) and one[shared] == other[shared]:
-        shared += 1
-    return shared
 
 
 def window_note(conversation: Conversation) -> str:

@@ -265,8 +265,8 @@ def state_path(conversation_file: Path) -> Path:
     return conversation_file.with_name(conversation_file.name + ".kv")
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading ids two sequences share."""
+def common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many leading items (ids, messages) two sequences share."""
     n = 0
     for x, y in zip(a, b):
         if x != y:

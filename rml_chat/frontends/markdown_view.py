@@ -75,7 +75,7 @@ class MarkdownView:
         self.line = ""  # the source line so far
         self.kind = ""  # what the line is: "" undecided, prose, rule, code, fence, table
         self.fence: tuple[str, str] | None = None  # inside a code block: (its closing mark, its language)
-        self.code: list[str] = []  # the code block's lines so far (lexed together)
+        self.code: list[str] = []  # the code block's last lines (each line is lexed with those before it)
         self.table: Table | None = None
         self.table_head: str | None = None  # a row that may be a table's header (the next line says)
         self.marks = InlineMarks()
@@ -205,7 +205,7 @@ class MarkdownView:
             self.writer.code_redraw([("2", stripped)], margin=False)
             self.fence, self.code = None, []
             return
-        self.code.append(line)
+        self.code = [*self.code[1 - LEXED_LINES:], line]  # (only the lines a code line is lexed with)
         if self.writer.lexer is None:
             self.writer.end_row()  # (the echo is the line as drawn)
         else:
@@ -367,10 +367,15 @@ class _Rows:
         self.column = len(CODE_MARGIN)
 
     def code_echo(self, text: str) -> None:
+        self._code(text, "")
+
+    def _code(self, text: str, codes: str) -> None:
+        """Code characters in SGR ``codes`` (empty: none), folded at the edge onto a row that starts with ``↪``."""
+        resume = f"\x1b[0;{codes}m" if codes else RESET
         for char in text:
             size = cells(char)
             if self.column + size > self.limit:
-                self.pending.append(self.view.paint(MUTED) + "\n" + FOLD + self.view.paint(0))
+                self.pending.append("\x1b[0;2m\n" + FOLD + resume)
                 self.column, self.code_rows = len(FOLD), self.code_rows + 1
             self.pending.append(char)
             self.column += size
@@ -388,19 +393,12 @@ class _Rows:
             self.column = len(CODE_MARGIN)
         for codes, text in pieces:
             self.pending.append(f"\x1b[0;{codes}m" if codes else RESET)
-            self.view.painted = -1
-            for char in text:
-                if self.column + cells(char) > self.limit:
-                    self.pending.append(f"\x1b[0;2m\n{FOLD}" + (f"\x1b[0;{codes}m" if codes else RESET))
-                    self.column = len(FOLD)
-                self.pending.append(char)
-                self.column += cells(char)
+            self._code(text, codes)
+        self.view.painted = -1  # (the styles above were not paint()'s: the next paint writes its own)
         self.end_row()
 
     def highlighted(self, lines: list[str]) -> list[tuple[str, str]]:
         """The last of a code block's lines as (SGR parameters, text) pieces, lexed with the lines before it."""
-        if self.lexer is None:
-            return [("", lines[-1])]
         shown = lines[-LEXED_LINES:]
         text = "\n".join(shown)
         start = len(text) - len(shown[-1])
@@ -416,11 +414,9 @@ def _lexer(language: str):
     """Pygments' lexer for a fence's language, if it knows it (imported only when a fence names one)."""
     if not language:
         return None
-    try:
-        from pygments.lexers import get_lexer_by_name
-        from pygments.util import ClassNotFound
-    except ImportError:  # (Pygments is a dependency; a broken install draws code plain)
-        return None
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
     try:
         return get_lexer_by_name(language, stripnl=False, ensurenl=False)
     except ClassNotFound:
