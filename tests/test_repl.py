@@ -173,8 +173,8 @@ def test_history_and_system_show_the_transcript_and_the_templates_default(sessio
 class Terminal:
     """rml-chat in a real pty: write keys, read until a condition holds."""
 
-    def __init__(self, tmp_path, *args: str, model: bool = True):
-        env = {**os.environ, "RML_CHAT_HISTORY": str(tmp_path / "history"), "TERM": "dumb",
+    def __init__(self, tmp_path, *args: str, model: bool = True, env: dict | None = None):
+        env = {**(env or os.environ), "RML_CHAT_HISTORY": str(tmp_path / "history"), "TERM": "dumb",
                "RML_CHAT_SESSIONS": str(tmp_path / "sessions")}
         self.pid, self.fd = pty.fork()
         if self.pid == 0:

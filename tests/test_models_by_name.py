@@ -1,0 +1,298 @@
+"""Models by name: ``-hf ORG/REPO[:QUANT]`` fetched through a real hub (olah serving git repositories built
+from SmolLM2 and Gemma 3, ``hub_mirror.py``), and ``--models`` / ``rml-chat NAME`` over the four on-disk
+layouts (the Hugging Face cache, llama.cpp's cache, LM Studio's folder, ollama's store) built here."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import hf_files, model_path
+from hub_mirror import ORG, Olah, Relay, build_mirror, sha256
+
+from tokenizer.loaders.gguf_reader import read_metadata
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOL = f"{ORG}/SmolLM2-135M-Instruct-GGUF"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    work = tmp_path_factory.mktemp("hub")
+    smollm = model_path("smollm2")
+    template = read_metadata(smollm, ("tokenizer.chat_template",))["tokenizer.chat_template"][1]
+    sources = build_mirror(work / "mirrors", smollm, model_path("gemma3"),
+                           hf_files.out_dir() / "smollm2" / "tokenizer.json", template)
+    server = Olah(work / "mirrors", work)
+    server.sources = sources
+    yield server
+    server.stop()
+
+
+def _env(cache: Path, endpoint: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    return {**env, "HF_HOME": str(cache), "HF_ENDPOINT": endpoint, "HF_HUB_DISABLE_TELEMETRY": "1", **extra}
+
+
+def _cli(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rml_chat", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str], code: int = 1) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == code and len(lines) == 1 and "Traceback" not in done.stderr, (done.returncode, done.stderr)
+    return lines[0]
+
+
+def _snapshot_files(cache: Path, repo: str) -> dict[str, Path]:
+    snapshots = cache / "hub" / f"models--{repo.replace('/', '--')}" / "snapshots"
+    return {str(p.relative_to(s)): p for s in snapshots.iterdir() for p in s.rglob("*") if p.is_file()} \
+        if snapshots.is_dir() else {}
+
+
+# ----- -hf through a real hub -------------------------------------------------------------------------------
+
+def test_hf_with_a_quant_fetches_that_file_chats_and_a_rerun_fetches_nothing(hub, tmp_path) -> None:
+    env = _env(tmp_path, hub.url)
+    ask = ("-p", "Name a colour.", "--temp", "0", "-n", "8", "--json")
+    done = _cli("-hf", f"{SMOL}:q4_1", *ask, env=env)
+    assert done.returncode == 0, done.stderr
+    files = _snapshot_files(tmp_path, SMOL)
+    assert list(files) == ["SmolLM2-135M-Instruct-Q4_1.gguf"]  # the one named: not the Q8_0, never the mmproj
+    assert sha256(files["SmolLM2-135M-Instruct-Q4_1.gguf"]) == sha256(model_path("smollm2"))
+    local = _cli(str(model_path("smollm2")), *ask, env=env)
+    assert json.loads(done.stdout)["reply"] == json.loads(local.stdout)["reply"]  # the same model, the same ids
+    assert hub.gets("SmolLM2-135M-Instruct-Q4_1.gguf") == 1
+    again = _cli("-hf", f"{SMOL}:Q4_1", *ask, env=env)
+    assert again.returncode == 0 and json.loads(again.stdout)["reply"] == json.loads(done.stdout)["reply"]
+    assert hub.gets("SmolLM2-135M-Instruct-Q4_1.gguf") == 1  # the rerun asked the hub, and fetched nothing
+
+
+def test_hf_without_a_quant_takes_llama_cpps_default_and_check_passes(hub, tmp_path) -> None:
+    env = _env(tmp_path, hub.url)
+    done = _cli("--check", "-hf", SMOL, env=env)  # no Q4_K_M here: Q8_0 is llama.cpp's next choice
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = _snapshot_files(tmp_path, SMOL)
+    assert list(files) == ["SmolLM2-135M-Instruct-Q8_0.gguf"]
+    assert sha256(files["SmolLM2-135M-Instruct-Q8_0.gguf"]) == sha256(hub.sources[SMOL.split("/")[1]][
+        "SmolLM2-135M-Instruct-Q8_0.gguf"])
+    gemma = _cli("-hf", f"{ORG}/gemma-3-270m-GGUF", "-p", "The capital of France is", "--temp", "0", "-n", "4",
+                 "--chat-format", "raw", env=env)  # (a base model) Q4_K_M, first by llama.cpp's rule
+    assert gemma.returncode == 0 and gemma.stdout.strip(), gemma.stderr
+    assert list(_snapshot_files(tmp_path, f"{ORG}/gemma-3-270m-GGUF")) == ["gemma-3-270m-Q4_K_M.gguf"]
+
+
+def test_a_split_gguf_comes_whole_and_chats(hub, tmp_path) -> None:
+    env = _env(tmp_path, hub.url)
+    done = _cli("-hf", f"{ORG}/SmolLM2-135M-Instruct-split:Q4_1", "-p", "Name a colour.", "--temp", "0", "-n", "8",
+                "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    files = _snapshot_files(tmp_path, f"{ORG}/SmolLM2-135M-Instruct-split")
+    assert sorted(files) == [f"SmolLM2-135M-Instruct-Q4_1-0000{k}-of-00003.gguf" for k in (1, 2, 3)]
+    local = _cli(str(model_path("smollm2")), "-p", "Name a colour.", "--temp", "0", "-n", "8", "--json", env=env)
+    assert json.loads(done.stdout)["reply"] == json.loads(local.stdout)["reply"]
+
+
+def test_a_model_directory_repo_brings_what_the_loader_reads(hub, tmp_path) -> None:
+    env = _env(tmp_path, hub.url)
+    done = _cli("-hf", f"{ORG}/SmolLM2-135M-Instruct", "-p", "Name a colour.", "-n", "8", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    files = _snapshot_files(tmp_path, f"{ORG}/SmolLM2-135M-Instruct")
+    assert sorted(files) == ["SmolLM2-135M-Instruct-Q4_1.gguf", "config.json", "generation_config.json",
+                             "tokenizer.json", "tokenizer_config.json"]  # (not the safetensors index)
+    assert json.loads(done.stdout)["sampling"]["temp"] == {"value": 0.3, "from": "model: generation_config.json temperature"}
+
+
+def test_hf_works_in_the_repl_and_in_a_batch(hub, tmp_path) -> None:
+    env = _env(tmp_path, hub.url)
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(json.dumps({"prompt": "Name a colour."}) + "\n")
+    done = _cli("-hf", f"{SMOL}:Q4_1", "--batch", str(batch), "--temp", "0", "-n", "6", env=env)
+    assert done.returncode == 0 and json.loads(done.stdout.splitlines()[0])["reply"], done.stderr
+    from test_repl import Terminal
+
+    term = Terminal(tmp_path, "-hf", f"{SMOL}:Q4_1", "--temp", "0", "-n", "6", model=False, env=env)
+    term.prompt_ready()
+    term.ask(b"Name a colour.", b" evaluated")
+    assert term.finish() == 0
+    assert b"rml-chat \xc2\xb7 SmolLM2-135M-Instruct-Q4_1" in term.output
+
+
+def test_bad_names_and_repositories_are_one_line_each(hub, tmp_path) -> None:
+    env = _env(tmp_path, hub.url)
+    line = _one_line_error(_cli("-hf", f"{SMOL}:IQ2_XS", "-p", "hi", env=env))
+    assert "has no IQ2_XS file; it has Q4_1, Q8_0" in line
+    assert "holds no GGUF model file" in _one_line_error(_cli("-hf", f"{ORG}/no-gguf", "-p", "hi", env=env))
+    assert "no such repository" in _one_line_error(_cli("-hf", f"{ORG}/missing", "-p", "hi", env=env))
+    assert "expected ORG/REPO[:QUANT]" in _one_line_error(_cli("-hf", "../../x", "-p", "hi", env=env))
+    assert "has no file" in _one_line_error(_cli("-hf", SMOL, "--hf-file", "nope.gguf", "-p", "hi", env=env))
+    assert not (tmp_path / "hub").exists() or not any((tmp_path / "hub").rglob("*.gguf"))
+
+
+def test_offline_uses_the_cache_and_says_what_is_missing(hub, tmp_path) -> None:
+    env = _env(tmp_path, hub.url)
+    assert _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=env).returncode == 0
+    dead = _env(tmp_path, "http://127.0.0.1:9", HF_HUB_OFFLINE="1")
+    assert _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=dead).returncode == 0
+    unreachable = _env(tmp_path, "http://127.0.0.1:9")  # (no server: the cache answers, as llama.cpp's does)
+    assert _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=unreachable).returncode == 0
+    line = _one_line_error(_cli("-hf", f"{SMOL}:Q8_0", "-p", "hi", env=dead))
+    assert "Q8_0" in line or "not in the cache" in line
+
+
+def test_ctrl_c_mid_download_then_a_rerun_resumes_and_the_file_is_whole(hub, tmp_path) -> None:
+    relay = Relay(hub.url)
+    try:
+        relay.rate = 20e6  # 20 MB/s: the 98 MB file takes about 5 s
+        env = _env(tmp_path, relay.url, HF_TOKEN="hf_" + "a" * 34)
+        run = subprocess.Popen([sys.executable, "-m", "rml_chat", "-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2"],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while relay.body_bytes < 20e6 and run.poll() is None:
+            time.sleep(0.05)
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+        assert run.returncode == 130 and "Traceback" not in err, err
+        assert "the same command resumes it" in err
+        assert not _snapshot_files(tmp_path, SMOL)  # the part is never taken for a model
+        first = relay.body_bytes
+        relay.rate = None
+        done = _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=env)
+        assert done.returncode == 0, done.stderr
+        size = model_path("smollm2").stat().st_size
+        assert relay.body_bytes - first < size - 10e6  # only the rest was fetched
+        assert any(h.get("range", "").startswith("bytes=") for _, _, h in relay.requests)
+        assert sha256(_snapshot_files(tmp_path, SMOL)["SmolLM2-135M-Instruct-Q4_1.gguf"]) == sha256(model_path("smollm2"))
+        assert all(h.get("authorization") == "Bearer hf_" + "a" * 34 for _, _, h in relay.requests)  # HF_TOKEN
+    finally:
+        relay.stop()
+
+
+def test_a_server_that_dies_mid_file_is_one_line_and_no_part_is_a_model(hub, tmp_path) -> None:
+    relay = Relay(hub.url)
+    try:
+        relay.cut_after = 10_000_000
+        env = _env(tmp_path, relay.url)
+        line = _one_line_error(_cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", env=env))
+        assert "the same command resumes it" in line
+        assert not _snapshot_files(tmp_path, SMOL)
+        relay.cut_after = None
+        assert _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=env).returncode == 0
+    finally:
+        relay.stop()
+
+
+def test_a_full_disk_is_one_line(hub, tmp_path) -> None:
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, 4 << 20))
+
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "-hf", f"{SMOL}:Q4_1", "-p", "hi"], cwd=ROOT,
+                          env=_env(tmp_path, hub.url), capture_output=True, text=True, preexec_fn=limited, timeout=120)
+    line = _one_line_error(done)
+    assert "SmolLM2-135M-Instruct-Q4_1.gguf" in line and ("full" in line or "limit" in line)
+
+
+# ----- the models already here: four layouts, built as their tools write them ---------------------------------
+
+def _place(source: Path, target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)  # (another name for the same bytes: each layout holds its own file)
+    except OSError:
+        target.write_bytes(source.read_bytes())
+    return target
+
+
+def _machine(home: Path) -> dict[str, str]:
+    """A home folder holding SmolLM2 in each tool's layout, and two damaged ollama models; its environment."""
+    smollm, gemma = model_path("smollm2"), model_path("gemma3")
+    commit = "1" * 40
+    hf_repo = home / ".cache" / "huggingface" / "hub" / "models--HuggingFaceTB--SmolLM2-135M-Instruct-GGUF"
+    blob = _place(smollm, hf_repo / "blobs" / ("e" * 64))
+    (hf_repo / "refs").mkdir(parents=True)
+    (hf_repo / "refs" / "main").write_text(commit)
+    link = hf_repo / "snapshots" / commit / "smollm2-135m-instruct-q4_1.gguf"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(os.path.relpath(blob, link.parent))
+    llama = home / ".cache" / "llama.cpp"
+    _place(gemma, llama / "ggml-org_gemma-3-270m-GGUF_gemma-3-270m-Q4_K_M.gguf")
+    (llama / "manifest=ggml-org=gemma-3-270m-GGUF=Q4_K_M.json").write_text(
+        json.dumps({"ggufFile": {"rfilename": "gemma-3-270m-Q4_K_M.gguf"}}))
+    _place(smollm, home / ".lmstudio" / "models" / "lmstudio-community" / "SmolLM2-135M-Instruct-GGUF"
+           / "SmolLM2-135M-Instruct-Q4_1.gguf")
+    store = home / ".ollama" / "models"
+    digest = hub_sha = sha256(smollm)
+    _place(smollm, store / "blobs" / f"sha256-{digest}")
+    params = json.dumps({"temperature": 0.2, "top_k": 30, "stop": ["<|im_end|>"]}).encode()
+    params_digest = __import__("hashlib").sha256(params).hexdigest()
+    (store / "blobs" / f"sha256-{params_digest}").write_bytes(params)
+    library = store / "manifests" / "registry.ollama.ai" / "library"
+
+    def manifest(name: str, tag: str, layer_digest: str, size: int) -> None:
+        (library / name).mkdir(parents=True, exist_ok=True)
+        (library / name / tag).write_text(json.dumps({"schemaVersion": 2, "layers": [
+            {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{layer_digest}", "size": size},
+            {"mediaType": "application/vnd.ollama.image.params", "digest": f"sha256:{params_digest}",
+             "size": len(params)}]}))
+
+    manifest("tinychat", "135m", hub_sha, smollm.stat().st_size)
+    cut = store / "blobs" / f"sha256-{'c' * 64}"
+    cut.write_bytes(smollm.read_bytes()[:1_000_000])
+    manifest("broken", "latest", "c" * 64, smollm.stat().st_size)
+    manifest("ghost", "latest", "d" * 64, 123)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "HUGGINGFACE_", "LLAMA_CACHE", "OLLAMA_", "XDG_CACHE_HOME"))}
+    return {**env, "HOME": str(home)}
+
+
+def test_models_lists_each_layout_and_each_name_opens(tmp_path) -> None:
+    env = _machine(tmp_path)
+    listed = _cli("--models", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    models = {m["name"]: m for m in json.loads(listed.stdout)["models"]}
+    wanted = {"HuggingFaceTB/SmolLM2-135M-Instruct-GGUF:Q4_1": ("hf", "Q4_1", "smollm2"),
+              "ggml-org/gemma-3-270m-GGUF:Q4_K_M": ("llama.cpp", "Q4_K_M", "gemma"),
+              "lmstudio-community/SmolLM2-135M-Instruct-GGUF:Q4_1": ("lmstudio", "Q4_1", "smollm2"),
+              "tinychat:135m": ("ollama", "Q4_1", "smollm2")}  # (ollama's blob has no name: its header's file type)
+    for name, (source, quant, family) in wanted.items():
+        m = models[name]
+        assert (m["source"], m["quant"], m["chat_format"], m["problem"]) == (source, quant, family, None), m
+        assert m["bytes"] == Path(m["weights"]).stat().st_size > 0
+    assert models["tinychat:135m"]["sampling"] == {"temperature": 0.2, "top_k": 30, "stop": ["<|im_end|>"]}
+    assert "holds 1,000,000 of the" in models["broken:latest"]["problem"]
+    assert "which is not in" in models["ghost:latest"]["problem"]
+    table = _cli("--models", env=env)
+    assert table.returncode == 0 and "tinychat:135m" in table.stdout and "a pull cut short" in table.stdout
+    ask = ("-p", "Name a colour.", "--temp", "0", "-n", "6", "--json")
+    reference = json.loads(_cli(str(model_path("smollm2")), *ask, env=env).stdout)["reply"]
+    for name in ("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", "lmstudio:lmstudio-community/SmolLM2-135M-Instruct-GGUF",
+                 "tinychat", "TINYCHAT:135M"):
+        done = _cli(name, *ask, env=env)
+        assert done.returncode == 0 and json.loads(done.stdout)["reply"] == reference, (name, done.stderr)
+    gemma = _cli("ggml-org/gemma-3-270m-GGUF:Q4_K_M", "--check", "--no-reply", env=env)
+    assert gemma.returncode == 0, gemma.stdout + gemma.stderr
+
+
+def test_a_name_that_is_ambiguous_missing_or_damaged_is_one_line(tmp_path) -> None:
+    env = _machine(tmp_path)
+    line = _one_line_error(_cli("SmolLM2-135M-Instruct-GGUF", "-p", "hi", env=env))
+    assert "names 2 models here" in line and "lmstudio-community/SmolLM2-135M-Instruct-GGUF:Q4_1" in line
+    assert "no model here by that name" in _one_line_error(_cli("no-such-model", "-p", "hi", env=env))
+    assert "a pull cut short" in _one_line_error(_cli("broken", "-p", "hi", env=env))
+    assert "which is not in" in _one_line_error(_cli("ghost:latest", "-p", "hi", env=env))
+    assert "no such file or directory" in _one_line_error(_cli("./missing.gguf", "-p", "hi", env=env))
+
+
+def test_a_run_without_hf_imports_no_hub_client() -> None:
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "rml_chat", "--show-prompt", "-p", "hi"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "rml_chat.frontends.cli" in done.stderr  # (the import log is there)
+    assert "huggingface_hub" not in done.stderr and "rml_chat.models" not in done.stderr
