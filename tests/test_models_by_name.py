@@ -277,6 +277,10 @@ def test_models_lists_each_layout_and_each_name_opens(tmp_path) -> None:
                  "tinychat", "TINYCHAT:135M"):
         done = _cli(name, *ask, env=env)
         assert done.returncode == 0 and json.loads(done.stdout)["reply"] == reference, (name, done.stderr)
+    published = json.loads(_cli("tinychat", "-p", "hi", "-n", "2", "--top-p", "0.9", "--json", env=env).stdout)["sampling"]
+    assert published["temp"] == {"value": 0.2, "from": "model: ollama params temperature"}
+    assert published["top_k"] == {"value": 30, "from": "model: ollama params top_k"}
+    assert published["top_p"] == {"value": 0.9, "from": "flag"}  # (a flag wins over what it was published with)
     gemma = _cli("ggml-org/gemma-3-270m-GGUF:Q4_K_M", "--check", "--no-reply", env=env)
     assert gemma.returncode == 0, gemma.stdout + gemma.stderr
 

@@ -6,7 +6,9 @@ recommendation; then llama.cpp's default. The recommendations are read as llama.
 - a GGUF's ``general.sampling.*`` keys (``common_init_sampler_from_model``: the sampler sequence, top-k,
   top-p, min-p, XTC, temperature, the repeat penalty and its window, Mirostat);
 - a model directory's ``generation_config.json``, under the names llama.cpp's converter maps into those
-  keys (``temperature``, ``top_k``, ``repetition_penalty`` …; gguf-py's ``Metadata.load``).
+  keys (``temperature``, ``top_k``, ``repetition_penalty`` …; gguf-py's ``Metadata.load``);
+- for a model opened from ollama's store, the ``params`` it was published with (``temperature``,
+  ``repeat_penalty`` …), ahead of the GGUF's own keys, as ollama itself reads them.
 
 A recommended value a flag could not take (a temperature of -1, a sequence of unknown samplers) is left
 out, and said. ``sources`` names where each setting came from, for ``/info`` and ``--json``::
@@ -45,6 +47,11 @@ GENERATION_CONFIG = {"sequence": "samplers", "top_k": "top_k", "top_p": "top_p",
                      "penalty_last_n": "repeat_last_n", "penalty_repeat": "repeat_penalty",
                      "repetition_penalty": "repeat_penalty", "mirostat": "mirostat", "mirostat_tau": "mirostat_ent",
                      "mirostat_eta": "mirostat_lr"}
+#: ollama's ``params`` layer's names for them (a model opened from ollama's store: ``rml-chat NAME:TAG``)
+OLLAMA_PARAMS = {"temperature": "temp", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p", "typical_p": "typical_p",
+                 "repeat_penalty": "repeat_penalty", "repeat_last_n": "repeat_last_n",
+                 "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
+                 "mirostat": "mirostat", "mirostat_tau": "mirostat_ent", "mirostat_eta": "mirostat_lr", "seed": "seed"}
 FLAG, SET, DEFAULT, OWN_DEFAULT = "flag", "/set", "llama.cpp's default", "rml-chat's default"
 OWN = ("repeat_guard",)  # the settings llama.cpp has none of
 
@@ -56,10 +63,15 @@ class ChosenSampling:
     refused: list[str] = field(default_factory=list)    # recommendations left out, each with why
 
 
-def recommended(source: Path, weights: Path) -> tuple[dict[str, tuple[object, str]], list[str]]:
+def recommended(source: Path, weights: Path, published: Mapping[str, object] | None = None,
+                ) -> tuple[dict[str, tuple[object, str]], list[str]]:
     """The model's recommendations: setting -> (value as a flag would give it, where it was read), and the
-    ones left out with why. A model directory's generation_config.json, else its GGUF's keys."""
+    ones left out with why. ollama's ``params`` the model was ``published`` with, then a model directory's
+    generation_config.json, else its GGUF's keys."""
     raw: dict[str, tuple[object, str]] = {}
+    for key, name in OLLAMA_PARAMS.items():
+        if published and key in published:
+            raw[name] = (published[key], f"ollama params {key}")
     config = source / "generation_config.json" if source.is_dir() else None
     if config is not None and config.is_file():
         try:
@@ -75,7 +87,7 @@ def recommended(source: Path, weights: Path) -> tuple[dict[str, tuple[object, st
         except (TokenizerError, OSError):
             found = {}
         for key, name in GGUF_KEYS.items():
-            if key in found:
+            if key in found and name not in raw:
                 raw[name] = (found[key][1], key)
     values, refused = {}, []
     for name, (value, where) in raw.items():

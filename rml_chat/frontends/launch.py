@@ -56,7 +56,7 @@ def sampling_from(args: argparse.Namespace, model: Model) -> ChosenSampling:
     from ..core.settings import SAMPLING_NAMES
 
     given = {name: getattr(args, name) for name in getattr(args, "given_settings", ()) if name in SAMPLING_NAMES}
-    chosen = choose(given, *recommended(model.source, model.weights))
+    chosen = choose(given, *recommended(model.source, model.weights, getattr(args, "published_sampling", None)))
     n_vocab = model.tokenizer.vocab_size
     for token, bias in chosen.sampling.logit_bias:
         if token >= n_vocab:

@@ -74,6 +74,8 @@ def name_the_models(args: argparse.Namespace, say: Callable[[str], None]) -> Non
             raise ModelError(f"{model.name} ({model.source}): {model.problem}")
         say(f"{text}: {model.name} from {model.source}, {model.path}")
         found.append((model.path, model.weights))
+        if model.sampling and len(args.models) == 1:
+            args.published_sampling = model.sampling  # (ollama's params: recommendations, below any flag)
     _opened(args, found)
 
 
