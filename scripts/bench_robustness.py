@@ -150,19 +150,21 @@ class Pty:
         return 0
 
     def leave(self) -> int:
+        """Ctrl-D; the exit code (-9: still running a minute later, killed)."""
         os.write(self.fd, b"\x04")
-        end = time.time() + 60
-        while time.time() < end:
+        end, reaped = time.time() + 60, (0, 0)
+        while time.time() < end and reaped == (0, 0):
             if select.select([self.fd], [], [], 0.1)[0]:
                 try:
-                    if not (chunk := os.read(self.fd, 65536)):
-                        break
-                    self.output += chunk
-                except OSError:
-                    break
-        _, status = os.waitpid(self.pid, 0)
+                    self.output += os.read(self.fd, 65536)
+                except OSError:  # (its side of the pty closed: it is leaving)
+                    pass
+            reaped = os.waitpid(self.pid, os.WNOHANG)
+        if reaped == (0, 0):
+            os.kill(self.pid, signal.SIGKILL)
+            reaped = os.waitpid(self.pid, 0)
         os.close(self.fd)
-        return os.waitstatus_to_exitcode(status)
+        return os.waitstatus_to_exitcode(reaped[1])
 
 
 CHAT = ("--temp", "0", "-n", "8")
@@ -179,7 +181,7 @@ def concurrent(turns: int = 4) -> dict:
             os.write(chat.fd, f"Chat {n}, message {turn}: name a colour.".encode() + b"\r")
         for chat in chats:
             chat.read_until(lambda out, turn=turn: out.count(b" evaluated") > turn and out.endswith(b"> "))
-            time.sleep(0.2)  # (the prompt may still be switching the terminal to raw mode)
+            # (no pause: each line goes the instant its prompt is drawn, and the Ctrl-D at the end too)
     codes = [chat.leave() for chat in chats]
     saved = [json.loads(p.read_text()) for p in sorted((home / "sessions").glob("*.json"))]
     env = {**os.environ, "RML_CHAT_PROMPT_CACHE": str(home / "cache")}

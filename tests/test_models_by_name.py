@@ -300,3 +300,20 @@ def test_a_run_without_hf_imports_no_hub_client() -> None:
                           capture_output=True, text=True)
     assert done.returncode == 0 and "rml_chat.frontends.cli" in done.stderr  # (the import log is there)
     assert "huggingface_hub" not in done.stderr and "rml_chat.models" not in done.stderr
+
+
+@pytest.mark.server
+def test_hf_names_the_model_of_a_server_run(hub, tmp_path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import cluster
+
+    running = cluster.start(model_path("smollm2"), workers=0, ctx=1024, log=tmp_path / "server.log")
+    try:
+        env = _env(tmp_path, hub.url)
+        done = _cli("--server", running.url, "-hf", f"{SMOL}:Q4_1", "-p", "Name a colour.", "--temp", "0", "-n", "6",
+                    "--json", env=env)
+        local = _cli(str(model_path("smollm2")), "-p", "Name a colour.", "--temp", "0", "-n", "6", "--json", env=env)
+        assert done.returncode == 0 and json.loads(done.stdout)["reply"] == json.loads(local.stdout)["reply"], done.stderr
+        assert list(_snapshot_files(tmp_path, SMOL)) == ["SmolLM2-135M-Instruct-Q4_1.gguf"]
+    finally:
+        running.stop()

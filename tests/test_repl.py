@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -339,6 +341,31 @@ def test_ctrl_d_during_a_reply_leaves_once_it_is_done_and_says_so(tmp_path) -> N
     messages = json.loads(chat.read_text())["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"] * 2 and messages[2]["content"] == "Name a colour."
     assert not list((tmp_path / "sessions").glob("*.kv"))
+
+
+def test_lines_and_ctrl_d_sent_the_instant_a_prompt_appears_are_taken(tmp_path) -> None:
+    """A dumb terminal's prompt is written before prompt_toolkit takes the terminal: a key sent at once
+    reaches the terminal in its own mode. The REPL keeps it quiet, so a line is answered (and shown once)
+    and a Ctrl-D leaves, however fast they come (once, a Ctrl-D swallowed there left the REPL waiting)."""
+    term = Terminal(tmp_path, "--temp", "0", "-n", "4")
+    term.read_until(lambda out: out.endswith(b"> "))
+    for n in range(3):  # each line the moment its prompt is drawn, no pause
+        start = len(term.output)
+        term.send(f"Name colour {n}.\r".encode())
+        term.read_until(lambda out, start=start: b"stop: length" in out[start:] and out.endswith(b"> "))
+        assert term.output[start:].count(f"Name colour {n}.".encode()) == 1  # (not echoed by the terminal too)
+    term.send(b"\x04")
+    end, reaped = time.time() + 60, (0, 0)
+    while time.time() < end and reaped == (0, 0):
+        if select.select([term.fd], [], [], 0.1)[0]:
+            with contextlib.suppress(OSError):  # (its side of the pty closed: it is leaving)
+                term.output += os.read(term.fd, 65536)
+        reaped = os.waitpid(term.pid, os.WNOHANG)
+    if reaped == (0, 0):  # still at the prompt a minute later: the Ctrl-D was lost
+        os.kill(term.pid, signal.SIGKILL)
+        os.waitpid(term.pid, 0)
+    assert reaped[0] == term.pid and os.waitstatus_to_exitcode(reaped[1]) == 0, term.output[-300:]
+    os.close(term.fd)
 
 
 def test_resume_by_name_shows_the_last_exchange_and_brings_back_the_settings(tmp_path) -> None:

@@ -127,6 +127,13 @@ class Repl:
     # ----- the loop ----------------------------------------------------------------------
 
     def run(self) -> int:
+        self.typeahead.start()  # keys typed between two prompts wait as bytes (a Ctrl-D too): typeahead.py
+        try:
+            return self._loop()
+        finally:
+            self.typeahead.stop()
+
+    def _loop(self) -> int:
         d = self.session.model.detection
         self._say(fit_width([f"rml-chat · {self.session.model.name}", f"{d.format.name} format"]))
         self._say(dim(fit_width(["/help for commands", "Alt-Enter for a new line", "Ctrl-D to leave"])))

@@ -2,9 +2,13 @@
 into the reply, and a Ctrl-D among them honoured once the work is done.
 
 A terminal in its usual (canonical) mode echoes what is typed wherever the cursor is, in the middle of
-the reply, and swallows a Ctrl-D as an end-of-file marker the next reader never sees. So while busy the
-terminal is switched to non-canonical mode without echo (signals stay on: Ctrl-C still stops a reply),
-and what was typed stays in the terminal's queue as plain bytes. When the work is done:
+the reply, and swallows a Ctrl-D as an end-of-file marker the next reader never sees. So for the whole
+REPL the terminal is kept in non-canonical mode without echo ("quiet"; signals stay on: Ctrl-C still
+stops a reply), from ``start()`` to ``stop()``, which gives the terminal back as it was. prompt_toolkit
+takes it into raw mode for each prompt and hands it back quiet. What is typed between two prompts stays in
+the terminal's queue as plain bytes; a Ctrl-D typed the instant a prompt appears (a dumb terminal's
+prompt is written before prompt_toolkit takes the terminal) is the byte 4 prompt_toolkit reads as Ctrl-D,
+not an end-of-file marker the terminal swallows. When a command or a turn is done:
 
 - a Ctrl-D (byte 4) among them means "leave" once the lines typed before it are done, as a shell runs
   typed-ahead commands before it reads the Ctrl-D: ``eof`` is True, ``lines`` are the whole lines typed
@@ -28,12 +32,13 @@ EOF_BYTE = b"\x04"
 
 
 class Typeahead:
-    """``with Typeahead(fd): work()``, then ``held``/``eof``/``text``/``hand_to(prompt_input)``."""
+    """``start()``; then for each command or turn ``with typeahead: work()``, then
+    ``held``/``eof``/``text``/``hand_to(prompt_input)``; ``stop()`` at the end."""
 
     def __init__(self, fd: int | None):
         self.fd = fd if fd is not None and os.isatty(fd) else None
         self.held = b""
-        self._before: list | None = None
+        self._before: list | None = None  # the terminal's mode before start(), given back by stop()
 
     @classmethod
     def for_stdin(cls, active: bool) -> Typeahead:
@@ -42,26 +47,35 @@ class Typeahead:
         except (OSError, ValueError):  # stdin closed or not a real file
             return cls(None)
 
-    def __enter__(self) -> Typeahead:
-        self.held = b""
-        if self.fd is None:
-            return self
+    def start(self) -> None:
+        """The terminal quiet until ``stop()`` (again: nothing more)."""
+        if self.fd is None or self._before is not None:
+            return
         try:
             self._before = termios.tcgetattr(self.fd)
             quiet = termios.tcgetattr(self.fd)
             quiet[3] &= ~(termios.ECHO | termios.ICANON)  # lflag: no echo, bytes as typed; ISIG stays
+            quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0  # (a read waits for one byte, as usual)
             termios.tcsetattr(self.fd, termios.TCSANOW, quiet)  # TCSANOW: nothing typed is flushed
         except termios.error:
             self._before = None
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
+        """The terminal's mode as it was before ``start()``."""
         if self._before is None:
             return
-        self.held = self._drain()
         with contextlib.suppress(termios.error):
             termios.tcsetattr(self.fd, termios.TCSANOW, self._before)
         self._before = None
+
+    def __enter__(self) -> Typeahead:
+        self.held = b""
+        self.start()  # (already quiet in the REPL; a caller on its own gets the same)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._before is not None:
+            self.held = self._drain()
 
     def _drain(self) -> bytes:
         data = b""
