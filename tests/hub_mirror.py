@@ -177,12 +177,14 @@ class Olah:
 
 class Relay:
     """An HTTP relay to ``upstream`` that can slow downloads (``rate``, bytes/s), cut them after ``cut_after``
-    bytes (the connection closed mid-body, as by a server that dies), and keeps each request's headers."""
+    bytes (the connection closed mid-body, as by a server that dies), answer the API as the hub answers a
+    gated repository (``refuse_api``), and keeps each request's headers."""
 
     def __init__(self, upstream: str):
         self.upstream = upstream.split("://")[1]
         self.rate: float | None = None
         self.cut_after: int | None = None
+        self.refuse_api: tuple[int, dict[str, str]] | None = None  # (status, headers) for every /api/ request
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (method, path, headers in lower case)
         self.body_bytes = 0
         relay = self
@@ -202,6 +204,17 @@ class Relay:
             def _relay(self, body: bool) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 relay.requests.append((self.command, self.path, dict(headers)))
+                if relay.refuse_api and self.path.startswith("/api/"):
+                    status, extra = relay.refuse_api
+                    body = json.dumps({"error": extra.get("X-Error-Message", "refused")}).encode()
+                    self.send_response(status)
+                    for key, value in {**extra, "Content-Type": "application/json",
+                                       "Content-Length": str(len(body)), "Connection": "close"}.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(body if body else b"")
+                    self.close_connection = True
+                    return
                 start = int(m[1]) if (m := re.fullmatch(r"bytes=(\d+)-", headers.pop("range", ""))) else 0
                 total = None
                 if start:  # (olah sends it all: ask its size, then skip to the range's start)

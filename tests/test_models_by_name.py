@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -110,19 +111,23 @@ def test_a_model_directory_repo_brings_what_the_loader_reads(hub, tmp_path) -> N
     assert json.loads(done.stdout)["sampling"]["temp"] == {"value": 0.3, "from": "model: generation_config.json temperature"}
 
 
-def test_hf_works_in_the_repl_and_in_a_batch(hub, tmp_path) -> None:
+def test_hf_works_in_the_repl_with_a_progress_bar_and_in_a_batch(hub, tmp_path) -> None:
     env = _env(tmp_path, hub.url)
-    batch = tmp_path / "b.jsonl"
-    batch.write_text(json.dumps({"prompt": "Name a colour."}) + "\n")
-    done = _cli("-hf", f"{SMOL}:Q4_1", "--batch", str(batch), "--temp", "0", "-n", "6", env=env)
-    assert done.returncode == 0 and json.loads(done.stdout.splitlines()[0])["reply"], done.stderr
     from test_repl import Terminal
 
     term = Terminal(tmp_path, "-hf", f"{SMOL}:Q4_1", "--temp", "0", "-n", "6", model=False, env=env)
     term.prompt_ready()
     term.ask(b"Name a colour.", b" evaluated")
     assert term.finish() == 0
-    assert b"rml-chat \xc2\xb7 SmolLM2-135M-Instruct-Q4_1" in term.output
+    shown = term.output.decode("utf-8", "replace")
+    bar = r"SmolLM2-135M-Instruct-Q4_1\.gguf  98\.4/98\.4 MB  [0-9.]+ MB/s\x1b\[K\r?\n"  # the size, the speed
+    assert re.search(bar, shown), shown[:800]
+    assert "rml-chat · SmolLM2-135M-Instruct-Q4_1" in shown
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(json.dumps({"prompt": "Name a colour."}) + "\n")
+    done = _cli("-hf", f"{SMOL}:Q4_1", "--batch", str(batch), "--temp", "0", "-n", "6", env=env)
+    assert done.returncode == 0 and json.loads(done.stdout.splitlines()[0])["reply"], done.stderr
+    assert "B/s" not in done.stderr  # (no bar where stderr is not a terminal)
 
 
 def test_bad_names_and_repositories_are_one_line_each(hub, tmp_path) -> None:
@@ -170,6 +175,16 @@ def test_ctrl_c_mid_download_then_a_rerun_resumes_and_the_file_is_whole(hub, tmp
         assert any(h.get("range", "").startswith("bytes=") for _, _, h in relay.requests)
         assert sha256(_snapshot_files(tmp_path, SMOL)["SmolLM2-135M-Instruct-Q4_1.gguf"]) == sha256(model_path("smollm2"))
         assert all(h.get("authorization") == "Bearer hf_" + "a" * 34 for _, _, h in relay.requests)  # HF_TOKEN
+    finally:
+        relay.stop()
+
+
+def test_a_gated_repository_is_one_line_that_says_what_to_do(hub, tmp_path) -> None:
+    relay = Relay(hub.url)
+    try:  # (how huggingface.co answers a gated repository without an accepted token)
+        relay.refuse_api = (401, {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access to model is restricted."})
+        line = _one_line_error(_cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", env=_env(tmp_path, relay.url)))
+        assert "is gated" in line and "HF_TOKEN" in line
     finally:
         relay.stop()
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..errors import ModelError
 from .hub_spec import HubSpec, choose_files
-from .stores import hf_hub_cache
+from .stores import hf_hub_cache, snapshot_of
 
 INSTALL_HUB = "pip install 'rml-chat[hub]'"
 LOADER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json",
@@ -113,9 +113,7 @@ def _listing(spec: HubSpec) -> tuple[list[RepoFile], str | None]:
 
 
 def _cached_listing(repo: str) -> tuple[list[RepoFile], str | None]:
-    from .stores import _snapshot
-
-    snapshot = _snapshot(hf_hub_cache() / f"models--{repo.replace('/', '--')}")
+    snapshot = snapshot_of(hf_hub_cache() / f"models--{repo.replace('/', '--')}")
     if snapshot is None:
         return [], None
     return [RepoFile(str(p.relative_to(snapshot))) for p in sorted(snapshot.rglob("*")) if p.is_file()], snapshot.name

@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import sys
+import time
 from pathlib import Path
 
 from ..errors import ModelError
@@ -67,17 +69,39 @@ def fetch_blob(repo: str, path: str, revision: str | None, progress: bool) -> in
 
 
 def _write(answer, part: Path, have: int, size: int | None, path: str, progress: bool) -> int:  # type: ignore[no-untyped-def]
-    from huggingface_hub.utils import tqdm
-
     written = 0
-    bar = tqdm(total=size, initial=have, unit="B", unit_scale=True, unit_divisor=1024, desc=path[-40:],
-               disable=not progress, file=sys.stderr)
-    with bar, open(part, "ab" if have else "wb") as out:
+    bar = _Progress(path, size, have) if progress else None
+    with open(part, "ab" if have else "wb") as out:
         for chunk in answer.iter_bytes(CHUNK):
             out.write(chunk)
             written += len(chunk)
-            bar.update(len(chunk))
+            if bar:
+                bar.show(have + written)
+    if bar:
+        bar.show(have + written, final=True)
     return written
+
+
+class _Progress:
+    """One line on stderr, redrawn at most 10 times a second: the file, how much of its size, the speed and the
+    time left (``SmolLM2-Q4_1.gguf  45.2/98.4 MB  18.3 MB/s  3 s left``)."""
+
+    def __init__(self, path: str, size: int | None, have: int):
+        self.name, self.size, self.start_bytes = path.rsplit("/", 1)[-1][-48:], size, have
+        self.started = self.shown_at = time.monotonic()
+
+    def show(self, done: int, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self.shown_at < 0.1:
+            return
+        self.shown_at = now
+        speed = (done - self.start_bytes) / max(now - self.started, 1e-3)
+        of = f"/{self.size / 1e6:,.1f}" if self.size else ""
+        left = f"  {(self.size - done) / speed:,.0f} s left" if self.size and speed > 0 and not final else ""
+        line = f"{self.name}  {done / 1e6:,.1f}{of} MB  {speed / 1e6:,.1f} MB/s{left}"
+        width = shutil.get_terminal_size().columns
+        sys.stderr.write("\r" + line[:max(width - 1, 20)] + "\x1b[K" + ("\n" if final else ""))
+        sys.stderr.flush()
 
 
 def _check(part: Path, etag: str, size: int | None, path: str) -> None:

@@ -94,14 +94,14 @@ def hf_layout(cache: Path, source: str) -> Iterator[LocalModel]:
         if not repo_folder.name.startswith("models--"):
             continue
         repo = repo_folder.name[len("models--"):].replace("--", "/")
-        snapshot = _snapshot(repo_folder)
+        snapshot = snapshot_of(repo_folder)
         if snapshot is None:
             continue
         files = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*.gguf") if p.is_file())
         yield from _repo_models(repo, snapshot, files, source)
 
 
-def _snapshot(repo_folder: Path) -> Path | None:
+def snapshot_of(repo_folder: Path) -> Path | None:
     """The snapshot ``refs/main`` names, else the newest one."""
     snapshots = repo_folder / "snapshots"
     with contextlib.suppress(OSError, UnicodeDecodeError):
