@@ -1,6 +1,6 @@
 """Runaway replies: how often the default model loops, and what each candidate setting costs normal replies.
 
-    python scripts/bench_runaway.py [--n 512] [--seeds 1] [--np 4] [--only NAME] [--guard N] [--keep DIR]
+    python scripts/bench_runaway.py [--n 512] [--seeds 1] [--first-seed 0] [--np 4] [--only NAME] [--guard N] [--keep DIR]
     python scripts/bench_runaway.py --judge DIR/SETTING.jsonl --guard N   # saved replies, another guard limit
 
 The corpus is scripts/data/runaway_prompts.jsonl: 102 prompts a new user writes (stories, lists, code,
@@ -108,6 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=512)
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--first-seed", type=int, default=0, help="the seeds run are FIRST … FIRST + SEEDS - 1")
     parser.add_argument("--np", type=int, default=4)
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--out")
@@ -131,7 +132,7 @@ def main() -> None:
         if args.only and name not in args.only:
             continue
         started, total = time.perf_counter(), {}
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             replies = run_setting(flags, prompts, args.n, seed, args.np)
             if args.keep:
                 Path(args.keep).mkdir(parents=True, exist_ok=True)

@@ -327,7 +327,8 @@ def test_hf_names_the_model_of_a_server_run(hub, tmp_path) -> None:
         env = _env(tmp_path, hub.url)
         done = _cli("--server", running.url, "-hf", f"{SMOL}:Q4_1", "-p", "Name a colour.", "--temp", "0", "-n", "6",
                     "--json", env=env)
-        local = _cli(str(model_path("smollm2")), "-p", "Name a colour.", "--temp", "0", "-n", "6", "--json", env=env)
+        local = _cli("--server", running.url, str(model_path("smollm2")), "-p", "Name a colour.", "--temp", "0", "-n",
+                     "6", "--json", env=env)  # (the same server, the model named by its path)
         assert done.returncode == 0 and json.loads(done.stdout)["reply"] == json.loads(local.stdout)["reply"], done.stderr
         assert list(_snapshot_files(tmp_path, SMOL)) == ["SmolLM2-135M-Instruct-Q4_1.gguf"]
     finally:
