@@ -27,13 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenizer.loaders.hf_config import CONFIG_FILES
+
 from ..errors import ModelError
 from .hub_spec import HubSpec, choose_files
 from .stores import hf_hub_cache, snapshot_of
 
 INSTALL_HUB = "pip install 'rml-chat[hub]'"
-LOADER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json",
-                "config.json")  # what the loader reads from a model directory (tokenizer.loaders.hf_config)
+LOADER_FILES = ("tokenizer.json", *CONFIG_FILES)  # what the loader reads from a model directory
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,6 @@ class Fetched:
 
     path: Path
     weights: Path
-    fetched_bytes: int  # 0: everything was in the cache already
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def fetch(spec: HubSpec, say: Callable[[str], None], progress: bool | None = Non
     if missing:
         say(f"{spec}: {len(missing)} file{'s' if len(missing) > 1 else ''} fetched, {fetched / 1e6:,.1f} MB, into "
             f"{hf_hub_cache()}")
-    return Fetched(weights.parent if directory else weights, weights, fetched)
+    return Fetched(weights.parent if directory else weights, weights)
 
 
 def _listing(spec: HubSpec) -> tuple[list[RepoFile], str | None]:
