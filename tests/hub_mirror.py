@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -176,17 +177,34 @@ class Olah:
 
 
 class Relay:
-    """An HTTP relay to ``upstream`` that can slow downloads (``rate``, bytes/s), cut them after ``cut_after``
-    bytes (the connection closed mid-body, as by a server that dies), answer the API as the hub answers a
-    gated repository (``refuse_api``), and keeps each request's headers."""
+    """An HTTP relay to ``upstream`` that can behave as a distant, dying or hostile hub:
+
+    * ``rate``: slow downloads (bytes/s); ``cut_after``: close every body after that many bytes (a server
+      that dies; a file's body only); ``stall_after`` with ``stalls``: the next ``stalls`` bodies stop after that many bytes and
+      hold the connection open, sending nothing (a stalled CDN);
+    * ``grow_by``: a body that many bytes longer than the size the hub named for the file;
+    * ``redirect_to``: answer a file's address as huggingface.co answers a large file's, a redirect to a CDN
+      on another host (another relay), with the file's size and digest in ``X-Linked-*`` headers;
+    * ``refuse_api``: answer the API as the hub answers a gated repository; ``api_rewrite``: change the
+      listing's body (HTML, a hostile file name); ``api_stall``: answer the listing only after that many
+      seconds (a hub that never answers);
+
+    and keeps each request's headers (``requests``)."""
 
     def __init__(self, upstream: str):
         self.upstream = upstream.split("://")[1]
         self.rate: float | None = None
         self.cut_after: int | None = None
+        self.stall_after: int | None = None
+        self.stalls = 0
+        self.grow_by = 0
+        self.redirect_to: str | None = None
         self.refuse_api: tuple[int, dict[str, str]] | None = None  # (status, headers) for every /api/ request
+        self.api_rewrite: Callable[[bytes], bytes] | None = None
+        self.api_stall = 0.0
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (method, path, headers in lower case)
         self.body_bytes = 0
+        self.stopped = threading.Event()
         relay = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -204,6 +222,14 @@ class Relay:
             def _relay(self, body: bool) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 relay.requests.append((self.command, self.path, dict(headers)))
+                if self.path.startswith("/api/") and relay.api_stall:
+                    relay.stopped.wait(relay.api_stall)
+                if self.path.startswith("/api/") and relay.api_rewrite is not None and not relay.refuse_api:
+                    self._rewritten_api(headers)
+                    return
+                if relay.redirect_to and "/resolve/" in self.path:
+                    self._redirect(headers)
+                    return
                 if relay.refuse_api and self.path.startswith("/api/"):
                     status, extra = relay.refuse_api
                     body = json.dumps({"error": extra.get("X-Error-Message", "refused")}).encode()
@@ -226,15 +252,16 @@ class Relay:
                 upstream.request(self.command, self.path, headers=headers)
                 answer = upstream.getresponse()
                 partial = bool(start and total and answer.status == 200)
+                grow = relay.grow_by if body and "/resolve/" in self.path else 0
                 self.send_response(206 if partial else answer.status)
                 for key, value in answer.getheaders():
                     if key.lower() not in ("connection", "transfer-encoding", "server", "date", "content-length"):
                         self.send_header(key, value.replace(relay.upstream, f"127.0.0.1:{relay.port}"))
                 if partial:
-                    self.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
-                    self.send_header("Content-Length", str(total - start))
+                    self.send_header("Content-Range", f"bytes {start}-{total - 1 + grow}/{total + grow}")
+                    self.send_header("Content-Length", str(total - start + grow))
                 elif answer.getheader("Content-Length"):
-                    self.send_header("Content-Length", answer.getheader("Content-Length"))
+                    self.send_header("Content-Length", str(int(answer.getheader("Content-Length")) + grow))
                 self.send_header("Accept-Ranges", "bytes")
                 self.send_header("Connection", "close")
                 self.end_headers()
@@ -242,18 +269,64 @@ class Relay:
                 while body and skip and (chunk := answer.read(min(skip, 1 << 16))):
                     skip -= len(chunk)
                 sent = 0
+                stall = relay.stall_after if body and relay.stalls > 0 and "/resolve/" in self.path else None
+                if stall is not None:
+                    relay.stalls -= 1
+                cut = relay.cut_after if "/resolve/" in self.path else None
                 while body and (chunk := answer.read(1 << 16)):
-                    if relay.cut_after is not None and sent + len(chunk) > relay.cut_after:
-                        self.wfile.write(chunk[:relay.cut_after - sent])
+                    if cut is not None and sent + len(chunk) > cut:
+                        self.wfile.write(chunk[:cut - sent])
                         self.wfile.flush()
                         self.connection.shutdown(socket.SHUT_RDWR)
+                        break
+                    if stall is not None and sent + len(chunk) > stall:
+                        self.wfile.write(chunk[:stall - sent])
+                        self.wfile.flush()
+                        relay.body_bytes += stall - sent
+                        relay.stopped.wait(120)  # (the connection held open, silent)
                         break
                     self.wfile.write(chunk)
                     sent += len(chunk)
                     relay.body_bytes += len(chunk)
                     if relay.rate:
                         time.sleep(len(chunk) / relay.rate)
+                if body and grow and sent:
+                    self.wfile.write(b"\0" * grow)
                 upstream.close()
+                self.close_connection = True
+
+            def _rewritten_api(self, headers: dict[str, str]) -> None:
+                upstream = http.client.HTTPConnection(relay.upstream, timeout=60)
+                upstream.request("GET", self.path, headers=headers)
+                answer = upstream.getresponse()
+                content = relay.api_rewrite(answer.read())
+                upstream.close()
+                self.send_response(answer.status)
+                self.send_header("Content-Type", answer.getheader("Content-Type") or "application/json")
+                self.send_header("Content-Length", str(len(content)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(content)
+                self.close_connection = True
+
+            def _redirect(self, headers: dict[str, str]) -> None:
+                """A file's address answered as the hub answers a large file's: 302 to the CDN, with the
+                file's digest, size and commit named here."""
+                probe = http.client.HTTPConnection(relay.upstream, timeout=60)
+                probe.request("HEAD", self.path, headers=headers)
+                known = probe.getresponse()
+                etag = known.getheader("X-Linked-Etag") or known.getheader("ETag") or ""
+                size = known.getheader("X-Linked-Size") or known.getheader("Content-Length") or "0"
+                commit = known.getheader("X-Repo-Commit") or ""
+                probe.close()
+                self.send_response(302)
+                self.send_header("Location", f"{relay.redirect_to}{self.path}?signature=cdn")
+                self.send_header("X-Linked-Etag", etag)
+                self.send_header("X-Linked-Size", size)
+                self.send_header("X-Repo-Commit", commit)
+                self.send_header("Content-Length", "0")
+                self.send_header("Connection", "close")
+                self.end_headers()
                 self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -263,5 +336,6 @@ class Relay:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
+        self.stopped.set()
         self.server.shutdown()
         self.server.server_close()

@@ -189,16 +189,134 @@ def test_a_gated_repository_is_one_line_that_says_what_to_do(hub, tmp_path) -> N
         relay.stop()
 
 
-def test_a_server_that_dies_mid_file_is_one_line_and_no_part_is_a_model(hub, tmp_path) -> None:
+def test_a_server_that_dies_mid_file_is_tried_again_within_the_run_and_no_part_is_a_model(hub, tmp_path) -> None:
     relay = Relay(hub.url)
     try:
-        relay.cut_after = 10_000_000
-        env = _env(tmp_path, relay.url)
+        relay.cut_after = 30_000_000  # (every connection dies after 30 MB: the run goes on from there, by ranges)
+        env = _env(tmp_path / "a", relay.url)
+        done = _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=env)
+        assert done.returncode == 0, done.stderr
+        starts = [int(h["range"][6:-1]) for method, _, h in relay.requests if method == "GET" and "range" in h]
+        assert len(starts) >= 3 and starts == sorted(starts) and 20e6 < starts[0] <= 30e6, starts  # (from the part's end)
+        assert sha256(_snapshot_files(tmp_path / "a", SMOL)["SmolLM2-135M-Instruct-Q4_1.gguf"]) == \
+            sha256(model_path("smollm2"))
+        relay.cut_after = 0  # (dead before a byte, every time: the run gives up, in one line)
+        env = _env(tmp_path / "b", relay.url)
+        started = time.monotonic()
         line = _one_line_error(_cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", env=env))
-        assert "the same command resumes it" in line
-        assert not _snapshot_files(tmp_path, SMOL)
+        assert "broke or stalled 5 times in a row" in line and "the same command resumes it" in line, line
+        assert time.monotonic() - started < 60
+        assert not _snapshot_files(tmp_path / "b", SMOL)
         relay.cut_after = None
         assert _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=env).returncode == 0
+    finally:
+        relay.stop()
+
+
+def test_a_stalled_body_times_out_and_the_run_resumes_it(hub, tmp_path) -> None:
+    relay = Relay(hub.url)
+    try:
+        relay.stall_after, relay.stalls = 20_000_000, 1  # (the first body stops at 20 MB and holds the line open)
+        env = _env(tmp_path / "a", relay.url, HF_HUB_DOWNLOAD_TIMEOUT="2")
+        started = time.monotonic()
+        done = _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=env, timeout=90)
+        assert done.returncode == 0, done.stderr
+        assert time.monotonic() - started < 60
+        starts = [int(h["range"][6:-1]) for method, _, h in relay.requests if method == "GET" and "range" in h]
+        assert len(starts) == 1 and 15e6 < starts[0] <= 20e6, starts  # (one more try, from the part's end)
+        assert sha256(_snapshot_files(tmp_path / "a", SMOL)["SmolLM2-135M-Instruct-Q4_1.gguf"]) == \
+            sha256(model_path("smollm2"))
+        relay.stall_after, relay.stalls = 0, 100  # (a hub that never sends a byte of the body)
+        started = time.monotonic()
+        line = _one_line_error(_cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", env=_env(tmp_path / "b", relay.url,
+                                                                              HF_HUB_DOWNLOAD_TIMEOUT="2"), timeout=90))
+        assert "ReadTimeout" in line and "the same command resumes it" in line, line
+        assert time.monotonic() - started < 60
+    finally:
+        relay.stop()
+
+
+def test_the_token_goes_to_the_hub_and_never_to_a_cdn_on_another_host(hub, tmp_path) -> None:
+    cdn, front = Relay(hub.url), Relay(hub.url)
+    try:
+        front.redirect_to = cdn.url  # (huggingface.co sends a large file's address to its CDN, on another host)
+        token = "hf_" + "b" * 34
+        done = _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=_env(tmp_path, front.url, HF_TOKEN=token))
+        assert done.returncode == 0, done.stderr
+        assert any(m == "GET" and "/resolve/" in path for m, path, _ in cdn.requests)  # (the bytes came from there)
+        assert not [h for _, _, h in cdn.requests if "authorization" in h]
+        assert front.requests and all(h.get("authorization") == f"Bearer {token}" for _, _, h in front.requests)
+        assert sha256(_snapshot_files(tmp_path, SMOL)["SmolLM2-135M-Instruct-Q4_1.gguf"]) == sha256(model_path("smollm2"))
+    finally:
+        cdn.stop()
+        front.stop()
+
+
+def test_the_official_client_fetching_the_same_file_waits_for_the_same_lock(hub, tmp_path) -> None:
+    relay = Relay(hub.url)
+    try:
+        relay.rate = 20e6  # (about 5 s for the file)
+        env = _env(tmp_path, relay.url)
+        ours = subprocess.Popen([sys.executable, "-m", "rml_chat", "-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2"],
+                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while relay.body_bytes < 10e6 and ours.poll() is None:
+            time.sleep(0.05)
+        theirs = subprocess.run([sys.executable, "-c", "import sys; from huggingface_hub import hf_hub_download; "
+                                 "print(hf_hub_download(sys.argv[1], sys.argv[2]))", SMOL,
+                                 "SmolLM2-135M-Instruct-Q4_1.gguf"], env=env, capture_output=True, text=True, timeout=120)
+        _, err = ours.communicate(timeout=120)
+        assert ours.returncode == 0 and theirs.returncode == 0, err + theirs.stderr
+        size = model_path("smollm2").stat().st_size
+        assert relay.body_bytes < 1.2 * size  # one download: the client waited on the lock, then found the blob
+        assert sha256(Path(theirs.stdout.strip())) == sha256(model_path("smollm2"))
+        locks = tmp_path / "hub" / ".locks" / f"models--{SMOL.replace('/', '--')}"
+        blob = next((tmp_path / "hub" / f"models--{SMOL.replace('/', '--')}" / "blobs").iterdir())
+        assert [p.name for p in locks.iterdir()] == [f"{blob.name}.lock"]  # the client's own, and no other
+    finally:
+        relay.stop()
+
+
+def test_a_body_longer_than_the_size_named_is_refused_and_leaves_nothing(hub, tmp_path) -> None:
+    relay = Relay(hub.url)
+    try:
+        relay.grow_by = 4096
+        env = _env(tmp_path, relay.url)
+        line = _one_line_error(_cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", env=env))
+        assert "the hub sent more than the 98," in line and "the part was removed" in line, line
+        assert not list((tmp_path / "hub").rglob("*.incomplete")) and not _snapshot_files(tmp_path, SMOL)
+        relay.grow_by = 0  # (a good hub: the next run starts clean and works)
+        assert _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=env).returncode == 0
+    finally:
+        relay.stop()
+
+
+def _with_files(*names: str):  # type: ignore[no-untyped-def]
+    def rewrite(body: bytes) -> bytes:
+        listing = json.loads(body)
+        listing["siblings"] += [{"rfilename": name, "size": 1000} for name in names]
+        return json.dumps(listing).encode()
+    return rewrite
+
+
+def test_a_silent_hostile_or_html_listing_is_one_line(hub, tmp_path) -> None:
+    relay = Relay(hub.url)
+    try:
+        env = _env(tmp_path, relay.url, HF_HUB_DOWNLOAD_TIMEOUT="2")
+        relay.api_rewrite = lambda _: b"<!doctype html><html><body>Sign in</body></html>"
+        line = _one_line_error(_cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", env=env))
+        assert "something other than the hub's JSON" in line and "not in the cache" in line, line
+        relay.api_rewrite = _with_files("../../../../escape-Q2_K.gguf", "/etc/abs-Q2_K.gguf",
+                                        "title\x1b]0;PWNED\x07-Q3_K.gguf", "bidi\u202egguf.Q3_K.gguf")
+        for tag in ("Q2_K", "Q3_K"):
+            done = _cli("-hf", f"{SMOL}:{tag}", "-p", "hi", env=env)
+            assert f"has no {tag} file; it has Q4_1, Q8_0" in _one_line_error(done)
+            assert "\x1b" not in done.stderr
+        assert not list(tmp_path.rglob("escape-*")) and not list(tmp_path.rglob("*PWNED*"))
+        relay.api_rewrite, relay.api_stall = None, 30  # (a hub that never answers the listing)
+        started = time.monotonic()
+        line = _one_line_error(_cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", env=env, timeout=60))
+        assert "cannot reach" in line and "Timeout" in line, line
+        assert time.monotonic() - started < 25
     finally:
         relay.stop()
 

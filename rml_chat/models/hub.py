@@ -91,8 +91,9 @@ def _listing(spec: HubSpec) -> tuple[list[RepoFile], str | None]:
     host = constants.ENDPOINT.split("://")[-1].rstrip("/")
     if not constants.HF_HUB_OFFLINE:
         try:
-            info = HfApi().model_info(spec.repo, revision="main", files_metadata=True)
-            files = [RepoFile(s.rfilename, s.size) for s in info.siblings or []]
+            info = HfApi().model_info(spec.repo, revision="main", files_metadata=True,
+                                      timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT)
+            files = [RepoFile(s.rfilename, s.size) for s in info.siblings or [] if safe_name(s.rfilename)]
             return files, info.sha
         except GatedRepoError:
             raise ModelError(f"{spec.repo} is gated on {host}: accept its terms there, then set HF_TOKEN") from None
@@ -104,12 +105,24 @@ def _listing(spec: HubSpec) -> tuple[list[RepoFile], str | None]:
             unreachable = f"{host} answered {_status(err)}"
         except (OSError, *_network_errors()) as err:
             unreachable = f"cannot reach {host} ({type(err).__name__})"
+        except (ValueError, TypeError, AttributeError, KeyError):  # (HTML, or JSON of another shape)
+            unreachable = f"{host} answered the file listing with something other than the hub's JSON"
     else:
         unreachable = "HF_HUB_OFFLINE is set"
     files, revision = _cached_listing(spec.repo)
     if not files:
         raise ModelError(f"{spec.repo}: {unreachable}, and the repository is not in the cache ({hf_hub_cache()})")
     return files, revision
+
+
+def safe_name(path: object) -> bool:
+    """A file name a listing may hold: a relative path inside the repository, in printable characters.
+
+    >>> [safe_name(p) for p in ("m-Q4_K_M.gguf", "sub/m.gguf", "../m.gguf", "/etc/m.gguf", "a\\b", "m\x1b]0;x\x07.gguf")]
+    [True, True, False, False, False, False]
+    """
+    return (isinstance(path, str) and 0 < len(path) <= 1024 and not path.startswith("/") and "\\" not in path
+            and ".." not in path.split("/") and path.isprintable())
 
 
 def _cached_listing(repo: str) -> tuple[list[RepoFile], str | None]:
