@@ -23,7 +23,8 @@ from rml_chat.core.reply import ReplyFormat, parse_reply
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.template import compiled
 
-FLOOR = 377  # cases that agree, of those with a counterpart: raised as the parser reads more
+FLOOR = 376  # cases that agree, of those with a counterpart: raised as the parser reads more (376, not 377:
+# the thought's opening written again in a thought the prompt opened is a marker here, on purpose)
 
 
 @pytest.fixture(scope="module")

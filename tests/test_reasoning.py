@@ -110,7 +110,7 @@ def test_split_outcomes() -> None:
     assert _split(["<think>\nhmm, a\n</think>\n\nHello"], ThoughtSplitter("<think>", "</think>"))[:2] == ("hmm, a",
                                                                                                           "Hello")
     assert _split(["no thought <think>x</think>"], ThoughtSplitter("<think>", "</think>"))[:2] == (
-        "", "no thought <think>x</think>")  # a marker later in the answer is the answer's text
+        "x", "no thought ")  # a thought opened again later in the answer is the thought's
     assert _split(["never closes"], ThoughtSplitter("<think>", "</think>", in_thought=True))[:2] == ("never closes", "")
     hidden = f"{HIDDEN_OPEN}<|channel|>{HIDDEN_CLOSE}"
     oss = ThoughtSplitter(hidden + "analysis", hidden + "final", hidden + "final")

@@ -15,7 +15,7 @@ import pytest
 from conftest import fetch, model_path
 from test_reasoning import EXPECTED, OSS_THOUGHT, QWEN3_THOUGHT
 
-from rml_chat.core.thoughts import Channels, ThoughtSplitter
+from rml_chat.core.channels import CallForm, ChannelCall, Channels, ChannelSplitter
 from rml_chat.frontends.thought_view import ThoughtView
 from tokenizer.chat.reasoning import derive, effort_changes_prompt
 from tokenizer.chat.template import ChatTemplate, TemplateRaised
@@ -117,19 +117,20 @@ def test_think_and_reasoning_effort_are_batch_line_keys(copies) -> None:
 # ----- gpt-oss's other channels -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("step", [1, 2, 5, 13, len(HARMONY)])
-def test_a_channel_between_the_thought_and_the_answer_is_shown_as_itself(step: int) -> None:
+def test_a_commentary_to_no_one_is_the_answer_and_each_analysis_the_thought(step: int) -> None:
+    """As llama.cpp reads harmony: a message on the thought's channel is the thought, any other addressed to
+    no one (a ``commentary`` preamble, the ``final``) the answer; each decided by its header as it streams."""
     marks = derive(_template("openai-gpt-oss-120b")).channels()
     assert marks == ("<|end|><|start|>assistant", "<|channel|>", "<|message|>", "analysis", "final")
-    r = derive(_template("openai-gpt-oss-120b"))
-    splitter = ThoughtSplitter(r.open, r.close, r.answer_open, False, Channels(*marks))
+    splitter = ChannelSplitter(Channels(*marks))
     answer, thought = "", ""
     for at in range(0, len(HARMONY), step):
         answer += splitter.feed(HARMONY[at:at + step])
         thought += splitter.take_thought()
     answer += splitter.finish()
     thought += splitter.take_thought()
-    assert answer == "The answer." and thought == "Think hard.\n\n[commentary] I'll look it up.\n\nMore."
-    assert splitter.thought_raw == HARMONY[len(r.open):HARMONY.index(r.close)]  # as written, for the history
+    assert answer == "I'll look it up.\n\nThe answer." and thought == "Think hard.\n\nMore."
+    assert splitter.thought_raw == "Think hard.\n\nMore."  # the thought's messages, for the history
 
 
 @pytest.mark.parametrize("step", [1, 3, 7, 200])
@@ -137,11 +138,14 @@ def test_a_call_after_the_analysis_ends_the_thought_and_is_the_answer(step: int)
     """gpt-oss writes a call as a message addressed to the tool before its channel: the thought is over,
     and the message, header and all, is the answer, where the call is parsed."""
     r = derive(_template("openai-gpt-oss-120b"))
-    splitter = ThoughtSplitter(r.open, r.close, r.answer_open, False, Channels(*r.channels()))
-    call = ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}'
+    form = CallForm("to=", "functions.", " to=functions.", "<|channel|>commentary json<|message|>")
+    splitter = ChannelSplitter(Channels(*r.channels()), call_form=form)
+    call = ' to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{"city": "Paris"}'
     reply = f"{r.open}Paris, then.<|end|><|start|>assistant{call}"
     answer = "".join(splitter.feed(reply[at:at + step]) for at in range(0, len(reply), step)) + splitter.finish()
-    assert answer == call.lstrip() and splitter.take_thought() == "Paris, then."
+    assert answer == ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}'  # (the syntax's)
+    assert splitter.take_thought() == "Paris, then."
+    assert splitter.calls == [ChannelCall("get_weather", '{"city": "Paris"}')]
 
 
 def test_templates_without_channels_have_none() -> None:
@@ -153,7 +157,8 @@ def test_gpt_oss_commentary_between_analysis_and_final_on_real_weights(copies) -
     grammar = OSS_THOUGHT.replace('"<|end|><|start|>assistant<|channel|>final', '"<|end|><|start|>assistant<|channel|>'
                                   'commentary<|message|>" [a-z ]{4,20} "<|end|><|start|>assistant<|channel|>final')
     done = json.loads(_cli(copies["gpt-oss"], "-p", "Say hi", "--temp", "0", "--grammar", grammar, "--json").stdout)
-    assert "\n\n[commentary] " in done["reasoning"] and done["reply"][:1].isupper()
+    preamble, final = done["reply"].split("\n\n", 1)  # (the commentary, to no one, is the answer's: llama.cpp's reading)
+    assert re.fullmatch("[a-z ]{1,20}", preamble) and final[:1].isupper() and done["reasoning"]
     assert "<|" not in done["reply"] + done["reasoning"]
 
 

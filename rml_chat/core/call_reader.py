@@ -33,10 +33,11 @@ from .text_patterns import cut_closing, piece
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
-def parse_calls(syntax: CallSyntax, text: str) -> tuple[str, list[ToolCall]]:
+def parse_calls(syntax: CallSyntax, text: str, problems: list[str] | None = None) -> tuple[str, list[ToolCall]]:
     """(the text before the first call and after the last, the calls) in ``text``, an answer; (text, [])
-    where no call opens. A call whose arguments are no JSON object raises ChatFormatError naming it."""
-    return _reader(syntax).parse(text)
+    where no call opens. A call whose arguments are no JSON object raises ChatFormatError naming it; given
+    ``problems``, it is named there instead and the calls after it are read all the same."""
+    return _reader(syntax).parse(text, problems)
 
 
 def opens_at(syntax: CallSyntax, text: str) -> int:
@@ -136,7 +137,7 @@ class _Reader:
         glue = piece(self.syntax.after_name).match(text, name.end())
         return glue is not None and text[glue.end():].lstrip().startswith("{")
 
-    def parse(self, text: str) -> tuple[str, list[ToolCall]]:
+    def parse(self, text: str, problems: list[str] | None = None) -> tuple[str, list[ToolCall]]:
         """(the text before the first call and after the last, the calls), or (text, []) where no call
         opens. A call whose arguments are no JSON object raises ChatFormatError naming it::
 
@@ -163,7 +164,17 @@ class _Reader:
             if found is None:
                 break
             at = found.end() + len(text[found.end():]) - len(text[found.end():].lstrip()) if found.end() > at else at
-            call, at = self._one_call(text, at, found)
+            try:
+                call, at = self._one_call(text, at, found)
+            except ChatFormatError as err:
+                if problems is None:
+                    raise
+                problems.append(str(err))  # (named; the calls after it are read all the same)
+                at = self._next_opening(text, at)
+                openers = [piece(t) for t in [self.syntax.between or "", *self._accepted] if t.strip()]
+                if at >= len(text):
+                    break
+                continue
             calls.append(call)
             if self.syntax.between is None:
                 break
@@ -177,6 +188,13 @@ class _Reader:
                 break
         after = text[closed:] if closed is not None else ""
         return (content + after.rstrip() if after.strip() else content), calls
+
+    def _next_opening(self, text: str, at: int) -> int:
+        """Where the next call opens after a malformed one at ``at`` (its own opening, or the one between
+        two calls); ``len(text)`` where none does."""
+        found = [m.start() for t in [self.syntax.between or "", *self._accepted] if t.strip()
+                 for m in [piece(t).search(text, at + 1)] if m is not None]
+        return min(found, default=len(text))
 
     def _one_call(self, text: str, at: int, opened: re.Match[str]) -> tuple[ToolCall, int]:
         """The call whose name starts at ``at``, and where it ends."""

@@ -33,6 +33,7 @@ from tokenizer.chat.tool_calls import derive as derive_calls
 from tokenizer.chat.tool_table import known_syntax
 
 from .call_reader import opens_at, parse_calls
+from .channels import ChannelCall
 from .typed_values import typed
 
 if TYPE_CHECKING:
@@ -117,7 +118,8 @@ class ThoughtSplit:
     """What the thought stage made of a reply (``thoughts.ThoughtSplitter``): ``answer``, all the text
     after the thought as written (control tokens as their text, no stop string cut yet); ``thought``, the
     thought as shown; ``thought_raw`` and ``answer_lead``, the thought as written and the whitespace
-    after it; ``in_thought``, it never closed; ``opened_in_thought``, the prompt opened it."""
+    after it; ``in_thought``, it never closed; ``opened_in_thought``, the prompt opened it; ``closed``, it
+    ended at its close marker (not where a call opened in it)."""
 
     answer: str
     thought: str = ""
@@ -125,6 +127,8 @@ class ThoughtSplit:
     answer_lead: str = ""
     in_thought: bool = False
     opened_in_thought: bool = False
+    closed: bool = True  # the thought (if any) ended at its close (False: it never closed, or a call ended it)
+    channel_calls: tuple[ChannelCall, ...] | None = None  # a channelled reply's calls (None: not channelled)
 
 
 def message_of(reply_format: ReplyFormat, split: ThoughtSplit, written: str, *,
@@ -148,19 +152,16 @@ def message_of(reply_format: ReplyFormat, split: ThoughtSplit, written: str, *,
     """
     r, schemas = reply_format.reasoning, schemas or {}
     marks = r.channels() if r is not None else None
-    if marks is not None:
-        read = _read_channels(reply_format, written, marks, schemas)
+    if marks is not None and split.channel_calls is not None:
+        read = _channelled(reply_format, split, json_answer)
         if not thought_in_content or not read.reasoning:
             return read
         kept = f"{r.open}{read.reasoning}{marks[0][:marks[0].index('>') + 1]}"  # (the message's end: <|end|>)
         return replace(read, content=kept + read.content, reasoning="")
     answer, thought, ended_in_thought = split.answer, split.thought, split.in_thought
     if r is not None and thought_in_content:
-        answer = written if ended_in_thought else _with_thought(split, answer, r)
+        answer = written if ended_in_thought or not split.closed else _with_thought(split, answer, r)
         thought, ended_in_thought = "", False
-    elif r is not None:
-        answer, again = _thought_reopened(answer, r)
-        thought = "\n\n".join(t for t in (thought, again) if t)
     answer = answer[:_stopped_at(answer, reply_format)]
     if json_answer:
         answer = _unfenced(answer)
@@ -188,48 +189,24 @@ def _with_thought(split: ThoughtSplit, answer: str, r: Reasoning) -> str:
     return f"{opening}{split.thought_raw}{close}{split.answer_lead}{answer}"
 
 
-def _read_channels(reply_format: ReplyFormat, text: str, marks: tuple[str, str, str, str, str],
-                   schemas: Mapping[str, Mapping]) -> ParsedReply:
-    """A reply of messages on named channels (gpt-oss's harmony), read message by message as llama.cpp
-    reads them: a message to a tool (``to=functions.NAME`` anywhere in its header, on any channel, with
-    any ``<|constrain|>``) is a call, its body the arguments; the thought's channel is the reasoning; any
-    other message to no one is the answer; one to a built-in tool (``to=python``) is left out::
-
-        <|channel|>analysis<|message|>Oslo?<|end|><|start|>assistant<|channel|>commentary to=functions.weather
-        <|constrain|>json<|message|>{"city": "Oslo"}     -> reasoning "Oslo?", a call of weather
-    """
-    next_message, name_start, name_end, thought_name, _ = marks
-    ended = re.match(r"<[^<>]+>|\[[^\]]+\]", next_message)
-    end_marker = ended.group() if ended else next_message
-    start_marker = next_message[len(end_marker):]
-    syntax = reply_format.calls
-    to = re.match(r"\s*(\w+=)(\S*)", syntax.opening) if syntax is not None else None
-    key, space = (to.group(1), to.group(2)) if to else ("to=", "functions.")
-    reasoning, content, calls = [], [], []
-    for chunk in text.split(end_marker):
-        chunk = chunk.lstrip()
-        chunk = chunk[len(start_marker):] if start_marker and chunk.startswith(start_marker) else chunk
-        header, found, body = chunk.partition(name_end)
-        if not found:
-            header, body = "", chunk
-        recipient = re.search(re.escape(key) + r"([^\s<]+)", header)
-        channel = header.rsplit(name_start, 1)[1].split()[0] if name_start in header and \
-            header.rsplit(name_start, 1)[1].split() else ""
-        if recipient is not None and recipient.group(1).startswith(space) and syntax is not None:
-            name = recipient.group(1)[len(space):]
-            try:
-                arguments, _ = json.JSONDecoder().raw_decode(body.strip())
-            except json.JSONDecodeError:
-                return ParsedReply("".join(content).strip(), "\n\n".join(reasoning),
-                                   problem=f"tool call {name!r}: its arguments are not JSON")
-            calls.append(ToolCall(name, arguments if isinstance(arguments, dict) else {}))
-        elif recipient is not None and recipient.group(1) != "assistant":
-            continue  # (a built-in tool's call: no tool of ours)
-        elif channel == thought_name:
-            reasoning.append(body.strip())
-        else:
-            content.append(body)
-    return ParsedReply("".join(content).strip(), "\n\n".join(r for r in reasoning if r), tuple(calls))
+def _channelled(reply_format: ReplyFormat, split: ThoughtSplit, json_answer: bool) -> ParsedReply:
+    """A channelled reply's message (``channels.ChannelSplitter`` decided each message's way): the answer
+    up to its first call and stop string, the thought, and each call's arguments read as JSON (an empty
+    body is ``{}``; a body that is not JSON is named in ``problem``, and the other calls are kept)."""
+    answer = split.answer
+    first = opens_at(reply_format.calls, answer) if reply_format.calls is not None else -1
+    answer = answer[:first] if first >= 0 else answer
+    answer = answer[:_stopped_at(answer, reply_format)]
+    calls, problems = [], []
+    for call in split.channel_calls or ():
+        try:
+            arguments = json.JSONDecoder().raw_decode(call.arguments)[0] if call.arguments else {}
+        except json.JSONDecodeError:
+            problems.append(f"tool call {call.name!r}: its arguments are not JSON")
+            continue
+        calls.append(ToolCall(call.name, arguments if isinstance(arguments, dict) else {}))
+    content = _unfenced(answer) if json_answer else answer
+    return ParsedReply(content.strip(), split.thought, tuple(calls), "; ".join(problems), split.in_thought)
 
 
 def _stopped_at(answer: str, reply_format: ReplyFormat) -> int:
@@ -242,45 +219,20 @@ def _stopped_at(answer: str, reply_format: ReplyFormat) -> int:
     return min([at for at in found if at >= 0], default=len(answer))
 
 
-def _thought_reopened(answer: str, r: Reasoning) -> tuple[str, str]:
-    """The answer less the thoughts the model opened again in it and the stray closes around it (Gemma 4
-    writes an empty ``<|channel>thought\\n<channel|>`` after its answer, or a last ``<channel|>``), as
-    llama.cpp reads it: (the answer, the text of those thoughts)::
-
-        >>> _thought_reopened("Hi!<|channel>thought\\nhm<channel|><channel|>", Reasoning("<|channel>thought", "<channel|>"))
-        ('Hi!', 'hm')
-    """
-    opening, close, again = r.open.strip(), r.close.strip(), []
-    if not opening or not close:
-        return answer, ""
-    while (start := answer.find(opening)) >= 0 and (end := answer.find(close, start + len(opening))) >= 0:
-        again.append(answer[start + len(opening):end].strip())
-        answer = answer[:start] + answer[end + len(close):]
-    body = answer.strip()
-    while body.endswith(close) or body.startswith(close):
-        body = (body[:-len(close)] if body.endswith(close) else body[len(close):]).strip()
-    return (body if body != answer.strip() else answer), "\n\n".join(t for t in again if t)
-
-
 def read_calls(syntax: CallSyntax | None, answer: str, thought: str, ended_in_thought: bool,
                schemas: Mapping[str, Mapping]) -> ParsedReply:
-    """The calls in a reply's answer, or in a thought that never closed (Kimi K2 Thinking writes a call
-    there, and llama.cpp reads it: the thought ends where the call begins)."""
+    """The calls in a reply's answer (a call the model opened in a thought it never closed is the answer's
+    already: the thought stage ended the thought there)."""
     whole = ParsedReply(answer.strip(), thought, (), "", ended_in_thought)
-    if syntax is None:
+    if syntax is None or opens_at(syntax, answer) < 0:
         return whole
-    opens = opens_at(syntax, answer) >= 0
-    nested = opens_at(syntax, thought) if ended_in_thought and not opens else -1
-    if nested >= 0:
-        answer, thought = thought[nested:], thought[:nested].rstrip()
-    elif not opens:
-        return whole
+    problems: list[str] = []
     try:
-        content, calls = parse_calls(syntax, answer)
+        content, calls = parse_calls(syntax, answer, problems)
     except ChatFormatError as err:
         return replace(whole, problem=str(err))
     if syntax.keyed is not None:  # keyed values are written as text: the schema types them
         separator = syntax.keyed.tag_separator()
         calls = [replace(c, arguments=typed(c.arguments, schemas[c.name], separator)) if c.name in schemas else c
                  for c in calls]
-    return ParsedReply(content.strip(), thought, tuple(calls), "", ended_in_thought and nested < 0)
+    return ParsedReply(content.strip(), thought, tuple(calls), "; ".join(problems), ended_in_thought)

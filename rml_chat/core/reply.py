@@ -38,15 +38,16 @@ llama.cpp's parser cases whole, a character at a time and in threes). ``parse_re
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from tokenizer import Tokenizer, TokenType
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall
 
 from .call_reader import call_triggers, opened_calls, opens_at
+from .channels import CallForm, Channels, ChannelSplitter
 from .read_reply import ParsedReply, ReplyFormat, ThoughtSplit, message_of
-from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, Channels, ThoughtSplitter, as_written, prefix_tail, shown_as_text, without_hidden
+from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, ThoughtSplitter, as_written, prefix_tail, shown_as_text, without_hidden
 
 __all__ = ["AnswerText", "CallArguments", "CallClosed", "CallOpened", "ParsedReply", "ReplyEnded", "ReplyEvent",
            "ReplyFormat", "ReplyParser", "ThoughtText", "parse_reply"]
@@ -147,6 +148,7 @@ class AnswerStage:
         self._syntax = syntax
         self._triggers = call_triggers(syntax) if syntax is not None else ()
         self._starts = tuple(starts)
+        self._spaced = tuple(spaced_openings(self._triggers))
         self._held = ""         # text that may start a stop string or a call
         self._started = False   # the reply's first text is past (a call named at the start no longer can be)
         self.text = ""          # the answer shown, up to a stop string or a call
@@ -185,7 +187,7 @@ class AnswerStage:
             return self._call_at(pending, call_at)
         cut = len(pending) - prefix_tail(pending, self._stops + self._triggers)
         if self._syntax is not None:  # (the whitespace before a call is not the answer's: it waits too)
-            cut = len(pending[:cut].rstrip())
+            cut = len(pending[:min(cut, self._spaced_opening(pending))].rstrip())
         return self._shown(pending[:cut], pending[cut:])
 
     def finish(self) -> tuple[str, str]:
@@ -201,6 +203,18 @@ class AnswerStage:
         found = [at for at in (text.find(t) for t in self._triggers) if at >= 0]
         by_pattern = opens_at(self._syntax, text)  # (in any spacing the reader takes)
         return min(found + ([by_pattern] if by_pattern >= 0 else []), default=-1)
+
+    def _spaced_opening(self, pending: str) -> int:
+        """Where a call may be opening with whitespace the template does not write after its first marker
+        (Mistral Nemo's ``[TOOL_CALLS] [{"name": …`` for ``[TOOL_CALLS][{"name": …``), which the reader takes:
+        the marker's place while what follows it, less whitespace, still begins the rest of the opening
+        (``len(pending)``: nowhere)."""
+        earliest = len(pending)
+        for marker, rest in self._spaced:
+            at = pending.rfind(marker)
+            if at >= 0 and rest.startswith(re.sub(r"\s+", "", pending[at + len(marker):])):
+                earliest = min(earliest, at)
+        return earliest
 
     def _shown(self, text: str, held: str) -> tuple[str, str]:
         self._held = held
@@ -236,11 +250,14 @@ class ReplyParser:
         form = self._stream.stream_form if self._stream is not None else str
         r = reply_format.reasoning
         marks = r.channels() if r is not None else None
-        channels = None if marks is None else Channels(form(marks[0]), form(marks[1]), form(marks[2]), *marks[3:])
-        self._splitter: ThoughtSplitter | None = None
-        if r is not None:
+        self._splitter: ThoughtSplitter | ChannelSplitter | None = None
+        triggers = [form(t) for t in call_triggers(reply_format.calls)] if reply_format.calls is not None else []
+        if marks is not None:
+            channels = Channels(form(marks[0]), form(marks[1]), form(marks[2]), *marks[3:])
+            self._splitter = ChannelSplitter(channels, in_thought, _call_form(reply_format.calls, form))
+        elif r is not None:
             self._splitter = ThoughtSplitter(form(r.open), form(r.close), form(r.answer_open) if r.answer_open else "",
-                                             in_thought, channels, shown=None)
+                                             in_thought, shown=None, call_triggers=triggers)
         elif reply_format.answer_lead:  # (a splitter with no thought: it only takes the opening off)
             self._splitter = ThoughtSplitter("", "", form(reply_format.answer_lead), shown=None)
         syntax = reply_format.calls
@@ -327,11 +344,24 @@ class ReplyParser:
         events += self._shown_events(shown)
         s = self._splitter
         split = ThoughtSplit(self._written_answer, self.thought, as_written(s.thought_raw) if s else "",
-                             s.answer_lead if s else "", self.in_thought, self.opened_in_thought)
+                             s.answer_lead if s else "", self.in_thought, self.opened_in_thought,
+                             closed=s is None or s.thought_closed,
+                             channel_calls=tuple(s.calls) if isinstance(s, ChannelSplitter) else None)
         self.message = message_of(self.format, split, self.written, schemas=self._schemas,
                                   thought_in_content=thought_in_content, json_answer=json_answer)
+        if self._unshown is not None:  # (a call syntax's markers outside a call: shown nowhere, kept nowhere)
+            self.message = replace(self.message, content=self._unshown(self.message.content).strip())
+        events += self._after_calls(self.message.content)
         events += [CallClosed(call) for call in self.message.tool_calls]
         return [*events, ReplyEnded(self.message, self.stopped_by)]
+
+    def _after_calls(self, content: str) -> list[ReplyEvent]:
+        """The answer's text after its calls (Ling writes a line after its call), shown once the calls are
+        read, so that the answer shown is the message's content."""
+        shown = self._answer.text.strip()
+        if not self.in_call or len(content) <= len(shown) or not content.startswith(shown):
+            return []
+        return self._shown_events(content[len(shown):])
 
     def _thought_events(self) -> list[ReplyEvent]:
         thought = self._splitter.take_thought() if self._splitter is not None else ""
@@ -369,6 +399,31 @@ class ReplyParser:
             events.append(CallArguments(text[self._scanned:]))
             self._scanned = len(text)
         return events
+
+
+def spaced_openings(triggers: Iterable[str]) -> list[tuple[str, str]]:
+    """Each call trigger that starts with a marker and goes on, as (the marker, the rest less whitespace):
+    where a model may put whitespace after the marker.
+
+        >>> spaced_openings(['[TOOL_CALLS][{"name":', "<tool_call>", '{"name":'])
+        [('[TOOL_CALLS]', '[{"name":')]
+    """
+    found = []
+    for trigger in triggers:
+        marker = re.match(r"<[^<>\s]+>|\[[^\[\]\s]+\]", trigger)
+        if marker is not None and marker.end() < len(trigger):
+            found.append((marker.group(), re.sub(r"\s+", "", trigger[marker.end():])))
+    return found
+
+
+def _call_form(syntax: CallSyntax | None, form: Callable[[str], str]) -> CallForm | None:
+    """How a channelled reply addresses a call (gpt-oss: ``to=`` and ``functions.``, from the syntax's
+    opening ``" to=functions."``), and how the syntax writes one, in the stream's form."""
+    if syntax is None:
+        return None
+    to = re.match(r"\s*(\w+=)(\S*)", syntax.opening)
+    key, namespace = (to.group(1), to.group(2)) if to else ("to=", "functions.")
+    return CallForm(key, namespace, form(syntax.opening), form(syntax.after_name))
 
 
 def _remover(markers: frozenset[str]):

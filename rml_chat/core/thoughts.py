@@ -14,41 +14,32 @@ is a thought all the same. A reply that does not open with the marker is all ans
 written later in it. Whitespace at the edges of the thought and the answer is held apart (``thought_raw``
 and ``answer_lead`` keep it): the display shows neither, the history gets the text exactly as written.
 
+Every decision about the thought is made here, as the reply streams, so that what is shown is what the
+message holds (``read_reply.message_of`` only assembles what this stage recorded). What models write beside
+what their template writes, decided as llama.cpp reads it:
+
+* the opening written again inside a thought (the prompt opened it, and the model writes ``<think>``
+  anyway): a marker, hidden;
+* a thought opened again in the answer (``Hi <think>b</think>there``): a thought, its text added to the
+  thought's after a blank line, the answer going on after its close;
+* a close with no thought open, at the answer's start or its end (Gemma 4's last ``<channel|>``): a
+  marker, hidden (between two pieces of the answer it is the answer's text, as written);
+* a call that opens inside a thought (``call_triggers``: a thought the model never closed before its
+  call): the thought ends where the call opens, and the call is the answer's.
+
 Control tokens come in as ``HIDDEN_OPEN text HIDDEN_CLOSE`` (``reply.TokenStream``): markers made of
 them match in that form, and any other is left out of both texts.
-
-A template whose thought and answer are *channels* (gpt-oss: ``<|channel|>analysis<|message|>`` and
-``<|channel|>final<|message|>``, a new message between them) lets the model write other channels
-between the two: ``…<|end|><|start|>assistant<|channel|>commentary<|message|>I'll look it up.<|end|>…``.
-Such a message stays on the thought's side (no stop ends the reply in it) and is shown as itself: its
-text under ``[commentary]`` in the shown thought, the markers as written in ``thought_raw``. A message
-addressed to a recipient before its channel (``<|end|><|start|>assistant to=functions.NAME<|channel|>…``:
-a tool call) ends the thought, and is the answer, header and all: the call is parsed off the answer.
+(A template whose thought and answer are channels, gpt-oss's, is read by ``channels.ChannelSplitter``.)
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 HIDDEN_OPEN, HIDDEN_CLOSE = "\ue000", "\ue001"  # around a control token's text in the stream
 _HIDDEN = re.compile(f"{HIDDEN_OPEN}[^{HIDDEN_CLOSE}]*{HIDDEN_CLOSE}")
 START, THOUGHT, ANSWER = "start", "thought", "answer"
-_HEADER_MAX = 160  # a message's header is awaited this long (a call's names its tool)
-
-
-@dataclass(frozen=True)
-class Channels:
-    """A channelled thought's marks (stream forms): what starts the next message, then ``name_start``,
-    the channel's name, ``name_end`` (gpt-oss: ``<|end|><|start|>assistant``, ``<|channel|>``,
-    ``<|message|>``); ``thought`` and ``answer`` are the two channels' names."""
-
-    next_message: str
-    name_start: str
-    name_end: str
-    thought: str
-    answer: str
 
 
 def without_hidden(text: str) -> str:
@@ -108,18 +99,23 @@ class ThoughtSplitter:
     """``feed(text)`` -> the answer text to show now; ``take_thought()`` -> the thought text since."""
 
     def __init__(self, open_marker: str, close_marker: str, answer_open: str = "", in_thought: bool = False,
-                 channels: Channels | None = None, shown: frozenset[str] | None = frozenset()):
+                 shown: frozenset[str] | None = frozenset(), call_triggers: Iterable[str] = ()):
         self._open, self._close, self._answer_open = open_marker, close_marker, answer_open
+        self._triggers = tuple(t for t in call_triggers if t)  # (a call opening ends a thought)
+        self._calls_open = False  # a call opened: from there on everything is the call's text, never scanned
+        self._stray = ""          # a close with no thought open, and the whitespace after it, held
+        self._call_in_thought = False  # a call opened in the thought: held until the thought closes or the reply ends
+        self.thought_closed = True     # False: a call the model opened in the thought ended it
+        self._ending = False      # finish(): nothing more comes, so nothing is held as a marker's start
         self._shown = shown  # control tokens the answer carries as their text (None: the answer in the stream's form)
-        self._channels = channels
         self._opening_due = ""  # the answer's opening, which may follow the close (hidden if it does)
-        if channels is None and answer_open and close_marker.endswith(answer_open) and close_marker != answer_open:
+        if answer_open and close_marker.endswith(answer_open) and close_marker != answer_open:
             # a close that goes on with the answer's opening (Cohere's <|END_THINKING|><|START_TEXT|>): the
             # thought ends at its first part, whatever follows it (<|START_ACTION|> before a call)
             self._close, self._opening_due = close_marker[:-len(answer_open)], answer_open
         self.state = THOUGHT if in_thought else START
         self._fresh = in_thought  # a thought the prompt opened, nothing written in it yet
-        self._skip_openings = _answer_openings(self._opening_due or answer_open) if in_thought and channels is None else []
+        self._skip_openings = _answer_openings(self._opening_due or answer_open) if in_thought else []
         self._held = ""          # text that may be part of a marker
         self.thought_raw = ""    # the thought exactly as written between the markers
         self._visible = ""       # the same without control tokens (grown piece by piece, never rescanned)
@@ -149,12 +145,7 @@ class ThoughtSplitter:
             if not settled:
                 self._held = pending
                 return ""
-        if self.state == THOUGHT and self._channels is not None:
-            rest = self._channel_messages(pending)
-            if rest is None:
-                return ""
-            pending = rest
-        elif self.state == THOUGHT:
+        if self.state == THOUGHT:
             if self._fresh:
                 pending, settled = self._skipped(pending)
                 if not settled:
@@ -162,27 +153,72 @@ class ThoughtSplitter:
                     return ""
             if self.state == ANSWER:
                 return self._answer(pending)
-            at = pending.find(self._close)
-            if at < 0:
-                keep = prefix_tail(pending, (self._close,))
-                self._add_thought(pending[:len(pending) - keep])
-                self._held = pending[len(pending) - keep:]
+            pending = self._in_thought(pending, len(pending) - len(text))
+            if pending is None:
                 return ""
-            self._add_thought(pending[:at])
-            self.state, pending = ANSWER, pending[at + len(self._close):]
-            self._opening_due = self._opening_due or self._answer_open  # (Command R7B's <|START_RESPONSE|>)
         return self._answer(pending)
 
+    def _in_thought(self, pending: str, scanned: int = 0) -> str | None:
+        """The thought's text up to its close (None: the thought goes on, a marker's start held); the opening
+        written again is left out. What follows the thought is returned, the state then ANSWER.
+
+        A call that opens in the thought is held from its opening (``scanned``: how much of ``pending`` was
+        looked through for the close before): if the thought closes after it, it was the thought's text
+        (a model thinking about a call); if the reply ends first, the thought ended where the call opened."""
+        if self._call_in_thought:
+            at = pending.find(self._close, max(0, scanned - len(self._close))) if self._close else -1
+            if at < 0 and not self._ending:
+                self._held = pending
+                return None
+            self._call_in_thought = False
+            self.state = ANSWER
+            if at < 0:  # the reply ended in the call: the thought ended where it opened
+                self._opening_due, self.thought_closed = "", False
+                return pending
+            self._add_thought(pending[:at])
+            self._opening_due = self._opening_due or self._answer_open
+            return pending[at + len(self._close):]
+        while True:
+            found = [(at, kind) for kind, marker in (("close", self._close), ("open", self._open))
+                     if marker and (at := pending.find(marker)) >= 0]
+            found += [(at, "call") for t in self._triggers if (at := pending.find(t)) >= 0]
+            if not found:
+                keep = 0 if self._ending else prefix_tail(pending, (self._close, self._open, *self._triggers))
+                self._add_thought(pending[:len(pending) - keep])
+                self._held = pending[len(pending) - keep:]
+                return None
+            at, kind = min(found)
+            self._add_thought(pending[:at])
+            if kind == "open":  # (written again inside the thought: a marker all the same)
+                pending = pending[at + len(self._open):]
+                continue
+            if kind == "call":  # (held: the thought's text, or the answer's call, as the reply goes on)
+                self._call_in_thought = True
+                return self._in_thought(pending[at:])
+            self.state = ANSWER
+            self._opening_due = self._opening_due or self._answer_open  # (Command R7B's <|START_RESPONSE|>)
+            return pending[at + len(self._close):]
+
     def finish(self, rest: str = "") -> str:
-        """The end of the reply: what is held is what it seemed (an unclosed thought stays a thought)."""
+        """The end of the reply: what is held is what it seemed (an unclosed thought stays a thought, a
+        close held at the answer's end is left out)."""
         out = self.feed(rest)
         held, self._held = self._held, ""
+        self._ending = True
         if self.state == THOUGHT:
-            self._add_thought(held)
-            return out
+            after = self._in_thought(held)
+            if after is None:
+                return out
+            out += self._answer(after)
+            held, self._held = self._held, ""
         self.state = ANSWER
         self._opening_due = ""
-        return out + self._answer(held)
+        out += self._answer(held)
+        self._stray = ""
+        if self.state == THOUGHT:  # (the held text opened a thought again)
+            self._add_thought(self._held)
+            self._held = ""
+        return out
 
     def _start(self, pending: str) -> tuple[str, bool]:
         """At the reply's start: (what is left, whether the state is settled)."""
@@ -214,49 +250,6 @@ class ThoughtSplitter:
                 return body[len(opening):], True
         return pending, True
 
-    def _channel_messages(self, pending: str) -> str | None:
-        """In a channelled thought: the text after the answer's channel opens (None: still thinking, what
-        may be a header held)."""
-        c = self._channels
-        assert c is not None
-        while (at := pending.find(c.next_message)) >= 0:
-            body = at + len(c.next_message)
-            end = pending.find(c.name_end, body)
-            if end < 0 and len(pending) - body < _HEADER_MAX:  # the header so far: wait for its end
-                break
-            if end >= 0 and not pending.startswith(c.name_start, body) and c.name_start in pending[body:end]:
-                # addressed before its channel: a call (gpt-oss's " to=functions.NAME<|channel|>commentary
-                # json<|message|>ARGS" after its analysis). The thought is over; the message, header and
-                # all, is the answer, where the call is parsed.
-                self._add_thought(pending[:at])
-                self.state = ANSWER
-                return pending[body:]
-            addressed = re.search(r" to=(?!assistant\b)", pending[body:end]) if end >= 0 else None
-            if addressed is not None:  # a channel, then a recipient (gpt-oss's "<|channel|>commentary
-                self._add_thought(pending[:at])  # to=functions.NAME <|constrain|>json<|message|>ARGS"): a
-                self.state = ANSWER  # call, as above; the answer from its recipient on
-                return pending[body + addressed.start():]
-            if end < 0 or not pending.startswith(c.name_start, body) or len(name := pending[body + len(c.name_start):end]) > 64:
-                self._add_thought(pending[:body])  # not a header after all
-                pending = pending[body:]
-                continue
-            self._add_thought(pending[:at])
-            header, pending = pending[at:end + len(c.name_end)], pending[end + len(c.name_end):]
-            if name == c.answer:
-                self.state = ANSWER
-                return pending
-            self.thought_raw += header
-            shown = without_hidden(name).strip()
-            self._visible += "\n\n" if name == c.thought else f"\n\n[{shown}] "
-        else:
-            keep = prefix_tail(pending, (c.next_message,))
-            self._add_thought(pending[:len(pending) - keep])
-            self._held = pending[len(pending) - keep:]
-            return None
-        self._add_thought(pending[:at])
-        self._held = pending[at:]
-        return None
-
     def _add_thought(self, text: str) -> None:
         self.thought_raw += text
         self._visible += without_hidden(text)  # (a control token comes whole: pieces never split one)
@@ -264,12 +257,60 @@ class ThoughtSplitter:
     def _answer(self, text: str) -> str:
         if self._opening_due and not self._answering:
             body = text.lstrip()
-            if self._opening_due.startswith(body):  # (whitespace, or the opening's start, so far)
+            if self._opening_due.startswith(body) and not self._ending:  # (whitespace, or the opening's start)
                 self._held = text
                 return ""
             if body.startswith(self._opening_due):
                 text = body[len(self._opening_due):]
             self._opening_due = ""
+        if not self._close or self._calls_open:
+            return self._answer_text(text)
+        return self._answer_markers(text)
+
+    def _answer_markers(self, pending: str) -> str:
+        """The answer's text with the thought's markers the model wrote in it decided: a thought opened
+        again goes to the thought; a close with no thought open is left out at the answer's edges (held
+        with the whitespace after it until text follows). A call's opening ends the scan."""
+        out = []
+        if self._stray:
+            if not pending.strip():
+                self._stray += pending
+                return ""
+            out.append(self._answer_text(self._stray))  # (text follows: the close was the answer's own text)
+            self._stray = ""
+        while True:
+            found = [(at, kind) for kind, marker in (("open", self._open), ("close", self._close))
+                     if marker and (at := pending.find(marker)) >= 0]
+            found += [(at, "call") for t in self._triggers if (at := pending.find(t)) >= 0]
+            if not found:
+                keep = 0 if self._ending else prefix_tail(pending, (self._open, self._close))
+                out.append(self._answer_text(pending[:len(pending) - keep]))
+                self._held = pending[len(pending) - keep:]
+                return "".join(out)
+            at, kind = min(found)
+            out.append(self._answer_text(pending[:at]))
+            if kind == "call":
+                self._calls_open = True
+                out.append(self._answer_text(pending[at:]))
+                return "".join(out)
+            if kind == "open":  # a thought opened again: the thought's, after a blank line
+                self.state = THOUGHT
+                self._visible += "\n\n" if self._visible.strip() else ""
+                self.thought_raw += "\n\n" if self.thought_raw.strip() else ""
+                rest = self._in_thought(pending[at + len(self._open):])
+                return "".join(out) + (self._answer(rest) if rest is not None else "")
+            after = pending[at + len(self._close):]
+            if not self._answering:  # (a close before any answer: a marker)
+                pending = after
+                continue
+            if after.strip():  # (text follows at once: the answer's own text, as written)
+                out.append(self._answer_text(pending[at:at + len(self._close)]))
+                pending = after
+                continue
+            self._stray = pending[at:]  # (maybe the answer's end: held)
+            return "".join(out)
+
+    def _answer_text(self, text: str) -> str:
         if not self._answering:
             body = text.lstrip()
             self.answer_lead += text[:len(text) - len(body)]

@@ -1,0 +1,204 @@
+"""The reply decided once: what the stream shows (its events) is the message that is recorded, run and
+reported, at every chunking, whatever the model writes, on plain-text markers and on vocabularies whose
+markers are tokens of their own.
+
+The kinds of what real models write beside what their template writes, each a category with its own
+cases: the thought's opening written again, a thought opened again in the answer, a close with no thought
+open, a call opened inside a thought, gpt-oss's messages on other channels (a commentary preamble, a call,
+a built-in tool's call, an empty call body). And the whole of llama.cpp's parser suite, streamed.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+import pytest
+from conftest import fetch
+from llama_chat_cases import extract
+from test_control_tokens import vocabulary_with_markers
+from test_tools import STOPS
+
+import tokenizer
+from rml_chat.core.reply import AnswerText, CallClosed, ReplyFormat, ReplyParser, ThoughtText, parse_reply
+from rml_chat.core.thoughts import HIDDEN_CLOSE, HIDDEN_OPEN
+from rml_chat.tools.grammar import syntax_markers
+from tokenizer.chat.tool_calls import ToolCall
+
+WEATHER = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+@functools.cache
+def _format(template: str) -> ReplyFormat:
+    source = (fetch.models_dir() / "templates" / f"{template}.jinja").read_text(encoding="utf-8")
+    return ReplyFormat.of_template(source, stops=STOPS)
+
+
+def _streamed(parser: ReplyParser, pieces: list[str] | list[int]) -> tuple[str, str, tuple[ToolCall, ...]]:
+    """What the stream showed: the answer's text, the thought's, the calls closed; and the message must
+    be the same (content and reasoning at their edges, the calls exactly)."""
+    feed = parser.feed if pieces and isinstance(pieces[0], int) else parser.feed_text
+    events = [e for piece in pieces for e in feed(piece)] + parser.finish()  # type: ignore[arg-type]
+    answer = "".join(e.text for e in events if isinstance(e, AnswerText))
+    thought = "".join(e.text for e in events if isinstance(e, ThoughtText))
+    calls = tuple(e.call for e in events if isinstance(e, CallClosed))
+    message = parser.message
+    assert message is not None
+    assert (answer.strip(), thought.strip(), calls) == (message.content, message.reasoning.strip(), message.tool_calls)
+    assert not any(p in answer + thought for p in (HIDDEN_OPEN, HIDDEN_CLOSE))
+    return message.content, message.reasoning, message.tool_calls
+
+
+def _at_every_chunking(reply_format: ReplyFormat, text: str, *, in_thought: bool = False,
+                       schemas: dict | None = None) -> tuple[str, str, tuple[ToolCall, ...]]:
+    """The message of ``text``, the same streamed whole, in ones, twos, threes and sevens."""
+    read = {size: _streamed(ReplyParser(reply_format, in_thought=in_thought, schemas=schemas),
+                            [text[i:i + size] for i in range(0, len(text), size)])
+            for size in (len(text) or 1, 1, 2, 3, 7)}
+    assert all(got == read[1] for got in read.values()), read
+    return read[1]
+
+
+# ----- the kinds, as categories ---------------------------------------------------------------------------
+
+KINDS = [  # (kind, template, reply, the prompt opened the thought, (content, reasoning, calls))
+    ("the opening written again in a thought the prompt opened", "Qwen3.5-4B",
+     "<think>\nThe user says hi.\n</think>\n\nHello!", True, ("Hello!", "The user says hi.", ())),
+    ("... and in a distill's", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+     "<think>Two and two.</think>Four.", True, ("Four.", "Two and two.", ())),
+    ("... twice, mid-thought", "Qwen3.5-4B", "Hm, <think>wait.</think>Hi.", True, ("Hi.", "Hm, wait.", ())),
+    ("a thought opened again in the answer", "Qwen-Qwen3-0.6B",
+     "<think>a</think>Hi <think>b</think>there", False, ("Hi there", "a\n\nb", ())),
+    ("... after the answer (Gemma 4)", "google-gemma-4-31B-it",
+     "Hi!<|channel>thought\nhm<channel|>", False, ("Hi!", "hm", ())),
+    ("a close with no opening, the prompt having opened the thought", "Qwen3.5-4B",
+     "It is a greeting.</think>\n\nHello!", True, ("Hello!", "It is a greeting.", ())),
+    ("... Mistral's [/THINK]", "mistralai-Ministral-3-14B-Reasoning-2512",
+     "Simple.[/THINK]Four.", True, ("Four.", "Simple.", ())),
+    ("a close with no thought open, at the answer's start", "Qwen-Qwen3-0.6B", "</think>\n\nHello!", False,
+     ("Hello!", "", ())),
+    ("... at the answer's end (Gemma 4's last <channel|>)", "google-gemma-4-31B-it", "Hello!<channel|>\n", False,
+     ("Hello!", "", ())),
+    ("... between two pieces of the answer: the answer's text, as written", "Qwen-Qwen3-0.6B",
+     "<think>x</think>Use </think> to close.", False, ("Use </think> to close.", "x", ())),
+    ("a call opened in a thought that never closed", "Qwen3.5-4B",
+     "I should look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n"
+     "</tool_call>", True, ("", "I should look.", (ToolCall("get_weather", {"city": "Oslo"}),))),
+    ("... a call inside a thought that closes is the thought's text", "mistralai-Ministral-3-14B-Reasoning-2512",
+     '[THINK]Maybe [TOOL_CALLS]get_weather[ARGS]{"city": "Rome"} then.[/THINK][TOOL_CALLS]get_weather[ARGS]'
+     '{"city": "Oslo"}', False,
+     ("", 'Maybe [TOOL_CALLS]get_weather[ARGS]{"city": "Rome"} then.', (ToolCall("get_weather", {"city": "Oslo"}),))),
+    ("a call's opening with a space after its first marker (Mistral Nemo)", "mistralai-Mistral-Nemo-Instruct-2407",
+     '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "abcdefghi"}]', False,
+     ("", "", (ToolCall("get_weather", {"city": "Oslo"}, "abcdefghi"),))),
+    ("... and text that only looks like one", "mistralai-Mistral-Nemo-Instruct-2407", "Use [TOOL_CALLS] [x] here.",
+     False, ("Use [TOOL_CALLS] [x] here.", "", ())),
+    ("one malformed call among good ones: the good ones are read", "Qwen-Qwen2.5-7B-Instruct",
+     '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n<tool_call>\n'
+     '{"name": "get_time", "arguments": {"city": Rome}}\n</tool_call>\n<tool_call>\n{"name": "get_weather", '
+     '"arguments": {"city": "Paris"}}\n</tool_call>', False,
+     ("", "", (ToolCall("get_weather", {"city": "Oslo"}), ToolCall("get_weather", {"city": "Paris"})))),
+    ("gpt-oss: a commentary to no one is the answer, each analysis the thought", "openai-gpt-oss-120b",
+     "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary<|message|>Looking."
+     "<|end|><|start|>assistant<|channel|>analysis<|message|>More.<|end|><|start|>assistant<|channel|>final"
+     "<|message|>Done.", False, ("Looking.\n\nDone.", "Think.\n\nMore.", ())),
+    ("gpt-oss: a call addressed before its channel, with <|constrain|>", "openai-gpt-oss-120b",
+     "<|channel|>analysis<|message|>Oslo?<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary "
+     '<|constrain|>json<|message|>{"city": "Oslo"}<|call|>', False,
+     ("", "Oslo?", (ToolCall("get_weather", {"city": "Oslo"}),))),
+    ("gpt-oss: a call addressed after its channel, an empty body read as {}", "openai-gpt-oss-120b",
+     "<|channel|>commentary to=functions.get_weather<|message|>", False, ("", "", (ToolCall("get_weather", {}),))),
+    ("gpt-oss: a built-in tool's call is left out", "openai-gpt-oss-120b",
+     "<|channel|>analysis<|message|>Run it.<|end|><|start|>assistant<|channel|>commentary to=python "
+     "<|constrain|>code<|message|>print(1)", False, ("", "Run it.", ())),
+    ("gpt-oss: no header at all is the answer, as written", "openai-gpt-oss-120b", "Just text.", False,
+     ("Just text.", "", ())),
+]
+
+
+@pytest.mark.parametrize(("kind", "template", "reply", "in_thought", "expected"), KINDS, ids=[k[0] for k in KINDS])
+def test_each_kind_is_decided_as_it_streams_and_the_screen_is_the_message(kind, template, reply, in_thought,
+                                                                         expected) -> None:
+    assert _at_every_chunking(_format(template), reply, in_thought=in_thought, schemas=WEATHER) == expected
+    assert _message_tuple(parse_reply(_format(template), reply, in_thought=in_thought, schemas=WEATHER)) == expected
+
+
+def test_a_malformed_call_is_named_and_the_others_still_run() -> None:
+    reply = next(k[2] for k in KINDS if k[0].startswith("one malformed call"))
+    read = parse_reply(_format("Qwen-Qwen2.5-7B-Instruct"), reply, schemas=WEATHER)
+    assert read.problem == "tool call 'get_time': its arguments are not JSON (Expecting value at 9)"
+    oss = parse_reply(_format("openai-gpt-oss-120b"), "<|channel|>commentary to=functions.get_time<|message|>{city: 1}"
+                      "<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{}")
+    assert oss.tool_calls == (ToolCall("get_weather", {}),) and oss.problem == "tool call 'get_time': its arguments are not JSON"
+
+
+def _message_tuple(message) -> tuple:  # type: ignore[no-untyped-def]
+    return message.content, message.reasoning, message.tool_calls
+
+
+MARKERS = {  # the markers as the real vocabularies have them: (control, user-defined)
+    "Qwen3.5-4B": ([], ["<think>", "</think>", "<tool_call>", "</tool_call>"]),
+    "Qwen-Qwen3-0.6B": ([], ["<think>", "</think>", "<tool_call>", "</tool_call>"]),
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": ([], ["<think>", "</think>"]),
+    "mistralai-Ministral-3-14B-Reasoning-2512": (["[THINK]", "[/THINK]", "[TOOL_CALLS]", "[ARGS]"], []),
+    "google-gemma-4-31B-it": (["<|channel>", "<channel|>", "<|tool_call>"], []),
+    "mistralai-Mistral-Nemo-Instruct-2407": (["[TOOL_CALLS]"], []),
+    "Qwen-Qwen2.5-7B-Instruct": ([], ["<tool_call>", "</tool_call>"]),
+    "openai-gpt-oss-120b": (["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>",
+                             "<|call|>"], []),
+}
+
+
+TOKENS_READ = {  # where a marker that is a token of the vocabulary reads otherwise than its text
+    "... between two pieces of the answer: the answer's text, as written": ("Use  to close.", "x", ()),  # (a token
+    # of the call syntax outside a call: shown nowhere, kept nowhere)
+    "... and text that only looks like one": ("Use  [x] here.", "", ()),  # (the same: its marker is a token)
+    "... a call inside a thought that closes is the thought's text": (
+        "", 'Maybe get_weather{"city": "Rome"} then.', (ToolCall("get_weather", {"city": "Oslo"}),)),  # (control
+    # tokens in a thought are left out of it, as everywhere)
+}
+
+
+@pytest.fixture(scope="module")
+def vocabularies(tmp_path_factory) -> dict[str, tokenizer.Tokenizer]:
+    folder = tmp_path_factory.mktemp("decided")
+    return {template: tokenizer.load(str(vocabulary_with_markers(folder / f"{template}.gguf", template,
+                                                                 control + user, user_defined=frozenset(user))))
+            for template, (control, user) in MARKERS.items()}
+
+
+@pytest.mark.parametrize(("kind", "template", "reply", "in_thought", "expected"), KINDS, ids=[k[0] for k in KINDS])
+def test_each_kind_reads_the_same_when_the_markers_are_tokens(vocabularies, kind, template, reply, in_thought,
+                                                             expected) -> None:
+    """The same replies as ids of a vocabulary whose markers are tokens, control or user-defined as in the
+    real one (SmolLM2's spare entries renamed), fed to the stream id by id."""
+    tok = vocabularies[template]
+    ids = tok.encode(reply, parse_special=True)
+    control, user = MARKERS[template]
+    if any(m in reply for m in control + user):
+        assert {tok.id_to_token(i) for i in ids} & set(control + user)  # (the markers are tokens here)
+    reply_format = _format(template)
+    markers = syntax_markers(reply_format.calls, tok.special_texts()) if reply_format.calls is not None else ()
+    parser = ReplyParser(reply_format, tokenizer=tok, in_thought=in_thought, schemas=WEATHER, markers=markers)
+    assert _streamed(parser, ids) == TOKENS_READ.get(kind, expected)
+
+
+# ----- llama.cpp's parser suite, streamed ------------------------------------------------------------------
+
+def test_the_screen_is_the_message_for_every_llama_cpp_case_at_every_chunking() -> None:
+    """Every case of llama.cpp's ``test-chat.cpp`` with a counterpart here, streamed whole, in ones and in
+    threes: the answer and thought the events showed, and the calls they closed, are the message's."""
+    cases, unreadable = extract(fetch.llama_chat_tests().read_text(encoding="utf-8"))
+    assert not unreadable
+    checked = 0
+    for case in (c for c in cases if not c.continuation and not c.is_partial):
+        reply_format = _format(case.template)
+        if not case.tools or case.tool_choice == "NONE":
+            reply_format = replace(reply_format, calls=None)
+        r = reply_format.reasoning
+        schemas = {t["name"]: t["parameters"] for t in case.tools}
+        for size in (len(case.input) or 1, 1, 3):
+            pieces = [case.input[i:i + size] for i in range(0, len(case.input), size)]
+            _streamed(ReplyParser(reply_format, in_thought=bool(r and r.prefilled), schemas=schemas), pieces)
+            checked += 1
+    assert checked >= 1100
