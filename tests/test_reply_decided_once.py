@@ -11,6 +11,8 @@ a built-in tool's call, an empty call body). And the whole of llama.cpp's parser
 from __future__ import annotations
 
 import functools
+import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -202,3 +204,50 @@ def test_the_screen_is_the_message_for_every_llama_cpp_case_at_every_chunking() 
             _streamed(ReplyParser(reply_format, in_thought=bool(r and r.prefilled), schemas=schemas), pieces)
             checked += 1
     assert checked >= 1100
+
+
+# ----- in the REPL, in a real pty ---------------------------------------------------------------------------
+
+REPL_KINDS = {  # template -> replies the grammar makes SmolLM2 write, each a kind above; (answer, thought) saved
+    "Qwen-Qwen3-0.6B": [("<think>\na\n</think>\n\nHi <think>b</think>there", ("Hi there", "a\n\nb")),
+                        ("</think>\n\nPlain hello", ("Plain hello", "")),
+                        ("<think>\nc\n</think>\n\nBye now</think>", ("Bye now", "c"))],
+    "Qwen3.5-4B": [("<think>\nd\n</think>\n\nAgain hi", ("Again hi", "d")),
+                   ("e is it</think>\n\nClosed hi", ("Closed hi", "e is it"))],
+    "openai-gpt-oss-120b": [("<|channel|>analysis<|message|>f<|end|><|start|>assistant<|channel|>commentary<|message|>"
+                             "Looking<|end|><|start|>assistant<|channel|>final<|message|>Found it",
+                             ("Looking\n\nFound it", "f"))],
+}
+
+
+@pytest.mark.parametrize("template", list(REPL_KINDS))
+def test_the_repl_shows_exactly_the_message_it_saves(template: str, tmp_path) -> None:
+    """Each kind written for real by SmolLM2 under the family's template (a grammar makes it write the reply),
+    in the REPL in a real pty: the screen shows the saved thought and answer, and no marker."""
+    from conftest import smollm_with_template
+    from test_rendering import gbnf_literal
+    from test_repl import Terminal
+
+    model = smollm_with_template(tmp_path / "model.gguf", template)
+    term = Terminal(tmp_path, model, "--temp", "0", "--markdown", "off", model=False)
+    term.prompt_ready()
+    for reply, _ in REPL_KINDS[template]:
+        term.ask(b"/grammar " + gbnf_literal(reply).encode(), b"grammar")
+        term.ask(b"Say it", b" evaluated")
+    assert term.finish() == 0
+    (chat,) = (tmp_path / "sessions").glob("*.json")
+    saved = [m for m in json.loads(chat.read_text())["messages"] if m["role"] == "assistant"]
+    turns = re.split(r"Say it\r*\n", term.output.decode("utf-8", "replace"))[1:]
+    assert len(turns) == len(saved) == len(REPL_KINDS[template]), term.output[-3000:]
+    for turn, message, (_, (answer, thought)) in zip(turns, saved, REPL_KINDS[template]):
+        assert (message["content"].strip(), message.get("reasoning", "").strip()) == (answer, thought)
+        reply = re.split(r"\r*\n[^\n]*prompt tokens evaluated", turn)[0]
+        dim = "".join(re.findall(r"\x1b\[2m(.*?)\x1b\[0m", reply, re.DOTALL))  # the thought, as drawn
+        rest = re.sub(r"\x1b\[2m.*?\x1b\[0m", "", reply, flags=re.DOTALL)
+        rest = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", rest)
+        assert "<think>" not in reply and "</think>" not in reply and "<|" not in reply, reply
+        assert _words(dim) == _words(thought) and _words(rest) == _words(answer), (reply, answer, thought)
+
+
+def _words(text: str) -> list[str]:
+    return text.split()

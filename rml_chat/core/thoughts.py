@@ -295,8 +295,8 @@ class ThoughtSplitter:
                 return "".join(out)
             if kind == "open":  # a thought opened again: the thought's, after a blank line
                 self.state = THOUGHT
-                self._visible += "\n\n" if self._visible.strip() else ""
-                self.thought_raw += "\n\n" if self.thought_raw.strip() else ""
+                self._visible = self._visible.rstrip() + "\n\n" if self._visible.strip() else ""
+                self.thought_raw = self.thought_raw.rstrip() + "\n\n" if self.thought_raw.strip() else ""
                 rest = self._in_thought(pending[at + len(self._open):])
                 return "".join(out) + (self._answer(rest) if rest is not None else "")
             after = pending[at + len(self._close):]
