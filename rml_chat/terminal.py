@@ -7,7 +7,10 @@ visibly where it is, as ``cat -v`` and ``less`` show it:
 
 * C0 controls but newline and tab in caret notation: ESC ``^[``, BEL ``^G``, CR ``^M``, backspace ``^H``;
 * DEL as ``^?``;
-* C1 controls (U+0080..U+009F, among them the one-character CSI, U+009B) as ``<U+009B>``, as ``less`` does.
+* C1 controls (U+0080..U+009F, among them the one-character CSI, U+009B) as ``<U+009B>``, as ``less`` does;
+* Unicode's format characters the same way: a bidirectional override (``<U+202E>``) would reorder what
+  follows it on screen, and invisible ones (zero-width spaces, tags) hide text; only the joiners, which
+  emoji and some scripts need, pass.
 
     >>> visible("\\x1b]0;PWNED\\x07 and \\x1b[2J\\r\\x9b")
     '^[]0;PWNED^G and ^[[2J^M<U+009B>'
@@ -33,7 +36,15 @@ import re
 import unicodedata
 from typing import Any, TextIO
 
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # every C0 control but tab and newline, DEL, C1
+# Every C0 control but tab and newline, DEL, C1; and Unicode's format characters (category Cf): the
+# bidirectional overrides and isolates that reorder what follows them on screen (U+202A-U+202E,
+# U+2066-U+2069, the marks U+200E, U+200F, U+061C), the invisible ones (U+200B, U+2060-U+2064, U+FEFF, the
+# tags U+E0001 and U+E0020-U+E007F that can smuggle text), and the rest of Cf as of Unicode 15. Kept as they
+# are: the joiners U+200C and U+200D, which emoji sequences and Indic and Persian scripts need.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
+                       "\u08e2\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+                       "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+                       "\U000e0001\U000e0020-\U000e007f]")
 _JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029]")  # what json.dumps(ensure_ascii=False) leaves raw
 
 # rml-chat's own sequences (SGR attributes, and the line rewrite the progress lines use)

@@ -76,3 +76,14 @@ def _once(source: str, line: str, warn: Callable[[str], None]) -> None:
     if source not in _warned:
         _warned.add(source)
         warn(line + "; invalid bytes were replaced with U+FFFD")
+
+
+def whole_number(text: str) -> int | None:
+    """A number a user gives to pick something (a message, a branch, a code block, a listed chat): ASCII
+    digits alone, else None. ``str.isdigit`` takes ``²`` (which ``int`` refuses) and other scripts' digits
+    (which ``int`` reads, where a user meant a name).
+
+    >>> whole_number("12"), whole_number("²"), whole_number("٣"), whole_number(" 3"), whole_number("")
+    (12, None, None, None, None)
+    """
+    return int(text) if re.fullmatch(r"[0-9]{1,18}", text) else None

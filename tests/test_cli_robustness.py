@@ -460,3 +460,23 @@ def test_text_piped_in_with_p_goes_first_and_the_instruction_after_it(tmp_path) 
     alone = subprocess.run([sys.executable, "-m", "rml_chat", model, "--show-prompt", "--json", "-p", "Count."],
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
     assert "user\nCount.<|im_end|>" in json.loads(alone.stdout)["prompt"]
+
+
+def test_numbers_that_are_not_ascii_digits_are_one_line_each(session, tmp_path, capsys) -> None:
+    """``²`` passes ``str.isdigit`` and fails ``int``: each command that takes a number says what it takes."""
+    session.conversation = Conversation(None, [{"role": "user", "content": "hi"},
+                                               {"role": "assistant", "content": "```\ncode\n```"}])
+    out = drive(session, [f"/{command} ²" + ENTER for command in ("edit", "branch", "copy")], tmp_path, capsys)
+    assert "Traceback" not in out and "internal error" not in out
+    assert "/edit N: N is one of your messages" in out and "/branch: no branches yet" in out
+    assert "/copy N: N counts the last reply's code blocks (it has 1)" in out
+    assert len(session.conversation.messages) == 2
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--delete-session"])
+def test_a_listing_number_that_is_not_ascii_digits_is_a_name_not_found(flag: str, tmp_path) -> None:
+    (tmp_path / "a.json").write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    done = subprocess.run([sys.executable, "-m", "rml_chat", flag, "²", *(["-p", "hi"] if flag == "--resume" else [])],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "RML_CHAT_SESSIONS": str(tmp_path)})
+    assert done.returncode == 1 and done.stderr.strip() == f"rml-chat: chat: no chat named '²' in {tmp_path} (rml-chat " \
+                                                           "--sessions lists them)", done.stderr

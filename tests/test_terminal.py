@@ -50,6 +50,26 @@ def test_every_control_but_newline_and_tab_is_shown_as_cat_v_and_less_show_it() 
 
 
 @pytest.mark.offline
+def test_every_format_character_but_the_joiners_is_shown_as_its_code_point() -> None:
+    import unicodedata
+
+    every = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf"]
+    assert len(every) > 150
+    assert [c for c in every if visible(c) == c] == ["\u200c", "\u200d"]  # (joiners: emoji, Indic and Persian)
+    assert visible("abc\u202edcba\u2066x\u2069 \U000e0041") == "abc<U+202E>dcba<U+2066>x<U+2069> <U+E0041>"
+    assert visible("👨\u200d👩\u200d👧 ✓") == "👨\u200d👩\u200d👧 ✓"
+
+
+def test_a_reply_with_bidirectional_overrides_reaches_the_terminal_visibly(tmp_path) -> None:
+    term = Terminal(tmp_path, "--grammar", r'root ::= "paid \u202E0001$ \u2066x\u2069 done"', "-n", "40", "--temp", "0")
+    term.prompt_ready()
+    term.ask(b"Say something.", b"stop: ")
+    assert term.finish() == 0
+    assert "paid <U+202E>0001$ <U+2066>x<U+2069> done" in shown_text(screen_of(term.output))
+    assert not any(c.encode() in term.output for c in "\u202e\u2066\u2069")
+
+
+@pytest.mark.offline
 def test_only_our_own_styling_is_a_sequence_and_whatever_joins_it_is_made_visible() -> None:
     line = dim("a \x1b[8mhidden\x1b[0m word", tty=True)
     assert line == "\x1b[2ma ^[[8mhidden^[[0m word\x1b[0m" and isinstance(line, Styled)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engines.base import prune_oldest, state_path
+from ..text_input import whole_number
 from .conversation import ChatError
 
 DEFAULT_CAP = "1G"
@@ -153,7 +154,7 @@ def list_sessions(folder: Path | None = None) -> list[SessionInfo]:
 def name_problem(name: str) -> str:
     """Why ``name`` can't name a chat ("" where it can): it would read as one of ``find_session``'s other
     keys — "last", a listing's number, a path — and reopen (or delete) another chat than this one."""
-    if name == "last" or name.isdigit():
+    if name.strip().lower() == "last" or name.strip().isdigit():  # (any script's digits: they read as a number)
         return f"{name!r} selects a chat by its place in the listing (--resume {name}); pick a name that isn't one"
     if os.sep in name or (os.altsep and os.altsep in name) or name.endswith(".json"):
         return f"{name!r} reads as a file's path; pick a name without {os.sep!r} and not ending .json"
@@ -170,10 +171,11 @@ def find_session(key: str) -> Path:
         raise ChatError(f"no saved chat in {sessions_dir()} to resume")
     if key == "last":
         return sessions[0].path
-    if key.isdigit():
-        if not 1 <= int(key) <= len(sessions):
+    number = whole_number(key)
+    if number is not None:
+        if not 1 <= number <= len(sessions):
             raise ChatError(f"no chat number {key}: rml-chat --sessions lists {len(sessions)}")
-        return sessions[int(key) - 1].path
+        return sessions[number - 1].path
     for s in sessions:
         if key in (s.name, s.path.stem):
             return s.path

@@ -197,7 +197,7 @@ class LlamaModel:
 
     def _meta_int(self, key: str) -> int | None:
         value = self._meta(key)
-        return int(value) if value is not None and value.isdigit() else None
+        return int(value) if value is not None and value.isascii() and value.isdigit() else None
 
     def kv_bytes_per_token(self) -> int:
         """The KV cache's bytes for one token (``memory.kv_bytes_per_token``), from the model's own

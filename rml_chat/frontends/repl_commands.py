@@ -21,6 +21,7 @@ from ..core.settings import BY_NAME, SETTINGS, SettingError, settable
 from ..core.structured import check, from_grammar, from_schema
 from ..engines.kv_cache import state_path
 from ..engines.sampler_chain import describe, stages
+from ..text_input import whole_number
 from ..words import counted
 from .prompt_view import marked_prompt
 from .reply_display import SETTINGS as DISPLAYED
@@ -166,10 +167,11 @@ class Commands:
         if not yours:
             self.say("/edit: no message of yours yet")
             return
-        if rest and not (rest.isdigit() and int(rest) - 1 in yours):
+        number = whole_number(rest)
+        if rest and not (number is not None and number - 1 in yours):
             self.say(f"/edit N: N is one of your messages as /history numbers them ({', '.join(str(i + 1) for i in yours)})")
             return
-        at = int(rest) - 1 if rest else yours[-1]
+        at = number - 1 if number is not None else yours[-1]
         text = self.repl.edited(messages[at]["content"])
         if text is None or not text.strip() or text == messages[at]["content"]:
             self.say("/edit: unchanged; nothing generated")
@@ -192,11 +194,12 @@ class Commands:
     def _branch(self, rest: str) -> None:
         conversation = self.session.conversation
         count = len(conversation.branches)
-        if not (rest.isdigit() and 1 <= int(rest) <= count):
+        number = whole_number(rest)
+        if number is None or not 1 <= number <= count:
             self.say(f"/branch K: K is a branch's number (1 to {count}; /branches lists them)" if count else
                      "/branch: no branches yet (/edit makes one)")
             return
-        parted = conversation.switch(int(rest))
+        parted = conversation.switch(number)
         self._changed()
         self.say(f"on branch {rest}'s path ({counted(len(conversation.messages), 'message')}); the one you left is "
                  f"branch {rest}. The next turn evaluates it again from message {parted + 1} on (llama.cpp's cache "
@@ -362,11 +365,12 @@ class Commands:
         what, text = "the last reply", reply
         if rest.strip():
             blocks = code_blocks(reply)
-            if not rest.strip().isdigit() or not 1 <= int(rest) <= len(blocks):
+            number = whole_number(rest.strip())
+            if number is None or not 1 <= number <= len(blocks):
                 self.say(f"/copy N: N counts the last reply's code blocks (it has {len(blocks)})" if blocks else
                          "/copy N: the last reply has no code block; /copy alone copies the reply")
                 return
-            what, text = f"code block {int(rest)} of the last reply", blocks[int(rest) - 1]
+            what, text = f"code block {number} of the last reply", blocks[number - 1]
         sequence = osc52(text, tmux=bool(os.environ.get("TMUX")))
         if len(sequence) > OSC52_LIMIT:
             self.say(f"/copy: {what} is too long for a terminal's clipboard ({counted(len(text), 'character')}); "
