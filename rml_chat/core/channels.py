@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, as_written, prefix_tail, without_hidden
+from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, ShownThought, as_written, prefix_tail
 
 HEADER_MAX = 160  # a message's header is awaited this long (a call's names its tool); longer: no header
 THOUGHT, ANSWER, CALL, LEFT_OUT = "thought", "answer", "call", "left out"
@@ -77,7 +77,7 @@ def _first_marker(text: str) -> str:
     return found.group() if found else text
 
 
-class ChannelSplitter:
+class ChannelSplitter(ShownThought):
     """``feed(text)`` -> the answer's text to pass on now (a call's message as the call syntax writes it);
     ``take_thought()`` -> the thought's text since; ``calls``: each call message read so far.
 
@@ -85,6 +85,7 @@ class ChannelSplitter:
     ``in_thought``, ``finish``), for the reply parser to hold either."""
 
     def __init__(self, channels: Channels, in_thought: bool = False, call_form: CallForm | None = None):
+        super().__init__()
         self._c = channels
         self._end = _first_marker(channels.next_message)        # <|end|>
         self._start = channels.next_message[len(self._end):]   # <|start|>assistant
@@ -96,25 +97,11 @@ class ChannelSplitter:
         self._ending = False
         self._call_body: list[str] = []  # the current call message's body so far
         self.calls: list[ChannelCall] = []
-        self.thought_raw = ""    # the thought messages' bodies as written, joined by a blank line
-        self._visible = ""       # the same without control tokens
-        self._released = 0
-        self.answer_lead = ""
-        self._answering = False
         self.thought_closed = True
 
     @property
     def in_thought(self) -> bool:
         return self._route == THOUGHT
-
-    @property
-    def thought(self) -> str:
-        return self._visible.strip()
-
-    def take_thought(self) -> str:
-        shown = self.thought
-        new, self._released = shown[self._released:], len(shown)
-        return new
 
     def feed(self, text: str) -> str:
         pending, self._held = self._held + text, ""
@@ -171,9 +158,8 @@ class ChannelSplitter:
             self._route = self._route if self._route in (THOUGHT, ANSWER) else ANSWER
             return body
         self._route = self._route_of(as_written(body[:at]), out)
-        if self._route == THOUGHT and self._visible.strip():
-            self._visible += "\n\n"
-            self.thought_raw += "\n\n"
+        if self._route == THOUGHT:
+            self._next_thought()
         if self._route == ANSWER and self._answering:  # (a second message of the answer: after a blank line)
             out.append("\n\n")
         return body[at + len(self._c.name_end):]
@@ -198,17 +184,12 @@ class ChannelSplitter:
         if not text:
             return
         if self._route == THOUGHT:
-            self.thought_raw += text
-            self._visible += without_hidden(text)
+            self._add_thought(text)
         elif self._route == CALL:
             self._call_body.append(text)
             out.append(text)
         elif self._route == ANSWER:
-            if not self._answering:
-                body = text.lstrip()
-                self.answer_lead += text[:len(text) - len(body)]
-                text, self._answering = body, bool(body)
-            out.append(text)
+            out.append(self._lead_taken(text))
 
     def _message_ended(self) -> None:
         if self._route == CALL and self._call_body:

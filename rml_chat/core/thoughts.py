@@ -95,7 +95,47 @@ def _answer_openings(opening: str) -> list[str]:
     return [opening, *(opening[at:] for at in named)]
 
 
-class ThoughtSplitter:
+class ShownThought:
+    """What both splitters keep of a reply (this module's, and ``channels.ChannelSplitter``): the thought as
+    written and as shown, given out as it grows, and the whitespace before the answer."""
+
+    def __init__(self) -> None:
+        self.thought_raw = ""    # the thought exactly as written (between the markers, or its messages' bodies)
+        self._visible = ""       # the same without control tokens (grown piece by piece, never rescanned)
+        self._released = 0       # how much of the shown thought take_thought has given out
+        self.answer_lead = ""    # the whitespace before the answer's first character
+        self._answering = False  # the answer's first character is out
+
+    @property
+    def thought(self) -> str:
+        """The thought as shown: no control tokens, no outer whitespace."""
+        return self._visible.strip()
+
+    def take_thought(self) -> str:
+        """The shown thought's text since the last call (it only ever grows at its end)."""
+        shown = self.thought
+        new, self._released = shown[self._released:], len(shown)
+        return new
+
+    def _add_thought(self, text: str) -> None:
+        self.thought_raw += text
+        self._visible += without_hidden(text)  # (a control token comes whole: pieces never split one)
+
+    def _next_thought(self) -> None:
+        """Another thought follows the one so far: after a blank line."""
+        self._visible = self._visible.rstrip() + "\n\n" if self._visible.strip() else ""
+        self.thought_raw = self.thought_raw.rstrip() + "\n\n" if self.thought_raw.strip() else ""
+
+    def _lead_taken(self, text: str) -> str:
+        """The answer's text, the whitespace before its first character kept apart (``answer_lead``)."""
+        if not self._answering:
+            body = text.lstrip()
+            self.answer_lead += text[:len(text) - len(body)]
+            text, self._answering = body, bool(body)
+        return text
+
+
+class ThoughtSplitter(ShownThought):
     """``feed(text)`` -> the answer text to show now; ``take_thought()`` -> the thought text since."""
 
     def __init__(self, open_marker: str, close_marker: str, answer_open: str = "", in_thought: bool = False,
@@ -113,30 +153,15 @@ class ThoughtSplitter:
             # a close that goes on with the answer's opening (Cohere's <|END_THINKING|><|START_TEXT|>): the
             # thought ends at its first part, whatever follows it (<|START_ACTION|> before a call)
             self._close, self._opening_due = close_marker[:-len(answer_open)], answer_open
+        super().__init__()
         self.state = THOUGHT if in_thought else START
         self._fresh = in_thought  # a thought the prompt opened, nothing written in it yet
         self._skip_openings = _answer_openings(self._opening_due or answer_open) if in_thought else []
         self._held = ""          # text that may be part of a marker
-        self.thought_raw = ""    # the thought exactly as written between the markers
-        self._visible = ""       # the same without control tokens (grown piece by piece, never rescanned)
-        self._released = 0       # how much of the shown thought take_thought has given out
-        self.answer_lead = ""    # the whitespace before the answer's first character
-        self._answering = False  # the answer's first character is out
 
     @property
     def in_thought(self) -> bool:
         return self.state == THOUGHT
-
-    @property
-    def thought(self) -> str:
-        """The thought as shown: no control tokens, no outer whitespace."""
-        return self._visible.strip()
-
-    def take_thought(self) -> str:
-        """The shown thought's text since the last call (it only ever grows at its end)."""
-        shown = self.thought
-        new, self._released = shown[self._released:], len(shown)
-        return new
 
     def feed(self, text: str) -> str:
         pending, self._held = self._held + text, ""
@@ -250,10 +275,6 @@ class ThoughtSplitter:
                 return body[len(opening):], True
         return pending, True
 
-    def _add_thought(self, text: str) -> None:
-        self.thought_raw += text
-        self._visible += without_hidden(text)  # (a control token comes whole: pieces never split one)
-
     def _answer(self, text: str) -> str:
         if self._opening_due and not self._answering:
             body = text.lstrip()
@@ -295,8 +316,7 @@ class ThoughtSplitter:
                 return "".join(out)
             if kind == "open":  # a thought opened again: the thought's, after a blank line
                 self.state = THOUGHT
-                self._visible = self._visible.rstrip() + "\n\n" if self._visible.strip() else ""
-                self.thought_raw = self.thought_raw.rstrip() + "\n\n" if self.thought_raw.strip() else ""
+                self._next_thought()
                 rest = self._in_thought(pending[at + len(self._open):])
                 return "".join(out) + (self._answer(rest) if rest is not None else "")
             after = pending[at + len(self._close):]
@@ -311,8 +331,5 @@ class ThoughtSplitter:
             return "".join(out)
 
     def _answer_text(self, text: str) -> str:
-        if not self._answering:
-            body = text.lstrip()
-            self.answer_lead += text[:len(text) - len(body)]
-            text, self._answering = body, bool(body)
+        text = self._lead_taken(text)
         return text if self._shown is None else shown_as_text(text, self._shown)
