@@ -27,7 +27,7 @@ from rml_chat.core.thoughts import HIDDEN_CLOSE, HIDDEN_OPEN
 from rml_chat.tools.grammar import syntax_markers
 from tokenizer.chat.tool_calls import ToolCall
 
-WEATHER = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}}}}
+WEATHER = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}
 
 
 @functools.cache
@@ -100,6 +100,18 @@ KINDS = [  # (kind, template, reply, the prompt opened the thought, (content, re
      '{"name": "get_time", "arguments": {"city": Rome}}\n</tool_call>\n<tool_call>\n{"name": "get_weather", '
      '"arguments": {"city": "Paris"}}\n</tool_call>', False,
      ("", "", (ToolCall("get_weather", {"city": "Oslo"}), ToolCall("get_weather", {"city": "Paris"})))),
+    ("an argument whose close the model left out ends at the next one's opening (Qwen3-Coder)", "Qwen3-Coder",
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n<parameter=days>\n2\n</parameter>\n"
+     "</function>\n</tool_call>", False, ("", "", (ToolCall("get_weather", {"city": "Oslo", "days": 2}),))),
+    ("... or at the call's close", "Qwen3-Coder",
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</function>\n</tool_call>", False,
+     ("", "", (ToolCall("get_weather", {"city": "Oslo"}),))),
+    ("all arguments wrapped in one the tool does not declare", "Qwen-Qwen2.5-7B-Instruct",
+     '<tool_call>\n{"name": "get_weather", "arguments": {"input": {"city": "Oslo", "days": 2}}}\n</tool_call>',
+     False, ("", "", (ToolCall("get_weather", {"city": "Oslo", "days": 2}),))),
+    ("... or in its JSON text", "Qwen-Qwen2.5-7B-Instruct",
+     '<tool_call>\n{"name": "get_weather", "arguments": {"arguments": "{\\"city\\": \\"Oslo\\"}"}}\n</tool_call>',
+     False, ("", "", (ToolCall("get_weather", {"city": "Oslo"}),))),
     ("gpt-oss: a commentary to no one is the answer, each analysis the thought", "openai-gpt-oss-120b",
      "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary<|message|>Looking."
      "<|end|><|start|>assistant<|channel|>analysis<|message|>More.<|end|><|start|>assistant<|channel|>final"
@@ -146,6 +158,7 @@ MARKERS = {  # the markers as the real vocabularies have them: (control, user-de
     "google-gemma-4-31B-it": (["<|channel>", "<channel|>", "<|tool_call>"], []),
     "mistralai-Mistral-Nemo-Instruct-2407": (["[TOOL_CALLS]"], []),
     "Qwen-Qwen2.5-7B-Instruct": ([], ["<tool_call>", "</tool_call>"]),
+    "Qwen3-Coder": ([], ["<tool_call>", "</tool_call>"]),
     "openai-gpt-oss-120b": (["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>",
                              "<|call|>"], []),
 }

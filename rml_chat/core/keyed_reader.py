@@ -8,6 +8,8 @@ model wrote it less the template's own whitespace; where the family quotes strin
 
 from __future__ import annotations
 
+import re
+
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.probe import common_prefix
 from tokenizer.chat.tool_keyed import KEY_HOLE, KeyedArgs
@@ -32,6 +34,11 @@ def read_keyed(keyed: KeyedArgs, text: str, closing: str, name: str) -> tuple[di
     arguments: dict[str, object] = {}
     key_values = [piece(t) for t in keyed.separators()]
     value_end = common_prefix(closing, keyed.between_args, at_marker=True)  # what ends any value ("\\n</parameter>")
+    # Where the model left a value's close out (Qwen3-Coder's "<parameter=a>\\n1\\n<parameter=b>"), the next
+    # key's opening or the call's close ends the value all the same.
+    left_out = [t for t in (keyed.between_args[len(value_end):], closing[len(value_end):])
+                if KEY_HOLE not in t and re.match(r"\s*<[\w/|]", t) and t.strip() != closing.strip()]
+    next_key = piece(left_out[0]) if left_out and KEY_HOLE not in keyed.between_args else None
     while True:
         found = min((m for m in (p.search(text) for p in key_values) if m), key=lambda m: m.start(), default=None)
         if found is None:
@@ -50,10 +57,14 @@ def read_keyed(keyed: KeyedArgs, text: str, closing: str, name: str) -> tuple[di
             body = text.lstrip()[len("<![CDATA["):]
             arguments[key], text = body[:body.index("]]>")], body[body.index("]]>") + 3:]
         else:
-            at = min((m.start() for m in (e.search(text) for e in ends) if m), default=len(text))
+            at = min((m.start() for m in (e.search(text) for e in [*ends, *map(piece, left_out)]) if m),
+                     default=len(text))
             at += len(text[at:]) - len(text[at:].lstrip())  # (the template's own whitespace is cut below)
             arguments[key], text = _verbatim(keyed, text[:at]), text[at:]
         after = between.match(text)
+        if after is None and next_key is not None and (skipped := next_key.match(text)) is not None:
+            text = text[skipped.end():]  # (the value's close left out: the next key's opening follows at once)
+            continue
         ended = piece(closing.replace(KEY_HOLE, key)).match(text) if closing.strip() else None
         if after is None or (ended is not None and ended.end() > after.end()):  # (MiniMax-M3's next-key
             return arguments, text.lstrip()  # text is the start of its closing: the longer is meant)

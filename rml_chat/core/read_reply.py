@@ -34,7 +34,7 @@ from tokenizer.chat.tool_table import known_syntax
 
 from .call_reader import opens_at, parse_calls
 from .channels import ChannelCall
-from .typed_values import typed
+from .typed_values import typed, unwrapped
 
 if TYPE_CHECKING:
     from .model import Model
@@ -153,7 +153,7 @@ def message_of(reply_format: ReplyFormat, split: ThoughtSplit, written: str, *,
     r, schemas = reply_format.reasoning, schemas or {}
     marks = r.channels() if r is not None else None
     if marks is not None and split.channel_calls is not None:
-        read = _channelled(reply_format, split, json_answer)
+        read = _channelled(reply_format, split, json_answer, schemas)
         if not thought_in_content or not read.reasoning:
             return read
         kept = f"{r.open}{read.reasoning}{marks[0][:marks[0].index('>') + 1]}"  # (the message's end: <|end|>)
@@ -189,7 +189,8 @@ def _with_thought(split: ThoughtSplit, answer: str, r: Reasoning) -> str:
     return f"{opening}{split.thought_raw}{close}{split.answer_lead}{answer}"
 
 
-def _channelled(reply_format: ReplyFormat, split: ThoughtSplit, json_answer: bool) -> ParsedReply:
+def _channelled(reply_format: ReplyFormat, split: ThoughtSplit, json_answer: bool,
+                schemas: Mapping[str, Mapping]) -> ParsedReply:
     """A channelled reply's message (``channels.ChannelSplitter`` decided each message's way): the answer
     up to its first call and stop string, the thought, and each call's arguments read as JSON (an empty
     body is ``{}``; a body that is not JSON is named in ``problem``, and the other calls are kept)."""
@@ -206,7 +207,13 @@ def _channelled(reply_format: ReplyFormat, split: ThoughtSplit, json_answer: boo
             continue
         calls.append(ToolCall(call.name, arguments if isinstance(arguments, dict) else {}))
     content = _unfenced(answer) if json_answer else answer
-    return ParsedReply(content.strip(), split.thought, tuple(calls), "; ".join(problems), split.in_thought)
+    return ParsedReply(content.strip(), split.thought, tuple(_unwrapped(calls, schemas)), "; ".join(problems),
+                       split.in_thought)
+
+
+def _unwrapped(calls: list[ToolCall], schemas: Mapping[str, Mapping]) -> list[ToolCall]:
+    """Each call's arguments taken out of a wrapper its tool does not declare (``typed_values.unwrapped``)."""
+    return [replace(c, arguments=unwrapped(c.arguments, schemas[c.name])) if c.name in schemas else c for c in calls]
 
 
 def _stopped_at(answer: str, reply_format: ReplyFormat) -> int:
@@ -235,4 +242,5 @@ def read_calls(syntax: CallSyntax | None, answer: str, thought: str, ended_in_th
         separator = syntax.keyed.tag_separator()
         calls = [replace(c, arguments=typed(c.arguments, schemas[c.name], separator)) if c.name in schemas else c
                  for c in calls]
+    calls = _unwrapped(calls, schemas)
     return ParsedReply(content.strip(), thought, tuple(calls), "; ".join(problems), ended_in_thought)

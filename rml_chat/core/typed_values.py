@@ -1,5 +1,6 @@
-"""Argument values written as text, typed by the tool's schema: a number, a boolean, JSON, or an object or
-array written as nested tags (MiniMax-M3), where the schema says the value may be one.
+"""Arguments read by the tool's schema: values written as text typed (a number, a boolean, JSON, or an
+object or array written as nested tags, MiniMax-M3), and all the arguments taken out of one wrapper the
+tool does not declare.
 """
 
 from __future__ import annotations
@@ -32,6 +33,33 @@ def typed(arguments: Mapping[str, object], schema: Mapping[str, object], separat
     properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     return {key: _typed_value(value, properties.get(key), separator)  # type: ignore[union-attr]
             for key, value in arguments.items()}
+
+
+def unwrapped(arguments: dict, schema: Mapping[str, object]) -> dict:
+    """The arguments, where the model wrapped them all in one key the tool does not declare (``input``,
+    ``arguments``, ``parameters``), holding the object or its JSON text, and every wrapped key is one of the
+    tool's: the wrapped object. Anything else is as written::
+
+        >>> weather = {"properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}
+        >>> unwrapped({"input": {"city": "Oslo"}}, weather), unwrapped({"arguments": '{"city": "Oslo", "days": 2}'}, weather)
+        ({'city': 'Oslo'}, {'city': 'Oslo', 'days': 2})
+        >>> unwrapped({"city": {"name": "Oslo"}}, weather), unwrapped({"input": {"town": "Oslo"}}, weather)
+        ({'city': {'name': 'Oslo'}}, {'input': {'town': 'Oslo'}})
+    """
+    properties = schema.get("properties")
+    if len(arguments) != 1 or not isinstance(properties, Mapping) or not properties:
+        return arguments
+    ((key, value),) = arguments.items()
+    if key in properties:
+        return arguments
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return arguments
+    if isinstance(value, dict) and value and all(k in properties for k in value):
+        return value
+    return arguments
 
 
 def _typed_value(value: object, schema: object, separator: str) -> object:
