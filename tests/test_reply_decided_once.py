@@ -112,6 +112,12 @@ KINDS = [  # (kind, template, reply, the prompt opened the thought, (content, re
     ("... or in its JSON text", "Qwen-Qwen2.5-7B-Instruct",
      '<tool_call>\n{"name": "get_weather", "arguments": {"arguments": "{\\"city\\": \\"Oslo\\"}"}}\n</tool_call>',
      False, ("", "", (ToolCall("get_weather", {"city": "Oslo"}),))),
+    ("a call without the namespace its template writes (Kimi K2's functions.)", "moonshotai-Kimi-K2",
+     "<|tool_calls_section_begin|><|tool_call_begin|>get_weather:0<|tool_call_argument_begin|>{\"city\": \"Oslo\"}"
+     "<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{\"city\": \"Rome\"}"
+     "<|tool_call_end|><|tool_calls_section_end|>", False,
+     ("", "", (ToolCall("get_weather", {"city": "Oslo"}, "get_weather:0"),
+               ToolCall("get_weather", {"city": "Rome"}, "functions.get_weather:1")))),
     ("gpt-oss: a commentary to no one is the answer, each analysis the thought", "openai-gpt-oss-120b",
      "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary<|message|>Looking."
      "<|end|><|start|>assistant<|channel|>analysis<|message|>More.<|end|><|start|>assistant<|channel|>final"
@@ -159,6 +165,8 @@ MARKERS = {  # the markers as the real vocabularies have them: (control, user-de
     "mistralai-Mistral-Nemo-Instruct-2407": (["[TOOL_CALLS]"], []),
     "Qwen-Qwen2.5-7B-Instruct": ([], ["<tool_call>", "</tool_call>"]),
     "Qwen3-Coder": ([], ["<tool_call>", "</tool_call>"]),
+    "moonshotai-Kimi-K2": (["<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                            "<|tool_call_argument_begin|>", "<|tool_call_end|>"], []),
     "openai-gpt-oss-120b": (["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>",
                              "<|call|>"], []),
 }

@@ -68,7 +68,7 @@ def opened_calls(syntax: CallSyntax, text: str, start: int = 0) -> list[tuple[in
         ([(22, 'get_weather')], [])
     """
     reader = _reader(syntax)
-    between = [syntax.between] if syntax.between and syntax.between.strip() else []
+    between = reader._betweens
     found: dict[int, str] = {}
     for opener in (piece(t) for t in [*reader._accepted, *between] if t.strip()):
         for match in opener.finditer(text, start):
@@ -76,7 +76,8 @@ def opened_calls(syntax: CallSyntax, text: str, start: int = 0) -> list[tuple[in
             name = _NAME_RE.match(text, at)
             if name is not None and name.end() < len(text):
                 found[name.start()] = name.group()  # (two openings of one call name it at one place)
-    return sorted(found.items())
+    return sorted((at, name) for at, name in found.items()  # (an opening without the namespace reads it as
+                  if not any(at < other < at + len(name) for other in found))  # the name: the other reading wins)
 
 
 @functools.lru_cache(maxsize=64)
@@ -90,6 +91,8 @@ class _Reader:
     def __init__(self, syntax: CallSyntax):
         self.syntax = syntax
         self._accepted = self._openings()
+        between = syntax.between or ""
+        self._betweens = list(dict.fromkeys([between, _without_namespace(between)] if between.strip() else []))
         self._empty = self._empty_forms()
 
     def _openings(self) -> list[str]:
@@ -108,6 +111,7 @@ class _Reader:
         first = re.match(r"\s*(<[^<>\s]+>|\[[A-Z_]+\])\s*", opening)
         if first and re.match(r"<[\w|]|\[[A-Z]", opening[first.end():]):
             found.append(opening[first.end():])
+        found += [bare for t in found if (bare := _without_namespace(t)) != t]  # (after the namespaced: they win ties)
         return list(dict.fromkeys(t for t in found if t.strip()))
 
     def _first(self, text: str) -> tuple[int, re.Pattern[str]] | None:
@@ -171,14 +175,14 @@ class _Reader:
                     raise
                 problems.append(str(err))  # (named; the calls after it are read all the same)
                 at = self._next_opening(text, at)
-                openers = [piece(t) for t in [self.syntax.between or "", *self._accepted] if t.strip()]
+                openers = [piece(t) for t in [*self._betweens, *self._accepted] if t.strip()]
                 if at >= len(text):
                     break
                 continue
             calls.append(call)
             if self.syntax.between is None:
                 break
-            openers = [piece(t) for t in [self.syntax.between, *self._accepted] if t.strip()]  # (after a call
+            openers = [piece(t) for t in [*self._betweens, *self._accepted] if t.strip()]  # (after a call
             # that wrote its whole closing, a call opens as the first did: one with no arguments, or the
             # model's own way)
         closed = self._closing_end(text, at)
@@ -192,7 +196,7 @@ class _Reader:
     def _next_opening(self, text: str, at: int) -> int:
         """Where the next call opens after a malformed one at ``at`` (its own opening, or the one between
         two calls); ``len(text)`` where none does."""
-        found = [m.start() for t in [self.syntax.between or "", *self._accepted] if t.strip()
+        found = [m.start() for t in [*self._betweens, *self._accepted] if t.strip()
                  for m in [piece(t).search(text, at + 1)] if m is not None]
         return min(found, default=len(text))
 
@@ -261,6 +265,17 @@ class _Reader:
             return whole.end()
         cut = cut_closing(closing).match(text, at)
         return len(text) if cut and text[at:].strip() else None
+
+
+def _without_namespace(text: str) -> str:
+    """An opening less the namespace it writes before the name (Kimi K2's ``functions.``), where a model
+    may leave it out; the opening as it is where it writes none.
+
+        >>> _without_namespace("<|tool_call_begin|>functions."), _without_namespace("<tool_call>\\n<function=")
+        ('<|tool_call_begin|>', '<tool_call>\\n<function=')
+    """
+    bare = re.sub(r"(?<=[>\]])[A-Za-z_]\w*\.$", "", text)
+    return bare if bare.strip() else text
 
 
 def _after_value(text: str, between_args: str) -> str:
