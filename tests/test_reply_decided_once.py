@@ -118,6 +118,11 @@ KINDS = [  # (kind, template, reply, the prompt opened the thought, (content, re
      "<|tool_call_end|><|tool_calls_section_end|>", False,
      ("", "", (ToolCall("get_weather", {"city": "Oslo"}, "get_weather:0"),
                ToolCall("get_weather", {"city": "Rome"}, "functions.get_weather:1")))),
+    ("the syntax's own 'this value is JSON', where no schema types it (DeepSeek V3.2's string=\"false\")",
+     "deepseek-ai-DeepSeek-V3.2", '<｜DSML｜function_calls>\n<｜DSML｜invoke name="plot">\n<｜DSML｜parameter name="n" '
+     'string="false">1</｜DSML｜parameter>\n<｜DSML｜parameter name="label" string="true">2</｜DSML｜parameter>\n'
+     '<｜DSML｜parameter name="at" string="false">{"x": [1, 2]}</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+     '</｜DSML｜function_calls>', False, ("", "", (ToolCall("plot", {"n": 1, "label": "2", "at": {"x": [1, 2]}}),))),
     ("gpt-oss: a commentary to no one is the answer, each analysis the thought", "openai-gpt-oss-120b",
      "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary<|message|>Looking."
      "<|end|><|start|>assistant<|channel|>analysis<|message|>More.<|end|><|start|>assistant<|channel|>final"
@@ -190,7 +195,8 @@ def vocabularies(tmp_path_factory) -> dict[str, tokenizer.Tokenizer]:
             for template, (control, user) in MARKERS.items()}
 
 
-@pytest.mark.parametrize(("kind", "template", "reply", "in_thought", "expected"), KINDS, ids=[k[0] for k in KINDS])
+@pytest.mark.parametrize(("kind", "template", "reply", "in_thought", "expected"), [k for k in KINDS if k[1] in MARKERS],
+                         ids=[k[0] for k in KINDS if k[1] in MARKERS])
 def test_each_kind_reads_the_same_when_the_markers_are_tokens(vocabularies, kind, template, reply, in_thought,
                                                              expected) -> None:
     """The same replies as ids of a vocabulary whose markers are tokens, control or user-defined as in the

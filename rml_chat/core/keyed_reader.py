@@ -8,6 +8,7 @@ model wrote it less the template's own whitespace; where the family quotes strin
 
 from __future__ import annotations
 
+import json
 import re
 
 from tokenizer.chat.errors import ChatFormatError
@@ -43,6 +44,7 @@ def read_keyed(keyed: KeyedArgs, text: str, closing: str, name: str) -> tuple[di
         found = min((m for m in (p.search(text) for p in key_values) if m), key=lambda m: m.start(), default=None)
         if found is None:
             raise ChatFormatError(f"tool call {name!r}: {keyed.key_value.strip()!r} expected after an argument's name")
+        as_json = bool(keyed.key_number) and keyed.key_number != keyed.key_value and found.re is key_values[-1]
         key, text = text[:found.start()].strip(), text[found.end():]
         between = piece(keyed.between_args.replace(KEY_HOLE, key))
         ends = [between] + [piece(t.replace(KEY_HOLE, key)) for t in (value_end, closing) if t.strip()]
@@ -61,6 +63,8 @@ def read_keyed(keyed: KeyedArgs, text: str, closing: str, name: str) -> tuple[di
                      default=len(text))
             at += len(text[at:]) - len(text[at:].lstrip())  # (the template's own whitespace is cut below)
             arguments[key], text = _verbatim(keyed, text[:at]), text[at:]
+            if as_json:  # (the syntax's own "this value is JSON": DeepSeek V3.2's string="false")
+                arguments[key] = _json_or_text(str(arguments[key]))
         after = between.match(text)
         if after is None and next_key is not None and (skipped := next_key.match(text)) is not None:
             text = text[skipped.end():]  # (the value's close left out: the next key's opening follows at once)
@@ -69,6 +73,14 @@ def read_keyed(keyed: KeyedArgs, text: str, closing: str, name: str) -> tuple[di
         if after is None or (ended is not None and ended.end() > after.end()):  # (MiniMax-M3's next-key
             return arguments, text.lstrip()  # text is the start of its closing: the longer is meant)
         text = text[after.end():]
+
+def _json_or_text(value: str) -> object:
+    """A value the syntax marks as JSON, read as JSON; as written where it is none."""
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
 
 def _verbatim(keyed: KeyedArgs, value: str) -> str:
     """A text value less the whitespace the template writes after its key and before what follows it
