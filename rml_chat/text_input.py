@@ -17,7 +17,10 @@ import re
 import sys
 from collections.abc import Callable
 
+from .errors import AppError
 from .terminal import visible
+
+MAX_TEXT_BYTES = 8 * 2**20  # no context holds more text than this (about 2 million tokens): stdin, -f, /file
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _warned: set[str] = set()
@@ -66,10 +69,15 @@ def without_bom(text: str) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def read_stdin() -> str:
-    """All of stdin, as bytes first, under the policy, without a byte-order mark."""
+def read_stdin(limit: int = MAX_TEXT_BYTES) -> str:
+    """All of stdin, as bytes first, under the policy, without a byte-order mark. Stdin that holds more than
+    ``limit`` bytes (``yes | rml-chat -p …`` never ends) is refused in one line once that much is read."""
     stream = getattr(sys.stdin, "buffer", None)
-    return without_bom(from_bytes(stream.read(), "stdin") if stream is not None else from_str(sys.stdin.read(), "stdin"))
+    data = stream.read(limit + 1) if stream is not None else sys.stdin.read(limit + 1)
+    if len(data) > limit:
+        raise AppError(f"stdin holds more than {limit:,} bytes, more text than any context takes; pass a part of "
+                       "it (head -c, or -f FILE for a file)", "input")
+    return without_bom(from_bytes(data, "stdin") if isinstance(data, bytes) else from_str(data, "stdin"))
 
 
 def _once(source: str, line: str, warn: Callable[[str], None]) -> None:

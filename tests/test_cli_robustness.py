@@ -480,3 +480,18 @@ def test_a_listing_number_that_is_not_ascii_digits_is_a_name_not_found(flag: str
                           capture_output=True, text=True, timeout=120, env={**os.environ, "RML_CHAT_SESSIONS": str(tmp_path)})
     assert done.returncode == 1 and done.stderr.strip() == f"rml-chat: chat: no chat named '²' in {tmp_path} (rml-chat " \
                                                            "--sessions lists them)", done.stderr
+
+
+def test_stdin_that_never_ends_is_refused_in_one_line_once_the_cap_is_read() -> None:
+    """``yes | rml-chat -p …``: stdin is read up to the bound every text input has (-f's), then one line."""
+    endless = subprocess.Popen(["yes", "more"], stdout=subprocess.PIPE)
+    try:
+        done = subprocess.run([sys.executable, "-m", "rml_chat", "-p", "Summarize the text above", "--json"],
+                              stdin=endless.stdout, capture_output=True, text=True, timeout=120)
+    finally:
+        endless.kill()
+        endless.wait()
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == ("rml-chat: input: stdin holds more than 8,388,608 bytes, more text than any "
+                                   "context takes; pass a part of it (head -c, or -f FILE for a file)")
+    assert json.loads(done.stdout)["error"]["kind"] == "input"

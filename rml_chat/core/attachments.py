@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import AppError
-from ..text_input import without_bom
+from ..text_input import MAX_TEXT_BYTES, without_bom
 from ..words import counted
 
-MAX_FILE_BYTES = 8 * 2**20  # no context holds more text than this (about 2 million tokens)
+MAX_FILE_BYTES = MAX_TEXT_BYTES  # (the same bound as stdin's)
 
 
 class FileRefused(AppError):
