@@ -229,20 +229,16 @@ class ThoughtSplitter(ShownThought):
         close held at the answer's end is left out)."""
         out = self.feed(rest)
         held, self._held = self._held, ""
-        self._ending = True
+        self._ending = True  # (from here on no stage holds anything back)
         if self.state == THOUGHT:
             after = self._in_thought(held)
             if after is None:
                 return out
-            out += self._answer(after)
-            held, self._held = self._held, ""
-        self.state = ANSWER
-        self._opening_due = ""
+            held = after
+        else:
+            self.state, self._opening_due = ANSWER, ""
         out += self._answer(held)
-        self._stray = ""
-        if self.state == THOUGHT:  # (the held text opened a thought again)
-            self._add_thought(self._held)
-            self._held = ""
+        self._stray = ""  # (a close held at the answer's end: left out)
         return out
 
     def _start(self, pending: str) -> tuple[str, bool]:
