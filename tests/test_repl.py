@@ -316,7 +316,7 @@ def test_keys_typed_during_a_reply_wait_for_the_next_prompt_and_never_enter_the_
     term.read_until(lambda out: out.count(b"stop: length") == 2)
     term.prompt_ready()
     assert term.finish() == 0
-    assert b"[reply cut at -n 120 tokens; /set n -1 lets replies run to their end]" in term.output  # said, dim
+    assert b"[reply cut at -n 120 tokens; /continue goes on, /set n -1 lets replies run to their end]" in term.output  # said, dim
     saved = json.loads(next((tmp_path / "sessions").glob("*.json")).read_text())
     assert saved["messages"][2]["content"] == "typed ahead and sent"
 

@@ -22,7 +22,7 @@ from test_control_tokens import vocabulary_with_markers
 from test_tools import STOPS
 
 import tokenizer
-from rml_chat.core.reply import AnswerText, CallClosed, ReplyFormat, ReplyParser, ThoughtText, parse_reply
+from rml_chat.core.reply import AnswerText, CallClosed, CallOpened, ReplyFormat, ReplyParser, ThoughtText, parse_reply
 from rml_chat.core.thoughts import HIDDEN_CLOSE, HIDDEN_OPEN
 from rml_chat.tools.grammar import syntax_markers
 from tokenizer.chat.tool_calls import ToolCall
@@ -138,6 +138,36 @@ KINDS = [  # (kind, template, reply, the prompt opened the thought, (content, re
      "<|constrain|>code<|message|>print(1)", False, ("", "Run it.", ())),
     ("gpt-oss: no header at all is the answer, as written", "openai-gpt-oss-120b", "Just text.", False,
      ("Just text.", "", ())),
+    ("each call of a list keeps the id written after it (Mistral)", "mistralai-Mistral-Nemo-Instruct-2407",
+     '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Rome"}, "id": "one000001"}, {"name": "get_weather", '
+     '"arguments": {"city": "Oslo"}, "id": "two000002"}]', False,
+     ("", "", (ToolCall("get_weather", {"city": "Rome"}, "one000001"), ToolCall("get_weather", {"city": "Oslo"},
+                                                                                "two000002")))),
+    ("... after a malformed call too", "mistralai-Mistral-Nemo-Instruct-2407",
+     '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": Rome}, "id": "bad000001"}, {"name": "get_weather", '
+     '"arguments": {"city": "Oslo"}, "id": "two000002"}]', False,
+     ("", "", (ToolCall("get_weather", {"city": "Oslo"}, "two000002"),))),
+    ("the wrapper a template's instructions put around the answer is taken off (Granite 3.3's <response>)",
+     "ibm-granite-granite-3.3-2B-Instruct", "<think>Hm.</think>\n<response>Hi there.</response>", False,
+     ("Hi there.", "Hm.", ())),
+    ("... with no thought before it", "ibm-granite-granite-3.3-2B-Instruct", "<response>Hi there.</response>", False,
+     ("Hi there.", "", ())),
+    ("a JSON call object with its keys in the other order", "Qwen-Qwen2.5-7B-Instruct",
+     'Sure.\n<tool_call>\n{"arguments": {"city": "Oslo"}, "name": "get_weather"}\n</tool_call>\n<tool_call>\n'
+     '{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>', False,
+     ("Sure.", "", (ToolCall("get_weather", {"city": "Oslo"}), ToolCall("get_weather", {"city": "Rome"})))),
+    ("... Mistral's, its id after them", "mistralai-Mistral-Nemo-Instruct-2407",
+     '[TOOL_CALLS][{"arguments": {"city": "Oslo"}, "name": "get_weather", "id": "a1b2c3d4e"}]', False,
+     ("", "", (ToolCall("get_weather", {"city": "Oslo"}, "a1b2c3d4e"),))),
+    ("... Llama 3.1's, with no marker before it", "meta-llama-Llama-3.1-8B-Instruct",
+     '{"parameters": {"city": "Oslo"}, "name": "get_weather"}', False,
+     ("", "", (ToolCall("get_weather", {"city": "Oslo"}),))),
+    ("a name key inside the arguments opens no call", "meta-llama-Llama-3.1-8B-Instruct",
+     '{"name": "get_weather", "parameters": {"name": "home", "city": "Oslo"}}', False,
+     ("", "", (ToolCall("get_weather", {"name": "home", "city": "Oslo"}),))),
+    ("... in either order", "Qwen-Qwen2.5-7B-Instruct",
+     '<tool_call>\n{"arguments": {"name": "home", "city": "Oslo"}, "name": "get_weather"}\n</tool_call>', False,
+     ("", "", (ToolCall("get_weather", {"name": "home", "city": "Oslo"}),))),
 ]
 
 
@@ -146,6 +176,22 @@ def test_each_kind_is_decided_as_it_streams_and_the_screen_is_the_message(kind, 
                                                                          expected) -> None:
     assert _at_every_chunking(_format(template), reply, in_thought=in_thought, schemas=WEATHER) == expected
     assert _message_tuple(parse_reply(_format(template), reply, in_thought=in_thought, schemas=WEATHER)) == expected
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k[4][2]], ids=[k[0] for k in KINDS if k[4][2]])
+def test_each_call_is_named_once_as_it_streams_at_every_chunking(kind) -> None:
+    """``CallOpened`` names each call once, in order, whatever the pieces (a name key in the arguments opens
+    none; the next call's name is said even when its opening came in pieces; a malformed call is named too:
+    it opened)."""
+    _, template, reply, in_thought, (_, _, calls) = kind
+    for size in (len(reply), 1, 2, 3, 7):
+        parser = ReplyParser(_format(template), in_thought=in_thought, schemas=WEATHER)
+        events = [e for i in range(0, len(reply), size) for e in parser.feed_text(reply[i:i + size])] + parser.finish()
+        named = [e.name for e in events if isinstance(e, CallOpened)]
+        malformed = {"one malformed call among good ones: the good ones are read": ["get_weather", "get_time",
+                                                                                    "get_weather"],
+                     "... after a malformed call too": ["get_weather", "get_weather"]}
+        assert named == malformed.get(kind[0], [c.name for c in calls]), size
 
 
 def test_a_malformed_call_is_named_and_the_others_still_run() -> None:

@@ -24,11 +24,12 @@ import re
 
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.probe import common_prefix, common_suffix
-from tokenizer.chat.tool_calls import NAME_HOLE, CallSyntax, ToolCall
+from tokenizer.chat.tool_calls import ID_HOLE, NAME_HOLE, CallSyntax, OpenCall, ToolCall
 from tokenizer.chat.tool_keyed import KEY_HOLE
 
 from .keyed_reader import read_keyed
 from .text_patterns import cut_closing, piece
+from .thoughts import prefix_tail
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 
@@ -76,8 +77,53 @@ def opened_calls(syntax: CallSyntax, text: str, start: int = 0) -> list[tuple[in
             name = _NAME_RE.match(text, at)
             if name is not None and name.end() < len(text):
                 found[name.start()] = name.group()  # (two openings of one call name it at one place)
-    return sorted((at, name) for at, name in found.items()  # (an opening without the namespace reads it as
-                  if not any(at < other < at + len(name) for other in found))  # the name: the other reading wins)
+    spans = reader.objects_out_of_order(text, start)
+    found.update((at, name) for _, _, at, name in spans if name)
+    named = sorted((at, name) for at, name in found.items()  # (an opening without the namespace reads it as
+                   if not any(at < other < at + len(name) for other in found))  # the name: the other reading wins)
+    kept: list[tuple[int, str]] = []
+    inside = [(begin, end, name_at) for begin, end, name_at, _ in spans]
+    for at, name in named:  # (a "name" key in a call's arguments opens no call: Llama 3.1's {"name": "Bob"})
+        if not any(begin < at < end and at != own for begin, end, own in inside):
+            kept.append((at, name))
+            inside.append((at, reader.arguments_end(text, at + len(name), name), at))
+    return kept
+
+
+def unfinished_call(syntax: CallSyntax, text: str) -> tuple[int, OpenCall] | None:
+    """(where it opens, the call) of the last call in ``text`` whose name is written whole but whose
+    closing is not: what a reply read before its end is still writing; None where there is none::
+
+        >>> qwen = CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>')
+        >>> unfinished_call(qwen, 'Hi<tool_call>\\n{"name": "f", "arguments": {"a":')
+        (2, OpenCall(name='f', arguments='{"a":', id=''))
+        >>> unfinished_call(qwen, 'Hi<tool_call>\\n{"name": "f", "arguments": {"a": 1}}\\n</tool_call>') is None
+        True
+    """
+    return _reader(syntax).unfinished(text)
+
+
+def undecided_from(syntax: CallSyntax, text: str, start: int = 0) -> int:
+    """Where, from ``start`` on, a call may be opening with its name not yet whole: the start of a tail
+    that begins an opening, or of an opening whose name runs to the text's end (a stream gives the calls'
+    text up to there, so that the next call's name is said before its text); the text's end where none is::
+
+        >>> qwen = CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>')
+        >>> text = '{"a": 1}}\\n</tool_call>\\n'
+        >>> undecided_from(qwen, text + '<tool_c') == len(text), undecided_from(qwen, text) == len(text)
+        (True, True)
+    """
+    reader = _reader(syntax)
+    texts = [t.strip() for t in [*reader._accepted, *reader._betweens] if t.strip()]
+    literal = [part for t in texts for part in re.split(r"[\x00-\x08]", t)[-1:] if part.strip()]  # (after a hole)
+    at = len(text) - prefix_tail(text[start:], literal)
+    for opener in (piece(t) for t in texts):  # (an opening may have begun before ``start``: its hole's text)
+        for match in opener.finditer(text, max(start - 256, len(text) - 1024, 0)):
+            name_at = match.end() + len(text[match.end():]) - len(text[match.end():].lstrip())
+            name = _NAME_RE.match(text, name_at)
+            if (name.end() if name is not None else name_at) >= len(text):
+                at = min(at, max(match.start(), start))
+    return at
 
 
 @functools.lru_cache(maxsize=64)
@@ -93,6 +139,9 @@ class _Reader:
         self._accepted = self._openings()
         between = syntax.between or ""
         self._betweens = list(dict.fromkeys([between, _without_namespace(between)] if between.strip() else []))
+        self._object = _object_form(syntax)
+        if self._object is not None:  # (its keys in the other order open a call too)
+            self._accepted.append(f'{self._object[0]}"{self._object[2]}": ')
         self._empty = self._empty_forms()
 
     def _openings(self) -> list[str]:
@@ -157,6 +206,7 @@ class _Reader:
         lead = self.syntax.text_lead
         if lead and text.startswith(lead):  # (the recipient of text, where it was kept)
             text = text[len(lead):]
+        text = self.in_order(text)
         first = self._first(text)
         if first is None:
             return text, []
@@ -193,6 +243,83 @@ class _Reader:
         after = text[closed:] if closed is not None else ""
         return (content + after.rstrip() if after.strip() else content), calls
 
+    def unfinished(self, text: str) -> tuple[int, OpenCall] | None:
+        """``unfinished_call``: the last opening whose name is whole (the namespaced reading where an
+        opening without it reads the namespace as the name), then whether its call ends."""
+        text = self.in_order(text)
+        last: tuple[re.Match[str], re.Match[str]] | None = None
+        for opener in (piece(t) for t in [*self._accepted, *self._betweens] if t.strip()):
+            for opened in opener.finditer(text):
+                at = opened.end() + len(text[opened.end():]) - len(text[opened.end():].lstrip())
+                name = _NAME_RE.match(text, at)
+                if name is not None and name.end() < len(text) and (last is None or at > last[1].start()):
+                    last = opened, name
+        if last is None:
+            return None
+        opened, name = last
+        try:
+            _, end = self._one_call(text, name.start(), opened)
+            if piece(self.syntax.closing).match(text, end) is not None or not self.syntax.closing.strip():
+                return None  # (its closing is written: the call is whole)
+        except ChatFormatError:
+            pass  # (its arguments are not whole yet)
+        glue = piece(self.syntax.after_name.replace(NAME_HOLE, name.group())).match(text, name.end())
+        arguments = text[glue.end() if glue else name.end():].lstrip()
+        own = "" if ID_HOLE in self.syntax.closing else _model_id(text, opened, glue)  # (Mistral writes it after)
+        return opened.start(), OpenCall(name.group(), arguments, own)
+
+    def objects_out_of_order(self, text: str, start: int = 0) -> list[tuple[int, int, int, str]]:
+        """Each call object written with its arguments before its name (``{"arguments": {…}, "name": "f"}``)
+        from ``start`` on: (where its object starts, where it ends (the text's end while it is open), where its
+        name is, its name ("" while it is open)); [] for a syntax that is not a JSON object of two keys."""
+        if self._object is None:
+            return []
+        begin, name_key, _ = self._object
+        found = []
+        for opened in piece(f'{begin}"{self._object[2]}": ').finditer(text, start):
+            brace = text.rindex("{", opened.start(), opened.end())
+            value, end = _json_object(text, brace)
+            name = value.get(name_key) if value is not None else None
+            if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+                found.append((brace, len(text) if value is None else end, -1, ""))
+                continue
+            found.append((brace, end, text.rfind(f'"{name}"', brace, end) + 1, name))
+        return found
+
+    def arguments_end(self, text: str, name_end: int, name: str) -> int:
+        """Where the JSON arguments of the call whose name ends at ``name_end`` end: where the JSON ends, or
+        where the call's closing starts if it is not JSON, the text's end while they are open; ``name_end``
+        for a syntax whose arguments are not JSON."""
+        if self.syntax.keyed is not None:
+            return name_end
+        glue = piece(self.syntax.after_name.replace(NAME_HOLE, name)).match(text, name_end)
+        if glue is None:
+            return name_end
+        at = glue.end() + len(text[glue.end():]) - len(text[glue.end():].lstrip())
+        try:
+            return json.JSONDecoder().raw_decode(text, at)[1]
+        except json.JSONDecodeError:  # (not whole yet, or malformed: up to what ends the call, if it is there)
+            ends = [m.start() for t in (self.syntax.closing, self.syntax.between or "") if t.strip()
+                    for m in [piece(t).search(text, at)] if m is not None]
+            return min(ends, default=len(text))
+
+    def in_order(self, text: str) -> str:
+        """``text`` with each call object written in the other order of its keys rewritten in the
+        template's (``{"arguments": {…}, "name": "f"}`` as ``{"name": "f", "arguments": {…}}``), other keys
+        (an id) after them, so that it reads as the template's."""
+        if self._object is None:
+            return text
+        _, name_key, arguments_key = self._object
+        for brace, end, _, name in reversed(self.objects_out_of_order(text)):
+            value, _ = _json_object(text, brace)
+            if not name or value is None or arguments_key not in value:
+                continue
+            rest = "".join(f", {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in value.items()
+                           if k not in (name_key, arguments_key))
+            arguments = json.dumps(value[arguments_key], ensure_ascii=False)
+            text = f'{text[:brace]}{{"{name_key}": "{name}", "{arguments_key}": {arguments}{rest}}}{text[end:]}'
+        return text
+
     def _next_opening(self, text: str, at: int) -> int:
         """Where the next call opens after a malformed one at ``at`` (its own opening, or the one between
         two calls); ``len(text)`` where none does."""
@@ -222,7 +349,9 @@ class _Reader:
             arguments, rest = _json_arguments(text[glue.end():].lstrip(), syntax.quoted, name.group())
         end = len(text) - len(rest)  # (Mistral Nemo writes the id after the arguments)
         after = [piece(t).match(text, end) for t in (syntax.between or "", syntax.closing) if t.strip()]
-        return ToolCall(name.group(), arguments, _model_id(text, opened, glue, *after)), end
+        if ID_HOLE in syntax.closing:  # (the id is written after the arguments: the id in the opening that
+            return ToolCall(name.group(), arguments, _model_id(text, *after, opened, glue)), end  # followed a
+        return ToolCall(name.group(), arguments, _model_id(text, opened, glue, *after)), end  # call is that call's)
 
     def _no_arguments(self, text: str, at: int) -> int | None:
         """Where a call with no arguments ends, written from ``at`` (right after its name): one of the
@@ -265,6 +394,32 @@ class _Reader:
             return whole.end()
         cut = cut_closing(closing).match(text, at)
         return len(text) if cut and text[at:].strip() else None
+
+
+def _object_form(syntax: CallSyntax) -> tuple[str, str, str] | None:
+    """Where a call is one JSON object of a name and its arguments (Hermes' ``{"name": "f", "arguments":
+    {…}}``, Mistral's, Llama 3.1's ``"parameters"``): (the opening up to the object's brace, the name's key,
+    the arguments' key); None for any other syntax.
+
+        >>> _object_form(CallSyntax('<tool_call>\\n{"name": "', '", "arguments": ', '}\\n</tool_call>'))
+        ('<tool_call>\\n{', 'name', 'arguments')
+    """
+    if syntax.keyed is not None or syntax.quoted or syntax.text_lead:
+        return None
+    name = re.search(r'\{\s*"(\w+)"\s*:\s*"$', syntax.opening)
+    arguments = re.fullmatch(r'"\s*,\s*"(\w+)"\s*:\s*', syntax.after_name)
+    if name is None or arguments is None:
+        return None
+    return syntax.opening[:name.start() + 1], name.group(1), arguments.group(1)
+
+
+def _json_object(text: str, at: int) -> tuple[dict | None, int]:
+    """(the JSON object at ``at``, where it ends), or (None, ``at``) where none is there whole."""
+    try:
+        value, end = json.JSONDecoder().raw_decode(text, at)
+    except json.JSONDecodeError:
+        return None, at
+    return (value, end) if isinstance(value, dict) else (None, at)
 
 
 def _without_namespace(text: str) -> str:

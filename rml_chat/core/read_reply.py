@@ -28,7 +28,7 @@ from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.reasoning import Reasoning
 from tokenizer.chat.reasoning import derive as derive_reasoning
 from tokenizer.chat.template import compiled
-from tokenizer.chat.tool_calls import RENDERS_NO_CALLS, CallSyntax, ToolCall, answer_close, answer_lead
+from tokenizer.chat.tool_calls import RENDERS_NO_CALLS, CallSyntax, OpenCall, ToolCall, answer_close, answer_lead
 from tokenizer.chat.tool_calls import derive as derive_calls
 from tokenizer.chat.tool_table import known_syntax
 
@@ -62,8 +62,9 @@ class ReplyFormat:
             reasoning = None
         lead = answer_lead(template, bos, eos) if reasoning is None else ""
         close = answer_close(template, bos, eos)  # (the answer ends there, whatever the model writes after)
+        wrapped = (reasoning.answer_close,) if reasoning is not None and reasoning.answer_close else ()
         return cls(reasoning, call_syntax(source, stops, bos, eos, reasoning)[0], lead if lead.strip() else "",
-                   tuple(stop_strings) + ((close,) if close else ()))
+                   tuple(stop_strings) + ((close,) if close else ()) + wrapped)
 
     @classmethod
     def of_model(cls, model: Model, calls: CallSyntax | None = None, stop_strings: Sequence[str] = ()) -> ReplyFormat:
@@ -73,7 +74,7 @@ class ReplyFormat:
         stops = tuple(stop_strings) + tuple(model.encoder.stop_strings)
         r = model.reasoning
         if r is not None:
-            stops = tuple(s for s in stops if not r.close.startswith(s))
+            stops = tuple(s for s in stops if not r.close.startswith(s)) + ((r.answer_close,) if r.answer_close else ())
         return cls(r, calls, model.answer_lead, stops)
 
 
@@ -104,13 +105,15 @@ def model_call_syntax(model: Model) -> tuple[CallSyntax | None, str, str]:
 @dataclass(frozen=True)
 class ParsedReply:
     """A reply read whole: ``content``, the answer's text before any call (trimmed at its edges);
-    ``problem``, why calls that open were not read ("": none)."""
+    ``problem``, why calls that open were not read ("": none); ``open_call``, in a reply read before its
+    end (``reply.parse_reply(partial=True)``), the call still being written."""
 
     content: str
     reasoning: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     problem: str = ""
     ended_in_thought: bool = False
+    open_call: OpenCall | None = None
 
 
 @dataclass(frozen=True)
@@ -198,17 +201,25 @@ def _channelled(reply_format: ReplyFormat, split: ThoughtSplit, json_answer: boo
     first = opens_at(reply_format.calls, answer) if reply_format.calls is not None else -1
     answer = answer[:first] if first >= 0 else answer
     answer = answer[:_stopped_at(answer, reply_format)]
-    calls, problems = [], []
-    for call in split.channel_calls or ():
+    problems: list[str] = []
+    calls = channel_calls(split.channel_calls or (), problems)
+    content = _unfenced(answer) if json_answer else answer
+    return ParsedReply(content.strip(), split.thought, tuple(_unwrapped(calls, schemas)), "; ".join(problems),
+                       split.in_thought)
+
+
+def channel_calls(found: Sequence[ChannelCall], problems: list[str]) -> list[ToolCall]:
+    """Channelled call messages as calls, each body read as JSON (an empty one is ``{}``); a body that is
+    not JSON is named in ``problems`` and left out."""
+    calls = []
+    for call in found:
         try:
             arguments = json.JSONDecoder().raw_decode(call.arguments)[0] if call.arguments else {}
         except json.JSONDecodeError:
             problems.append(f"tool call {call.name!r}: its arguments are not JSON")
             continue
         calls.append(ToolCall(call.name, arguments if isinstance(arguments, dict) else {}))
-    content = _unfenced(answer) if json_answer else answer
-    return ParsedReply(content.strip(), split.thought, tuple(_unwrapped(calls, schemas)), "; ".join(problems),
-                       split.in_thought)
+    return calls
 
 
 def _unwrapped(calls: list[ToolCall], schemas: Mapping[str, Mapping]) -> list[ToolCall]:

@@ -29,7 +29,7 @@ Worked example, Qwen's markers, a call, streamed in pieces of text::
     [CallClosed(call=ToolCall(name='weather', arguments={'city': 'Oslo'}, id='')),
      ReplyEnded(message=ParsedReply(content='Let me look.', reasoning='Oslo?',
                 tool_calls=(ToolCall(name='weather', arguments={'city': 'Oslo'}, id=''),), problem='',
-                ended_in_thought=False), stopped_by=None)]
+                ended_in_thought=False, open_call=None), stopped_by=None)]
 
 The message is the same at every chunking of the reply (``tests/test_llama_chat_suite.py`` feeds
 llama.cpp's parser cases whole, a character at a time and in threes). ``parse_reply`` reads a whole reply.
@@ -44,13 +44,14 @@ from dataclasses import dataclass, replace
 from tokenizer import Tokenizer, TokenType
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall
 
-from .call_reader import call_triggers, opened_calls, opens_at
+from .call_reader import call_triggers, opened_calls, opens_at, undecided_from, unfinished_call
 from .channels import CallForm, Channels, ChannelSplitter
-from .read_reply import ParsedReply, ReplyFormat, ThoughtSplit, message_of
+from .continuation import Prefill
+from .read_reply import ParsedReply, ReplyFormat, ThoughtSplit, channel_calls, message_of, read_calls
 from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, ThoughtSplitter, as_written, prefix_tail, shown_as_text, without_hidden
 
 __all__ = ["AnswerText", "CallArguments", "CallClosed", "CallOpened", "ParsedReply", "ReplyEnded", "ReplyEvent",
-           "ReplyFormat", "ReplyParser", "ThoughtText", "parse_reply"]
+           "Prefill", "ReplyFormat", "ReplyParser", "ThoughtText", "parse_reply"]
 
 
 @dataclass(frozen=True)
@@ -329,6 +330,35 @@ class ReplyParser:
         answer = self._splitter.feed(piece)
         return self._answer_events(answer, self._thought_events())
 
+    def go_on_from(self, written: str | Sequence[int]) -> None:
+        """Read the start of the reply that the prompt already holds (``continuation.Prefill.written``, as
+        text or ids): its events are not given (it is on screen already, or the user wrote it), and the
+        message at the end holds it."""
+        if isinstance(written, str):
+            self.feed_text(written)
+        else:
+            for token_id in written:
+                self.feed(token_id)
+        self._thought_events()
+
+    def partial(self) -> ParsedReply:
+        """The message so far of a reply still coming, as llama.cpp's partial parse reads one: the answer
+        and thought as shown (a tail that may start a stop string or a call is not yet either), the calls
+        written whole, and the call still being written (``open_call``, its arguments' text so far)."""
+        content = self._unshown(self.text) if self._unshown is not None else self.text
+        calls: tuple[ToolCall, ...] = ()
+        open_call = None
+        syntax = self.format.calls
+        if syntax is not None and self.in_call:
+            written = as_written(self._answer.call)
+            unfinished = unfinished_call(syntax, written)
+            whole = written[:unfinished[0]] if unfinished is not None else written
+            calls = read_calls(syntax, whole, "", False, self._schemas).tool_calls if whole.strip() else ()
+            open_call = unfinished[1] if unfinished is not None else None
+        elif isinstance(self._splitter, ChannelSplitter):
+            calls = tuple(channel_calls(self._splitter.calls, []))
+        return ParsedReply(content.strip(), self.thought, calls, "", self.in_thought, open_call)
+
     def finish(self, *, thought_in_content: bool = False, json_answer: bool = False) -> list[ReplyEvent]:
         """The rest of the reply (a held stop string's start, an unfinished character replaced), each call
         read whole, and the message (``read_reply.message_of`` for the two options); [] when called again."""
@@ -351,6 +381,7 @@ class ReplyParser:
                                   thought_in_content=thought_in_content, json_answer=json_answer)
         if self._unshown is not None:  # (a call syntax's markers outside a call: shown nowhere, kept nowhere)
             self.message = replace(self.message, content=self._unshown(self.message.content).strip())
+        events += self._call_events(final=True) if self.in_call else []
         events += self._after_calls(self.message.content)
         events += [CallClosed(call) for call in self.message.tool_calls]
         return [*events, ReplyEnded(self.message, self.stopped_by)]
@@ -375,15 +406,16 @@ class ReplyParser:
         shown, calls = self._answer.feed(shown_as_text(answer, self._markers))
         events += self._shown_events(shown)
         if calls:
-            events += self._call_events(calls)
+            events += self._call_events()
         return events
 
     def _shown_events(self, shown: str) -> list[ReplyEvent]:
         shown = self._unshown(shown) if self._unshown is not None else shown
         return [AnswerText(shown)] if shown else []
 
-    def _call_events(self, new: str) -> list[ReplyEvent]:
-        """The calls' new text: each call's name once it is written whole, then its text."""
+    def _call_events(self, final: bool = False) -> list[ReplyEvent]:
+        """The calls' new text: each call's name once it is written whole, then its text, up to where the
+        next call may be opening (``final``: the reply is over, all of it)."""
         assert self.format.calls is not None
         text = self._answer.call
         window = max(0, self._scanned - 256)  # (a name is looked for near the end: never the whole text again)
@@ -395,9 +427,10 @@ class ReplyParser:
             events.append(CallOpened(name))
             self._after_name = True
             self._scanned = at + len(name)
-        if self._after_name and len(text) > self._scanned:
-            events.append(CallArguments(text[self._scanned:]))
-            self._scanned = len(text)
+        given = len(text) if final else undecided_from(self.format.calls, text, self._scanned)
+        if self._after_name and given > self._scanned:  # (up to where the next call may be opening)
+            events.append(CallArguments(text[self._scanned:given]))
+            self._scanned = given
         return events
 
 
@@ -438,14 +471,16 @@ def _remover(markers: frozenset[str]):
 def parse_reply(reply_format: ReplyFormat, reply: str | Sequence[int], *, tokenizer: Tokenizer | None = None,
                 schemas: Mapping[str, Mapping] | None = None, in_thought: bool | None = None,
                 pieces: Sequence[str] | None = None, markers: Iterable[str] = (),
-                thought_in_content: bool = False, json_answer: bool = False) -> ParsedReply:
+                thought_in_content: bool = False, json_answer: bool = False, prefill: Prefill | None = None,
+                partial: bool = False) -> ParsedReply:
     """The message of a whole reply, as the model wrote it after the prompt: text, or token ids (with the
     ``tokenizer`` they come from, so that control tokens are read as such). A loaded model's format is
     ``ReplyFormat.of_model(model, calls=...)``. ``schemas``: each tool's parameters by its name (values
     written as text are typed by them); ``in_thought``: whether the prompt opened a thought (by default:
     whether the template's generation prompt does); ``pieces``: ``reply`` as it streamed, fed piece by
     piece (the message is the same at every chunking). For the two options, see ``read_reply.message_of``.
-    For example::
+    ``prefill``: the assistant message the reply goes on with (``continuation``; the message read is the
+    whole). ``partial``: the reply is not over: the message so far (``ReplyParser.partial``). For example::
 
         >>> from tokenizer.chat.reasoning import Reasoning
         >>> qwen = ReplyFormat(Reasoning("<think>", "</think>"),
@@ -454,16 +489,30 @@ def parse_reply(reply_format: ReplyFormat, reply: str | Sequence[int], *, tokeni
         ...                           '{"name": "weather", "arguments": {"city": "Oslo"}}\\n</tool_call>')
         >>> reply.reasoning, reply.content, reply.tool_calls
         ('Oslo?', 'Let me look.', (ToolCall(name='weather', arguments={'city': 'Oslo'}, id=''),))
+
+    The same reply read before its end, and a reply that goes on with a thought the prompt holds::
+
+        >>> parse_reply(qwen, '<think>Oslo?</think>Let me look.<tool_call>{"name": "weather", "arguments": {"ci',
+        ...             partial=True).open_call
+        OpenCall(name='weather', arguments='{"ci', id='')
+        >>> cut = parse_reply(qwen, ' Bergen?</think>Bergen.', prefill=Prefill(reasoning="Oslo?"))
+        >>> cut.reasoning, cut.content
+        ('Oslo? Bergen?', 'Bergen.')
     """
     r = reply_format.reasoning
     opened = r.prefilled if in_thought is None and r is not None else bool(in_thought)
     parser = ReplyParser(reply_format, tokenizer=tokenizer, in_thought=opened, schemas=schemas, markers=markers)
+    if prefill is not None:
+        before = prefill.written(r, opened)
+        parser.go_on_from(before if tokenizer is None else tokenizer.encode(before, parse_special=True))
     if isinstance(reply, str):
         for piece in pieces if pieces is not None else [reply]:
             parser.feed_text(piece)
     else:
         for token_id in reply:
             parser.feed(token_id)
+    if partial:
+        return parser.partial()
     parser.finish(thought_in_content=thought_in_content, json_answer=json_answer)
     assert parser.message is not None
     return parser.message

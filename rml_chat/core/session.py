@@ -32,6 +32,7 @@ from tokenizer.chat.tool_calls import CallSyntax
 from ..engines.base import Engine, Generation, Progress, Sampling, common_prefix
 from ..errors import AppError
 from ..words import counted
+from .continuation import Prefill
 from .conversation import ChatError, Conversation
 from .gbnf import ThoughtThenCall, for_reply, thought_free
 from .loop_guard import LoopGuard
@@ -120,6 +121,7 @@ class ChatSession:
         self._looped = 0  # the last reply's repeated tokens when the loop guard ended it
         self._since_shift: list[int] = []  # the reply's tokens generated since the window last moved
         self._think: Callable[[str], None] | None = None
+        self._prefilled: list[int] = []  # the ids of the reply's prefilled start (``turn``'s prefill)
         self.conversation = Conversation()
         self.last: TurnResult | None = None
         self.prompt_filter: Callable[[list[int]], list[int]] | None = None  # (a tool call's own ids kept)
@@ -150,17 +152,36 @@ class ChatSession:
         ids = encoder.encode(segments)
         return self.prompt_filter(ids) if self.prompt_filter is not None else ids
 
-    def exchange(self, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
+    def exchange(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
                  progress: Progress | None = None, think: Callable[[str], None] | None = None,
-                 constraint: Constraint | None = None, ctrl_c_ends_thought: bool = False) -> TurnResult:
+                 constraint: Constraint | None = None, ctrl_c_ends_thought: bool = False,
+                 prefill: Prefill | None = None) -> TurnResult:
         """The user's message and everything it leads to: ``turn``, or with tools, the turns of the calls
         the model makes and of their results (``Toolbox.exchange``). A schema or grammar (``constraint``,
-        else the session's) shapes the whole reply, so such a turn makes no call."""
+        else the session's) shapes the whole reply, so such a turn makes no call. ``prefill``: the reply
+        goes on from this message (``turn``)."""
         constraint = constraint or self.options.constraint
         if constraint is not None or self.options.tools is None or not self.options.tools.definitions():
             return self.turn(text, emit, notify, progress, constraint=constraint, think=think,
-                             ctrl_c_ends_thought=ctrl_c_ends_thought)
-        return self.options.tools.exchange(self, text, emit, notify, progress, think, ctrl_c_ends_thought)
+                             ctrl_c_ends_thought=ctrl_c_ends_thought, prefill=prefill)
+        return self.options.tools.exchange(self, text, emit, notify, progress, think, ctrl_c_ends_thought, prefill)
+
+    def go_on(self, emit: Callable[[str], None], notify: Callable[[str], None], progress: Progress | None = None,
+              think: Callable[[str], None] | None = None, ctrl_c_ends_thought: bool = False) -> TurnResult:
+        """The last reply continued (``/continue``: one cut by -n, Ctrl-C or a full context): it leaves the
+        conversation, and the model goes on from it (``continuation.Prefill``); the reply recorded is the
+        whole. A ChatError (the reply can't go on) leaves the conversation as it was."""
+        messages = self.conversation.messages
+        if not messages or messages[-1].get("role") != "assistant":
+            raise ChatError("there is no reply to continue: the last message is not the model's")
+        last = messages.pop()
+        prefill = Prefill(str(last.get("content") or ""), str(last.get("reasoning") or ""))
+        try:
+            return self.exchange(None, emit, notify, progress, think=think,
+                                 ctrl_c_ends_thought=ctrl_c_ends_thought, prefill=prefill)
+        except ChatError:
+            messages.append(last)
+            raise
 
     def reply_room(self) -> int:
         """Tokens kept free for the reply when deciding whether a prompt fits."""
@@ -203,14 +224,16 @@ class ChatSession:
     def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
              progress: Progress | None = None, constraint: Constraint | None = None,
              think: Callable[[str], None] | None = None, calls: bool = False,
-             ctrl_c_ends_thought: bool = False) -> TurnResult:
+             ctrl_c_ends_thought: bool = False, prefill: Prefill | None = None) -> TurnResult:
         """Add the user's message (None: regenerate the last reply), generate, stream through ``emit``;
         ``progress(done, total, seconds)`` follows a long prompt evaluation. Ctrl-C keeps the partial reply,
         marked as cut, and re-raises KeyboardInterrupt; during the evaluation it keeps the message and
         records no reply. ``constraint`` (default: the session's) is a schema or grammar the reply follows.
         A reasoning model's thought streams through ``think`` (the answer through ``emit``). ``calls``: the
         reply may call the toolbox's tools (their text is read as calls, not shown); ``ctrl_c_ends_thought``
-        (the REPL's): the first Ctrl-C during a thought ends the thought, and the reply goes on."""
+        (the REPL's): the first Ctrl-C during a thought ends the thought, and the reply goes on. ``prefill``:
+        the reply goes on from this assistant message (``--prefill``, ``/continue``): the model is shown it
+        as its template writes a reply, and the reply recorded holds it; its text is not emitted again."""
         constraint = constraint or self.options.constraint
         if text is not None:
             pending = self.conversation.unanswered()
@@ -228,6 +251,15 @@ class ChatSession:
             raise
         gen = Generation()
         reply = self._parser(ids, calls)
+        self._prefilled = self._written(prefill, ids)
+        if self._prefilled:
+            reply.go_on_from(self._prefilled)
+            ids = ids + self._prefilled
+            if len(ids) >= self.engine.n_ctx:
+                if text is not None:
+                    self.conversation.messages.pop()  # (the caller holds it, as for any ChatError)
+                raise ChatError(f"the reply to continue fills the context ({len(ids)}/{self.engine.n_ctx} tokens); "
+                                "-c/--ctx-size gives a larger one")
         self._think = think
         moves: list[str] = []  # notes of shifts mid-reply, given once the reply is done (not inside it)
         try:
@@ -240,7 +272,7 @@ class ChatSession:
             raise
         except KeyboardInterrupt:
             self._deliver(reply.finish(), emit)
-            if gen.tokens or gen.first_token_at:
+            if gen.tokens or gen.first_token_at or self._prefilled:  # (a prefilled reply is kept, cut or not)
                 self._record(reply, ids, gen, dropped, cut=True, moves=moves)
             else:  # cut during the prompt's evaluation: the message stays, unanswered; no reply is made up
                 self.last = TurnResult("", gen, ids, dropped)
@@ -263,6 +295,13 @@ class ChatSession:
         return ReplyParser(reply_format, tokenizer=self.model.tokenizer, in_thought=self._opens_thought(ids),
                            schemas=box.schemas() if box is not None else None,
                            markers=box.markers if box is not None else ())
+
+    def _written(self, prefill: Prefill | None, ids: Sequence[int]) -> list[int]:
+        """The ids of a prefilled reply's start, as the template writes a reply, after the prompt ``ids``."""
+        if prefill is None:
+            return []
+        text = prefill.written(self.model.reasoning, self._opens_thought(ids))
+        return self.model.tokenizer.encode(text, parse_special=True) if text else []
 
     def _deliver(self, events: list[ReplyEvent], emit: Callable[[str], None]) -> None:
         """A reply's events to the front end: the answer's text to ``emit``, the thought's to ``think``."""
@@ -373,14 +412,14 @@ class ChatSession:
         """The window moved past the oldest exchanges until the prompt and the reply so far take three
         quarters of the context; (the ids to go on from, a note), or None when no exchange is left to drop."""
         target, dropped, first = self.engine.n_ctx * 3 // 4, 0, self.conversation.window_start
-        ids = self.prompt_ids() + list(reply_ids)
+        ids = self.prompt_ids() + self._prefilled + list(reply_ids)
         while len(ids) > target:
             start = self.conversation.next_window_start()
             if start is None:
                 break
             self.conversation.window_start = start
             dropped += 1
-            ids = self.prompt_ids() + list(reply_ids)
+            ids = self.prompt_ids() + self._prefilled + list(reply_ids)
         if not dropped or len(ids) >= self.engine.n_ctx:
             self.conversation.window_start = first  # the reply is cut; the window stays where it was
             return None

@@ -58,7 +58,7 @@ class TurnResult:
         inside = f" inside its thought ({self.reasoning_tokens} tokens), with no answer" if self.ended_in_thought else ""
         if g.stop_reason == "length":
             return (f"reply cut at -n {self.max_tokens} tokens{inside}" +
-                    ("; /set n -1 lets replies run to their end" if repl else ""))
+                    ("; /continue goes on, /set n -1 lets replies run to their end" if repl else ""))
         if g.stop_reason == "context":
             return (f"reply cut{inside}: the context is full ({n_ctx} tokens); " +
                     ("/clear, or start with a larger -c" if repl else "-c/--ctx-size gives a larger one"))

@@ -134,6 +134,8 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                             + (f": {_format_names()}" if full_help else ""))
     run = p.add_argument_group("one turn and scripts")
     run.add_argument("-p", "--prompt", metavar="TEXT", help="one turn: print the reply and exit (stdin works too)")
+    run.add_argument("--prefill", metavar="TEXT", help="-p: the reply starts with TEXT and the model goes on from "
+                     "it (printed as the reply's start): '--prefill {' for JSON, a first line, a language")
     run.add_argument("-f", "--file", metavar="PATH", action="append", default=[], dest="files",
                      help="add a text file to the message, fenced and named by its path (repeatable; after text "
                           "piped into stdin, before -p's); in the chat, to the first message")
@@ -299,6 +301,9 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
     if (args.json or args.show_prompt) and not (scripted or args.check):
         flag = "--json" if args.json else "--show-prompt"
         raise UsageError(f"{flag} needs -p TEXT or text on stdin" + (" (or --check)" if args.json else ""))
+    if args.prefill is not None and (not scripted or args.batch is not None or args.check):
+        raise UsageError("--prefill starts the reply of -p TEXT or of text on stdin (in the chat, /continue goes on "
+                         "with a reply)")
     if args.check and (args.prompt is not None or args.show_prompt or args.system is not None or args.resume):
         raise UsageError("--check runs its own conversation; drop -p, -sys, --show-prompt and --resume")
     if args.files and (args.check or args.batch is not None):

@@ -254,9 +254,10 @@ class Repl:
             self._pending.clear()
         return text_input.from_str(text, "the chat input", warn=lambda line: self._say(f"note: {line}"))
 
-    def reply(self, text: str | None) -> None:
-        """A turn for ``text`` (None: regenerate the last reply), with the files held by /file or -f."""
-        files, self.files = self.files, []
+    def reply(self, text: str | None, go_on: bool = False) -> None:
+        """A turn for ``text`` (None: regenerate the last reply), with the files held by /file or -f;
+        ``go_on``: the last reply continued (``ChatSession.go_on``)."""
+        files, self.files = (self.files, []) if text is not None else ([], self.files)  # (held for a message)
         message = message_with("", files, text) if files and text is not None else text
         progress = EvalProgress()
         view = ThoughtView(self.display.mode, self.display.hidden)
@@ -279,8 +280,11 @@ class Repl:
                 view.thought(chunk)
 
         try:
-            result = self.session.exchange(message, emit, notify, progress, think=think,
-                                           ctrl_c_ends_thought=True)  # (a second Ctrl-C stops the reply)
+            if go_on:
+                result = self.session.go_on(emit, notify, progress, think=think, ctrl_c_ends_thought=True)
+            else:
+                result = self.session.exchange(message, emit, notify, progress, think=think,
+                                               ctrl_c_ends_thought=True)  # (a second Ctrl-C stops the reply)
         except KeyboardInterrupt:
             progress.clear()
             answer.end()
@@ -288,7 +292,7 @@ class Repl:
                 self._say(dim("[cut during the prompt's evaluation: your message stays, with no reply; /regen "
                               "answers it, or it goes with your next message]"))
             else:
-                self._say("\n" + dim("[reply cut by Ctrl-C; the part shown stays in the conversation]"))
+                self._say("\n" + dim("[reply cut by Ctrl-C; the part shown stays in the conversation, and /continue goes on]"))
             self.autosave()
             return
         except Exception as err:  # no error ends the session; the message goes back to the history

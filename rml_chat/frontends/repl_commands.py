@@ -47,8 +47,8 @@ class Host(Protocol):
     def autosave(self) -> None:
         """Save the conversation after it changed."""
 
-    def reply(self, text: str | None) -> None:
-        """Run a turn (None: regenerate the last reply)."""
+    def reply(self, text: str | None, go_on: bool = False) -> None:
+        """Run a turn (None: regenerate the last reply; ``go_on``: continue it)."""
 
     def edited(self, text: str) -> str | None:
         """``text`` changed by the user at a prompt (None: left unchanged)."""
@@ -69,6 +69,7 @@ class Commands:
             "/clear": (self._clear, "start over (the system message stays)"),
             "/undo": (self._undo, "drop the last exchange"),
             "/regen": (self._regen, "generate the last reply again"),
+            "/continue": (self._continue, "go on with the last reply (one cut by -n, Ctrl-C or a full context)"),
             "/edit": (self._edit, "[N]  edit your message N (as /history numbers them; default: your last) and "
                                   "answer it again; the old path stays, as a branch"),
             "/branches": (self._branches, "the paths /edit left, and where each parts from this one"),
@@ -159,6 +160,13 @@ class Commands:
         if messages[-1]["role"] == "assistant":
             messages.pop()
         self.repl.reply(None)  # or the first reply to a message whose evaluation was cut
+
+    def _continue(self, _: str) -> None:
+        messages = self.session.conversation.messages
+        if not messages or messages[-1]["role"] != "assistant":
+            self.say("no reply to continue: the last message is not the model's (/regen answers a message)")
+            return
+        self.repl.reply(None, go_on=True)
 
     def _edit(self, rest: str) -> None:
         conversation = self.session.conversation

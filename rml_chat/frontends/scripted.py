@@ -12,6 +12,7 @@ from tokenizer import TokenType
 
 from .. import text_input
 from ..core.attachments import Attachment, files_note, message_with
+from ..core.continuation import Prefill
 from ..core.conversation import ChatError
 from ..core.sampling_sources import as_json
 from ..core.session import ChatSession, TurnResult
@@ -159,8 +160,12 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
         print(visible(f"note: {line}"), file=sys.stderr)
 
     thinking = ThoughtOnStderr(display.hidden or args.json, progress)
+    start = getattr(args, "prefill", None)
     try:
-        result = session.exchange(text, emit, notify, progress, think=thinking.write)
+        if start:
+            emit(start)  # (the reply's start is the user's: shown as it is, and the model goes on from it)
+        result = session.exchange(text, emit, notify, progress, think=thinking.write,
+                                  prefill=Prefill(start) if start else None)
         thinking.end()
     except ChatError as err:
         if files and "the message alone needs" in str(err):  # (what each file weighs, to choose what to leave out)

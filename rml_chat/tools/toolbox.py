@@ -19,6 +19,7 @@ from functools import partial
 
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls, tool_message
 
+from ..core.continuation import Prefill
 from ..core.gbnf import WholeReply, thought_then_call
 from ..core.session import ChatSession, ToolResult, TurnResult
 from ..core.structured import Constraint
@@ -71,17 +72,19 @@ class Toolbox:
         return call_grammar(self.syntax, [t for n, t in self.tools.items() if n in self.enabled], schema_to_gbnf,
                             whole=whole, markers=self.markers)
 
-    def exchange(self, session: ChatSession, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
-                 progress: Progress | None, think: Callable[[str], None] | None,
-                 ctrl_c_ends_thought: bool = False) -> TurnResult:
-        """The user's turn, then a turn after each round of calls, until the model answers without one."""
+    def exchange(self, session: ChatSession, text: str | None, emit: Callable[[str], None],
+                 notify: Callable[[str], None], progress: Progress | None, think: Callable[[str], None] | None,
+                 ctrl_c_ends_thought: bool = False, prefill: Prefill | None = None) -> TurnResult:
+        """The user's turn (None: the reply goes on from ``prefill``, or is made again), then a turn after each
+        round of calls, until the model answers without one."""
         turn = partial(self._turn, session, emit=emit, notify=notify, progress=progress, think=think,
                        ctrl_c_ends_thought=ctrl_c_ends_thought)
         if self.choice == "none":
-            return session.turn(text, emit, notify, progress, think=think, ctrl_c_ends_thought=ctrl_c_ends_thought)
+            return session.turn(text, emit, notify, progress, think=think, ctrl_c_ends_thought=ctrl_c_ends_thought,
+                                prefill=prefill)
         lazy = Constraint(self._lazy(), None, "--tool-choice auto")
         first = Constraint(self._required(session), None, "--tool-choice required") if self.choice == "required" else lazy
-        result = turn(text, constraint=first)
+        result = turn(text, constraint=first, prefill=prefill)
         steps, records = [result.generation], []
         while len(records) <= MAX_CALLS:  # (past the limit, the model's last turn is its answer, whatever it says)
             calls = self._calls(session, notify)
@@ -136,11 +139,11 @@ class Toolbox:
     @staticmethod
     def _turn(session: ChatSession, text: str | None, *, emit: Callable[[str], None], notify: Callable[[str], None],
               progress: Progress | None, constraint: Constraint | None, think: Callable[[str], None] | None,
-              ctrl_c_ends_thought: bool) -> TurnResult:
+              ctrl_c_ends_thought: bool, prefill: Prefill | None = None) -> TurnResult:
         """One turn whose reply may call (its calls read, not shown), under the call grammar (lazy: free text
         until a call opens, which is not judged)."""
         result = session.turn(text, emit, notify, progress, constraint=constraint, think=think, calls=True,
-                              ctrl_c_ends_thought=ctrl_c_ends_thought)
+                              ctrl_c_ends_thought=ctrl_c_ends_thought, prefill=prefill)
         if constraint is not None and triggers_of(constraint.gbnf):
             result.outcome = None
         return result

@@ -34,6 +34,9 @@ from .template import ChatTemplate
 FIELDS = ("reasoning_content", "thinking", "reasoning")
 INLINE_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<seed:think>", "</seed:think>"),
                ("<|channel>thought", "<channel|>"))
+#: the tags an answer is wrapped in where a template's instructions ask for them (Granite 3.3: "write your
+#: response between <response></response>") and its rendering of an answer does not write them
+ANSWER_TAGS = (("<response>", "</response>"),)
 #: a thought, an answer and a user's text, each between two holes (``probe.py``): texts no template writes
 _R, _A, _U = (hole("reasoning", 2 * n) + letter + hole("reasoning", 2 * n + 1) for n, letter in enumerate("RAU"))
 
@@ -51,6 +54,7 @@ class Reasoning:
     close_written: str = ""  # the close with the whitespace the template writes around it ("\n</think>\n\n")
     strips_answer: bool = True  # with history "drop": the template trims the answer's leading whitespace
     open_written: str = ""  # a prefilled opening as the generation prompt writes it ("<think>\n")
+    answer_close: str = ""  # what ends an answer the instructions wrap (Granite 3.3's "</response>")
 
     def channels(self) -> tuple[str, str, str, str, str] | None:
         """Where the thought and the answer are two named channels of one shape, a new message apart
@@ -152,7 +156,20 @@ def _header(template: ChatTemplate, bos: str, eos: str) -> str:
 
 
 def derive(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> Reasoning | None:
-    """The template's reasoning markers (module docstring), or None for a template that writes no thought."""
+    """The template's reasoning markers (module docstring), or None for a template that writes no thought;
+    with the tags its instructions wrap an answer in (``ANSWER_TAGS``), as the answer's opening and close."""
+    found = _markers(template, bos, eos)
+    if found is None or found.answer_open:
+        return found
+    plain = _render(template, [{"role": "user", "content": _U}, {"role": "assistant", "content": _A}], False, bos, eos)
+    for open_text, close in ANSWER_TAGS:
+        if open_text + close in template.source and plain is not None and open_text not in plain:
+            return replace(found, answer_open=open_text, answer_close=close)
+    return found
+
+
+def _markers(template: ChatTemplate, bos: str, eos: str) -> Reasoning | None:
+    """``derive``'s thought markers."""
     user = {"role": "user", "content": _U}
     plain = _render(template, [user, {"role": "assistant", "content": _A}], False, bos, eos)
     if plain is None:

@@ -56,6 +56,16 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class OpenCall:
+    """A call still being written, in a reply read before its end: its name, its arguments' text so far as
+    the model writes them (JSON, for a syntax of JSON arguments), and the id it wrote."""
+
+    name: str
+    arguments: str = ""
+    id: str = ""
+
+
+@dataclass(frozen=True)
 class CallSyntax:
     """One template's call shape: ``opening NAME after_name ARGS (between NAME after_name ARGS)* closing``
     (an id hole, ``\\0``, in any piece takes an id); ``quoted``: the arguments are written as a JSON string

@@ -1,0 +1,150 @@
+"""Going on with a reply: ``parse_reply``'s ``prefill`` and ``partial``, ``ChatSession.go_on`` (the REPL's
+``/continue``) and ``-p --prefill``, on the real SmolLM2 and on vocabularies whose markers are tokens.
+(llama.cpp's own 72 continuation cases and 9 partial ones run in ``test_llama_chat_suite.py``.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import fetch, model_path, smollm_session
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from test_control_tokens import vocabulary_with_markers
+from test_tools import STOPS
+
+import tokenizer
+from rml_chat.core.conversation import ChatError
+from rml_chat.core.reply import Prefill, ReplyFormat, ReplyParser, parse_reply
+from rml_chat.frontends.repl import Repl
+from tokenizer.chat.tool_calls import OpenCall, ToolCall
+
+ENTER = "\r"
+
+
+def _format(template: str) -> ReplyFormat:
+    source = (fetch.models_dir() / "templates" / f"{template}.jinja").read_text(encoding="utf-8")
+    return ReplyFormat.of_template(source, stops=STOPS)
+
+
+@pytest.mark.parametrize(("template", "opened"), [("Qwen-Qwen3-0.6B", False), ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+                                                                              True)])
+def test_a_reply_goes_on_from_its_thought_or_its_answer_as_text_and_as_tokens(tmp_path, template, opened) -> None:
+    """The thought goes on (a message with a thought and no answer), or the answer does; the message is the
+    whole, read the same from text and from ids where the markers are tokens (as in Qwen's vocabulary)."""
+    reply_format = _format(template)
+    tok = tokenizer.load(str(vocabulary_with_markers(tmp_path / "v.gguf", template, ["<think>", "</think>"],
+                                                     user_defined=frozenset(["<think>", "</think>"]))))
+    cases = [(Prefill(reasoning="Oslo or"), " Bergen?</think>\n\nBergen.", ("Bergen.", "Oslo or Bergen?")),
+             (Prefill("It is ", "Oslo?"), "Bergen.", ("It is Bergen.", "Oslo?")),
+             (Prefill("Hi"), " there.", ("Hi there.", ""))]
+    for prefill, more, (content, reasoning) in cases:
+        for reply in (more, tok.encode(more, parse_special=True)):
+            read = parse_reply(reply_format, reply, tokenizer=None if isinstance(reply, str) else tok,
+                               prefill=prefill, in_thought=opened)
+            assert (read.content, read.reasoning.strip()) == (content, reasoning), (prefill, reply)
+        written = prefill.written(reply_format.reasoning, opened)
+        assert written.startswith("<think>") != opened  # (the opening is never written twice)
+
+
+def test_a_partial_reply_names_the_call_still_being_written_and_nothing_uncertain() -> None:
+    qwen = _format("Qwen-Qwen2.5-7B-Instruct")
+    schemas = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    calls = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n'
+             '<tool_call>\n{"name": "get_weather", "arguments": {"ci')
+    read = parse_reply(qwen, "Let me look.\n" + calls, schemas=schemas, partial=True)
+    assert read.content == "Let me look."
+    assert read.tool_calls == (ToolCall("get_weather", {"city": "Oslo"}),)
+    assert read.open_call == OpenCall("get_weather", '{"ci')
+    held = parse_reply(qwen, "Let me look.\n<tool_c", schemas=schemas, partial=True)
+    assert (held.content, held.tool_calls, held.open_call) == ("Let me look.", (), None)  # (it may be a call yet)
+    whole = parse_reply(qwen, "Let me look.\n<tool_c", schemas=schemas)
+    assert whole.content == "Let me look.\n<tool_c"  # (at the end, it was not)
+    kimi = parse_reply(_format("moonshotai-Kimi-K2"), "<|tool_calls_section_begin|><|tool_call_begin|>functions."
+                       'get_weather:0<|tool_call_argument_begin|>{"city": "O', partial=True)
+    assert kimi.open_call == OpenCall("get_weather", '{"city": "O', "functions.get_weather:0")
+
+
+def test_a_parser_fed_a_prefill_gives_events_for_the_new_text_alone() -> None:
+    parser = ReplyParser(_format("Qwen-Qwen3-0.6B"))
+    parser.go_on_from("<think>Oslo")
+    events = parser.feed_text("?</think>Yes.") + parser.finish()
+    assert [type(e).__name__ for e in events][:2] == ["ThoughtText", "AnswerText"]
+    assert parser.message is not None and (parser.message.reasoning, parser.message.content) == ("Oslo?", "Yes.")
+
+
+# ----- a real model --------------------------------------------------------------------------------------
+
+COUNT = "Count from 1 to 40, separated by commas."
+
+
+def test_a_reply_cut_by_n_goes_on_as_the_longer_reply_would_have(tmp_path) -> None:
+    """Greedy: 12 tokens, then /continue's 12 more, are the 24 tokens of one reply; the conversation holds
+    one assistant message, whole, not marked cut."""
+    with smollm_session(2048, 24) as session:
+        whole = session.turn(COUNT, _ignore, _ignore).reply
+        session.conversation.messages.clear()
+        session.options.sampling.max_tokens = 12
+        first = session.turn(COUNT, _ignore, _ignore).reply
+        shown: list[str] = []
+        result = session.go_on(shown.append, _ignore)
+    assert len(first) < len(whole) and whole.startswith(first)
+    assert result.reply == whole and first + "".join(shown) == whole  # (the screen: the new text alone)
+    assert [m["role"] for m in session.conversation.messages] == ["user", "assistant"]
+    assert session.conversation.messages[-1]["content"] == whole and "cut" not in session.conversation.messages[-1]
+
+
+def test_there_is_nothing_to_continue_before_a_reply_and_a_continuation_that_fails_loses_nothing() -> None:
+    with smollm_session(2048, 12) as session:
+        with pytest.raises(ChatError, match="no reply to continue"):
+            session.go_on(_ignore, _ignore)
+        session.turn(COUNT, _ignore, _ignore)
+        before = [dict(m) for m in session.conversation.messages]
+        session.engine.n_ctx = len(session.prompt_ids(add_generation_prompt=False)) // 2  # (it no longer fits)
+        try:
+            with pytest.raises(ChatError, match="context"):
+                session.go_on(_ignore, _ignore)
+        finally:
+            session.engine.n_ctx = 2048
+        assert session.conversation.messages == before
+
+
+def test_the_repl_continues_the_last_reply(tmp_path, capsys) -> None:
+    with smollm_session(2048, 24) as session, create_pipe_input() as pipe:
+        whole = session.turn(COUNT, _ignore, _ignore).reply
+        session.conversation.messages.clear()
+        session.options.sampling.max_tokens = 12
+        pipe.send_text("/continue" + ENTER + COUNT + ENTER + "/continue" + ENTER)
+        pipe.close()
+        assert Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history").run() == 0
+        out = capsys.readouterr().out
+        messages = session.conversation.messages
+    assert "no reply to continue" in out
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["content"] == whole and f"\n{whole[:len(whole) // 2]}\n" in out  # (the first part, then
+    assert f"\n{whole[len(whole) // 2:]}\n" in out  # the rest alone: nothing shown twice)
+    assert "/continue goes on" in out
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_prefill_starts_the_reply_of_p_and_json_has_it_whole() -> None:
+    asked = ["-p", "Write a JSON object with keys name and age for a person.", "--prefill", '{"name": "', "--temp", "0",
+             "-n", "30"]
+    printed = _cli(*asked)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.startswith('{"name": "') and len(printed.stdout) > len('{"name": "') + 3
+    reported = _cli(*asked, "--json")
+    assert json.loads(reported.stdout)["reply"] == printed.stdout.strip()
+    usage = subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "--prefill", "x",
+                            "--batch", "-"], input="", capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2 and "--prefill starts the reply of -p" in usage.stderr
+
+
+def _ignore(_: str) -> None:
+    pass
