@@ -22,6 +22,7 @@ import functools
 import json
 import re
 
+from tokenizer.chat import markers
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.probe import common_prefix, common_suffix
 from tokenizer.chat.tool_calls import ID_HOLE, NAME_HOLE, CallSyntax, OpenCall, ToolCall
@@ -155,10 +156,10 @@ class _Reader:
             return found
         if between is not None:
             own = common_suffix(opening, between, at_marker=True)
-            if own.strip() and _is_marked(own):
+            if own.strip() and markers.is_marked(own):
                 found.append(own)
-        first = re.match(r"\s*(<[^<>\s]+>|\[[A-Z_]+\])\s*", opening)
-        if first and re.match(r"<[\w|]|\[[A-Z]", opening[first.end():]):
+        first = markers.leading(opening)
+        if first and markers.START.match(opening, first.end()):
             found.append(opening[first.end():])
         found += [bare for t in found if (bare := _without_namespace(t)) != t]  # (after the namespaced: they win ties)
         return list(dict.fromkeys(t for t in found if t.strip()))
@@ -429,7 +430,7 @@ def _without_namespace(text: str) -> str:
         >>> _without_namespace("<|tool_call_begin|>functions."), _without_namespace("<tool_call>\\n<function=")
         ('<|tool_call_begin|>', '<tool_call>\\n<function=')
     """
-    bare = re.sub(r"(?<=[>\]])[A-Za-z_]\w*\.$", "", text)
+    bare = re.sub(rf"(?<=[{re.escape(markers.ENDS)}])[A-Za-z_]\w*\.$", "", text)
     return bare if bare.strip() else text
 
 
@@ -452,13 +453,8 @@ def _marker_prefixes(closing: str) -> list[str]:
         >>> _marker_prefixes("</arg_value>\\n</tool_call><|role_end|>")
         ['</arg_value>\\n</tool_call>', '</arg_value>']
     """
-    ends = [m.end() for m in re.finditer(r"<[^<>]+>|\[[^\[\]]+\]", closing) if m.end() < len(closing.rstrip())]
+    ends = [m.end() for m in markers.ANY.finditer(closing) if m.end() < len(closing.rstrip())]
     return [closing[:end] for end in reversed(ends)]
-
-
-def _is_marked(text: str) -> bool:
-    """Whether ``text`` holds a marker of its own (``<…>``, ``<name=`` or ``[…]``), not only glue (``", "``)."""
-    return bool(re.search(r"<[^<>\s]+>|<[\w|:]+=|\[[A-Z_]+\]", text))
 
 
 def _model_id(text: str, *found: re.Match[str] | None) -> str:

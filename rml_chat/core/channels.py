@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tokenizer.chat import markers
+
 from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, ShownThought, as_written, prefix_tail
 
 HEADER_MAX = 160  # a message's header is awaited this long (a call's names its tool); longer: no header
@@ -73,7 +75,7 @@ def _first_marker(text: str) -> str:
     """The first marker of a stream-form text: a control token, or a ``<…>``/``[…]`` written as text."""
     if text.startswith(HIDDEN_OPEN) and HIDDEN_CLOSE in text:
         return text[:text.index(HIDDEN_CLOSE) + 1]
-    found = re.match(r"<[^<>]+>|\[[^\]]+\]", text)
+    found = markers.ANY.match(text)
     return found.group() if found else text
 
 

@@ -9,8 +9,8 @@ model wrote it less the template's own whitespace; where the family quotes strin
 from __future__ import annotations
 
 import json
-import re
 
+from tokenizer.chat import markers
 from tokenizer.chat.errors import ChatFormatError
 from tokenizer.chat.probe import common_prefix
 from tokenizer.chat.tool_keyed import KEY_HOLE, KeyedArgs
@@ -38,7 +38,7 @@ def read_keyed(keyed: KeyedArgs, text: str, closing: str, name: str) -> tuple[di
     # Where the model left a value's close out (Qwen3-Coder's "<parameter=a>\\n1\\n<parameter=b>"), the next
     # key's opening or the call's close ends the value all the same.
     left_out = [t for t in (keyed.between_args[len(value_end):], closing[len(value_end):])
-                if KEY_HOLE not in t and re.match(r"\s*<[\w/|]", t) and t.strip() != closing.strip()]
+                if KEY_HOLE not in t and markers.TAG_START.match(t.lstrip()) and t.strip() != closing.strip()]
     next_key = piece(left_out[0]) if left_out and KEY_HOLE not in keyed.between_args else None
     while True:
         found = min((m for m in (p.search(text) for p in key_values) if m), key=lambda m: m.start(), default=None)

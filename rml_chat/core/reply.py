@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from tokenizer import Tokenizer, TokenType
+from tokenizer.chat import markers
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall
 
 from .call_reader import call_triggers, opened_calls, opens_at, undecided_from, unfinished_call
@@ -443,7 +444,7 @@ def spaced_openings(triggers: Iterable[str]) -> list[tuple[str, str]]:
     """
     found = []
     for trigger in triggers:
-        marker = re.match(r"<[^<>\s]+>|\[[^\[\]\s]+\]", trigger)
+        marker = markers.TIGHT.match(trigger)
         if marker is not None and marker.end() < len(trigger):
             found.append((marker.group(), re.sub(r"\s+", "", trigger[marker.end():])))
     return found

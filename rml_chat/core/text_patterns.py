@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 
+from tokenizer.chat import markers
 from tokenizer.chat.tool_calls import COUNT_HOLE, ID_HOLE
 from tokenizer.chat.tool_keyed import KEY_HOLE
 
@@ -42,5 +43,5 @@ def split_hole(text: str) -> list[str]:
     (``>`` then ``<``, ``]`` then ``[``), and around holes."""
     parts: list[str] = []
     for i, part in enumerate(re.split(f"([{ID_HOLE}{COUNT_HOLE}{KEY_HOLE}])", text)):
-        parts += [part] if i % 2 else [p for p in re.split(r"\s+|(?<=[>\]])(?=[<\[])", part) if p]
+        parts += [part] if i % 2 else [p for p in re.split(rf"\s+|{markers.BETWEEN_TWO}", part) if p]
     return parts

@@ -37,6 +37,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from tokenizer.chat import markers
+
 HIDDEN_OPEN, HIDDEN_CLOSE = "\ue000", "\ue001"  # around a control token's text in the stream
 _HIDDEN = re.compile(f"{HIDDEN_OPEN}[^{HIDDEN_CLOSE}]*{HIDDEN_CLOSE}")
 START, THOUGHT, ANSWER = "start", "thought", "answer"
@@ -91,7 +93,7 @@ def _answer_openings(opening: str) -> list[str]:
     """
     if not opening:
         return []
-    named = [m.start() for m in re.finditer(r"(?:<[^<>]*>|\[[^\[\]]*\])\w", opening) if m.start() > 0]
+    named = [at for at in markers.named_after(opening) if at > 0]
     return [opening, *(opening[at:] for at in named)]
 
 

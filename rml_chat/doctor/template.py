@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tokenizer.chat import ChatFormatError, detect_chat_format, segments_text
+from tokenizer.chat.markers import LOOKS_SPECIAL
 from tokenizer.chat.template import TemplateOverBudget, TemplateRaised, compiled
 from tokenizer.chat.verify import first_difference
 
 from .findings import ERROR, NOTE, WARNING, Finding, Fix
 from .patient import Patient
-from .vocabulary import MARKER, first_mismatch
+from .vocabulary import first_mismatch
 
 #: the conversation whose prompt is checked against the template, text and ids (two turns: history too)
 CHAT = [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello! How can I help you?"},
@@ -147,7 +148,7 @@ def family(p: Patient) -> Iterator[Finding]:
     if not _renders(p):
         return
     text = _render(p, CHAT)
-    foreign = {m: len(p.tokenizer.encode(m)) for m in dict.fromkeys(MARKER.findall(text))
+    foreign = {m: len(p.tokenizer.encode(m)) for m in dict.fromkeys(LOOKS_SPECIAL.findall(text))
                if p.tokenizer.token_to_id(m) is None}
     if foreign:
         name = vocabulary_format(p)

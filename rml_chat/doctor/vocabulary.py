@@ -10,13 +10,13 @@ adds ``<|im_end|>`` to its end-of-generation set by its text), so the finding is
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterator
 
 import tokenizer
 from tokenizer import TokenType
 from tokenizer.chat import ChatFormatError
+from tokenizer.chat.markers import LOOKS_SPECIAL
 from tokenizer.chat.template import compiled
 from tokenizer.stages import pretokenizers
 
@@ -47,8 +47,6 @@ SAMPLE = [
     "   ",
     "\u00a0non-breaking\u2009thin\u3000ideographic spaces",
 ]
-#: texts that look like a chat marker: <|im_start|>, <start_of_turn>, [INST], <｜User｜>
-MARKER = re.compile(r"<\|[^\s<>|]+\|>|<[a-z_]+>|</[a-z_]+>|\[/?[A-Z_]{3,}\]|<｜[^｜\s]+｜>")
 #: the pre-tokenizer a model's name points to (llama.cpp's names), for the fix of a missing one
 PRE_BY_NAME = (("smollm", "smollm"), ("qwen", "qwen2"), ("llama-3", "llama-bpe"), ("llama3", "llama-bpe"),
                ("gpt2", "gpt-2"), ("gpt-2", "gpt-2"), ("olmo", "olmo"), ("deepseek", "deepseek-llm"),
@@ -221,7 +219,7 @@ def token_types(p: Patient) -> Iterator[Finding]:
     if fmt.template is None:
         return
     texts = "\0".join(p.model.encoder.filled(t) for t in [*fmt.template_texts(), *fmt.after_assistant_texts()])
-    for marker in dict.fromkeys(MARKER.findall(texts)):
+    for marker in dict.fromkeys(LOOKS_SPECIAL.findall(texts)):
         token_id = tok.token_to_id(marker)
         if token_id is not None and tok.token_type(token_id) == TokenType.NORMAL:
             yield Finding("tokens.marker-typed-normal", WARNING, f"the template writes {marker!r}, a token typed "

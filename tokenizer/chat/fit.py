@@ -42,6 +42,7 @@ from .fitted import (
     feature_value,
     start_item,
 )
+from .markers import THINK_CLOSE, THINK_OPEN
 from .probe import hole, render
 from .template import ChatTemplate, TemplateBroken, TemplateRaised
 
@@ -71,7 +72,7 @@ def _probe(shape: str, padded: bool) -> list[dict[str, str]]:
     for k, letter in enumerate(shape):
         text = content(2 * k)
         if letter in "RP":
-            text = ("<think>" if letter == "R" else "") + content(2 * k + 1) + "</think>" + text
+            text = (THINK_OPEN if letter == "R" else "") + content(2 * k + 1) + THINK_CLOSE + text
         messages.append({"role": _ROLES[letter], "content": text})
     return messages
 
@@ -122,7 +123,7 @@ def _parses_reasoning(template: ChatTemplate) -> bool:
             text = render(template, messages, True)
         except ChatFormatError:
             return True
-        if any(m["content"] not in text for m in messages if "</think>" in m["content"]):
+        if any(m["content"] not in text for m in messages if THINK_CLOSE in m["content"]):
             return True
     return False
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import ChatFormatError
+from .markers import THINK_CLOSE, THINK_OPEN
 from .probe import BOS_HOLE, DATE_CLOSE, DATE_OPEN, EOS_HOLE
 from .segments import Segment
 
@@ -71,12 +72,12 @@ def split_reasoning(content: str) -> tuple[str, str] | None:
     """``"<think>R</think>A"`` -> (R, A), as reasoning templates cut it (``split('</think>')``); None when
     there is no ``</think>``. Content with a second ``</think>``, or text before ``<think>``, is outside
     the domain (templates disagree on it)."""
-    if "</think>" not in content:
+    if THINK_CLOSE not in content:
         return None
-    before, after = content.split("</think>", 1)
-    if "</think>" in after or before.count("<think>") > 1 or before.split("<think>")[0] and "<think>" in before:
+    before, after = content.split(THINK_CLOSE, 1)
+    if THINK_CLOSE in after or before.count(THINK_OPEN) > 1 or before.split(THINK_OPEN)[0] and THINK_OPEN in before:
         raise OutOfDomain("an assistant message with more than one reasoning block")
-    return before.split("<think>")[-1], after
+    return before.split(THINK_OPEN)[-1], after
 
 
 def check_domain(messages: Sequence[Mapping[str, object]]) -> None:
@@ -137,7 +138,7 @@ def _reasoning_kind(content: str, parts: tuple[str, str] | None) -> str | bool:
     generation prompt ends with ``<think>``); templates may treat the two differently."""
     if parts is None:
         return False
-    return "tagged" if "<think>" in content else "untagged"
+    return "tagged" if THINK_OPEN in content else "untagged"
 
 
 def _system_before_last_user(items: list[Item], drop_unless_last: bool) -> list[Item]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from . import markers
 from .errors import ChatFormatError
 from .template import ChatTemplate
 
@@ -57,6 +58,9 @@ BOS_HOLE, EOS_HOLE = hole("specials", 0), hole("specials", 1)
 DATE_OPEN, DATE_CLOSE = hole("specials", 2), hole("specials", 3)  # strftime_now(fmt) renders as OPEN fmt CLOSE
 #: a call's id, a word of nine letters and digits: Mistral's templates refuse any other id
 CALL_ID = "xq1234567"
+#: a character a marker ends with (or whitespace), one it starts with (or whitespace): where two texts may part
+_ENDED = rf"[\s{re.escape(markers.ENDS)}]"
+_STARTED = rf"[\s{re.escape(markers.STARTS)}]"
 
 
 def date_hole(fmt: str) -> str:
@@ -108,8 +112,8 @@ def common_prefix(a: str, b: str, at_marker: bool = False) -> str:
         '\\n</parameter>\\n'
     """
     n = shared_start(a, b)
-    if at_marker and n and not _clean(a[n - 1], a[n:n + 1], b[n:n + 1], r"[\s>\]]", r"[\s<\[]"):
-        n = max(a.rfind(">", 0, n), a.rfind("]", 0, n), *(m.start() for m in re.finditer(r"\s", a[:n]))) + 1
+    if at_marker and n and not _clean(a[n - 1], a[n:n + 1], b[n:n + 1], _ENDED, _STARTED):
+        n = max(*(a.rfind(c, 0, n) for c in markers.ENDS), *(m.start() for m in re.finditer(r"\s", a[:n]))) + 1
     return a[:n]
 
 
@@ -123,8 +127,8 @@ def common_suffix(a: str, b: str, at_marker: bool = False) -> str:
     n = shared_start(a[::-1], b[::-1])
     shared = a[len(a) - n:]
     before_a, before_b = a[len(a) - n - 1:len(a) - n], b[len(b) - n - 1:len(b) - n]
-    if at_marker and shared and not _clean(shared[0], before_a, before_b, r"[\s<\[]", r"[\s>\]]"):
-        cut = re.search(r"[\s<\[]", shared)
+    if at_marker and shared and not _clean(shared[0], before_a, before_b, _STARTED, _ENDED):
+        cut = re.search(_STARTED, shared)
         shared = shared[cut.start():] if cut else ""
     return shared
 

@@ -27,16 +27,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from . import markers
+from .markers import ANSWER_TAGS, INLINE_TAGS, THINK_CLOSE, THINK_OPEN
 from .probe import hole, parting, render, rendered
 from .template import ChatTemplate
 
 #: the fields templates read an assistant's thought from, and the tag pairs models write it in
 FIELDS = ("reasoning_content", "thinking", "reasoning")
-INLINE_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"), ("<seed:think>", "</seed:think>"),
-               ("<|channel>thought", "<channel|>"))
-#: the tags an answer is wrapped in where a template's instructions ask for them (Granite 3.3: "write your
-#: response between <response></response>") and its rendering of an answer does not write them
-ANSWER_TAGS = (("<response>", "</response>"),)
+
 #: a thought, an answer and a user's text, each between two holes (``probe.py``): texts no template writes
 _R, _A, _U = (hole("reasoning", 2 * n) + letter + hole("reasoning", 2 * n + 1) for n, letter in enumerate("RAU"))
 
@@ -142,7 +140,7 @@ def _named_opening(header: str, close: str) -> str:
         >>> _named_opening('<|open|>message role="assistant"<|sep|><|open|>think<|sep|>', "<|close|>think<|sep|>")
         '<|open|>think<|sep|>'
     """
-    words = re.findall(r"[A-Za-z]\w*", re.sub(r"<[^<>]*>|\[[^\[\]]*\]", " ", close))  # (outside its markers)
+    words = re.findall(r"[A-Za-z]\w*", markers.ANY.sub(" ", close))  # (outside its markers)
     found = max((header.rfind(w) for w in words), default=-1)
     start = max(header.rfind("<", 0, found), header.rfind("[", 0, found)) if found > 0 else -1
     return header[start:].strip() if start >= 0 else ""
@@ -207,7 +205,7 @@ def _call_borne(template: ChatTemplate, plain: str, bos: str, eos: str) -> Reaso
     plan ``<|END_THINKING|><|START_ACTION|>``…, and ``<|START_RESPONSE|>`` answer without one): the markers
     on either side of the thought in a call-making message, where the plain answer's rendering has neither.
     The answer's opening is then what the plain rendering writes before the answer."""
-    marker = r"<[^<>]*>|\[[^\[\]]*\]"
+    marker = markers.ANY.pattern
     for field in FIELDS:
         message = {"role": "assistant", "content": "", "tool_calls": [_CALL], field: _R}
         rendered = (_render(template, [{"role": "user", "content": _U}, message], False, bos, eos) or "").split(_U, 1)[-1]
@@ -255,7 +253,7 @@ def from_record(strip_think: str, generation_prompt: str) -> Reasoning | None:
     """
     if not strip_think:
         return None
-    return Reasoning("<think>", "</think>", prefilled=generation_prompt.rstrip().endswith("<think>"), history="drop",
+    return Reasoning(THINK_OPEN, THINK_CLOSE, prefilled=generation_prompt.rstrip().endswith(THINK_OPEN), history="drop",
                      close_written="\n</think>\n\n")
 
 

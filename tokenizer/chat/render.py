@@ -35,6 +35,7 @@ from .formats import (
     TRIM_FOLDED,
     ChatFormat,
 )
+from .markers import THINK_CLOSE
 from .segments import Segment, segments_text
 from .splice import TemplateFormat, write_spliced
 from .template import compiled
@@ -127,9 +128,9 @@ def _check_alternation(fmt: ChatFormat, turns: Sequence[Mapping[str, str]]) -> N
 
 def _strip_think(mode: str, content: str) -> str:
     """Reasoning is not kept in history: "<think>…</think>answer" -> "answer" (as the templates do)."""
-    if not mode or "</think>" not in content:
+    if not mode or THINK_CLOSE not in content:
         return content
-    content = content.split("</think>")[-1]
+    content = content.split(THINK_CLOSE)[-1]
     return content.lstrip("\n") if mode == "split_lstrip" else content
 
 

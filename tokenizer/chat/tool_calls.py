@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import ChatFormatError
+from .markers import leading
 from .probe import CALL_ID, render, shared_start, word
 from .template import ChatTemplate
 from .tool_keyed import KEY_HOLE, KeyedArgs, derive_keyed
@@ -200,7 +201,7 @@ def answer_close(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") ->
     except ChatFormatError:
         return ""
     at = text.rfind(TEXT)
-    marker = re.match(r"\s*(<[^<>\s]+>|\[[A-Z_/]+\])", text[at + len(TEXT):]) if at >= 0 else None
+    marker = leading(text[at + len(TEXT):]) if at >= 0 else None
     return marker.group(1) if marker else ""
 
 
