@@ -227,3 +227,44 @@ def test_a_script_draws_on_a_terminal_and_keeps_the_exact_text_in_a_pipe(tmp_pat
     piped = subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), *args], capture_output=True,
                            timeout=300)
     assert piped.returncode == 0 and piped.stdout == (REPLY + "\n").encode()  # (the model's bytes, not drawn)
+
+
+# ----- hostile and random replies --------------------------------------------------------------------------
+
+HOSTILE = ["*" * 100_000, "_" * 100_000, "`" * 100_000, "~" * 60_000, "[" * 50_000, "|" * 50_000,
+           "> " * 200 + "word " * 50, ">" * 300 + " " + "x" * 5_000, "    " * 100 + "- " + "y" * 3_000,
+           "1. " * 500 + "z", "a" * 100_000, "```python\n" + " " * 20_000 + "x\n'" + "\\" * 20_000 + "\n```\n",
+           "* " * 5_000, "- - - " * 3_000, "#" * 10_000 + " title", "| a | b |\n|---|---|\n" + "| x |" * 20_000,
+           "\u202egnp.exe\u2066 and \x1b]52;c;cHduZWQ=\x07 and \x9b31m and \u200b\u2060", "👩‍💻" * 5_000,
+           "\u0301" * 5_000, "\t\r\x00\x7f" * 1_000]
+ALPHABET = list("ab *_`~[]()|>#-+1.!\\\n ") + ["```", "**", "\n\n", "\x1b[31m", "\u202e", "漢", "👋", "\u0301"]
+
+
+def _screen_safe(written: str) -> str:
+    """The output less the view's own sequences (SGR, cursor moves, erasing): what else reaches the screen."""
+    return re.sub(r"\r?\x1b\[[0-9;]*[mDAJK]", "", written)  # (a code line's redraw starts at the row's start)
+
+
+@pytest.mark.offline
+def test_hostile_and_random_replies_end_in_bounded_time_and_drive_nothing() -> None:
+    """Runs of a mark 100,000 long, prefixes wider than the row, a 100,000-character word, code that makes
+    a lexer backtrack, escapes and format characters, and a thousand random replies, at 20 to 200 columns in
+    random pieces: each is drawn within seconds, and no escape, control or format character of the reply
+    reaches the screen raw."""
+    import random
+    import unicodedata
+
+    chance = random.Random(58)
+    replies = HOSTILE + ["".join(chance.choice(ALPHABET) for _ in range(chance.randint(1, 400))) for _ in range(1000)]
+    for n, reply in enumerate(replies):
+        columns = chance.choice([20, 21, 33, 57, 80, 120, 200])
+        out = io.StringIO()
+        view = MarkdownView(out, color=n % 2 == 0, columns=lambda: columns)  # noqa: B023  (this reply's width)
+        began, size = time.monotonic(), chance.choice([1, 3, 7, 64, 4096])
+        for at in range(0, len(reply), size):
+            view.write(reply[at:at + size])
+        view.end()
+        assert time.monotonic() - began < 20, (n, reply[:40])  # (a bound on a hang, not a speed test)
+        shown = _screen_safe(out.getvalue())
+        raw = [c for c in shown if c != "\n" and (unicodedata.category(c) in ("Cc", "Cf") and c not in "\u200c\u200d")]
+        assert not raw, (n, reply[:40], raw[:5])

@@ -54,7 +54,25 @@ def test_copy_and_export_in_a_real_terminal(tmp_path) -> None:
     term.ask(b"/copy 9", b"/copy N")
     exported = tmp_path / "chat.md"
     term.ask(f"/export {exported}".encode(), b"exported 2 messages")
-    term.ask(f"/export {tmp_path}".encode(), b"/export: ")  # (a folder: one line, and the chat goes on)
+    term.ask(f"/export {tmp_path}".encode(), b"is not a regular file")  # (a folder: one line, and the chat goes on)
+    fifo = tmp_path / "pipe.md"
+    os.mkfifo(fifo)
+    term.ask(f"/export {fifo}".encode(), b"is not a regular file")  # (never opened: it would block the chat)
+    mine = tmp_path / "mine.md"
+    mine.write_text("the user's own notes")
+    term.ask(f"/export {mine}".encode(), b"--force replaces it")
+    assert mine.read_text() == "the user's own notes"
+    term.ask(f"/export {mine} --force".encode(), b"exported 2 messages")
     assert term.finish() == 0
     text = exported.read_text()
     assert text.startswith("# Chat with ") and "## You\n\nWrite a Python line" in text and reply in text
+    assert mine.read_text() == text and not list(tmp_path.glob(".*.part"))
+
+
+@pytest.mark.offline
+def test_code_blocks_are_read_in_one_pass_whatever_the_fences() -> None:
+    """A line of 30,000 backticks, an unclosed fence, a longer or other fence inside: one pass, and only
+    blocks closed by their own fence."""
+    assert code_blocks("`" * 30_000 + "\nx\n" + "`" * 29_999) == []
+    assert code_blocks("```\na\n~~~\nb\n````\nc\n```\nd") == ["a\n~~~\nb\n````\nc"]
+    assert code_blocks("~~~sh\nls\n~~~  \n```\nopen") == ["ls"]

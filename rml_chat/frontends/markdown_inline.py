@@ -25,6 +25,8 @@ BOLD, ITALIC, CODE, STRIKE, LINK, URL = 1, 2, 4, 8, 16, 32
 Run = tuple[int, str]  # (the style's flags, the text shown in it)
 
 LINK_LIMIT = 400  # a ``[`` whose link has not closed within this many characters is a plain bracket
+RUN_LIMIT = 32  # a run of one mark longer than this is its text (none means more than three; a code span's
+# backticks may be more, but a reply's 100,000 of them are held and scanned again on every piece otherwise)
 _PUNCTUATION = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _LINK = re.compile(r"\[([^\[\]\n]*)\]\(([^()\s]*)\)")
 _LINK_SO_FAR = re.compile(r"\[[^\[\]\n]*(?:\](?:\([^()\s]*)?)?")  # what may still become a link
@@ -41,6 +43,7 @@ class InlineMarks:
         self.code_fence = 0  # inside a code span: the length of the backtick run that opened it
         self.held = ""
         self.previous = " "  # the last character decided (the flanking rule looks at it)
+        self.long_run = ""  # the mark of a run given as text for its length, which the next piece may go on
 
     def feed(self, text: str) -> list[Run]:
         self.held += text
@@ -108,6 +111,10 @@ class InlineMarks:
             self.previous = ")"
             return match.end()
         run = _run_at(text, at)
+        if run > (3 if char != "`" else RUN_LIMIT) or (at == 0 and char == self.long_run):
+            self._literal(runs, text[at:at + run], at + run)  # (text, whatever follows: no mark is this long)
+            self.long_run = char if at + run == len(text) else ""
+            return at + run
         if at + run == len(text) and not final:
             return None  # (the run may go on, and the character after it decides)
         after = text[at + run] if at + run < len(text) else " "
@@ -135,14 +142,13 @@ class InlineMarks:
         if text:
             runs.append((style | self.base, text))
             self.previous = text[-1]
+            if text[-1] != self.long_run:
+                self.long_run = ""
 
 
 def _run_at(text: str, at: int) -> int:
     """How many times ``text[at]`` repeats from ``at``."""
-    end = at
-    while end < len(text) and text[end] == text[at]:
-        end += 1
-    return end - at
+    return len(text) - at - len(text[at:].lstrip(text[at]))
 
 
 def plain_runs(text: str, base: int = 0) -> list[Run]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Callable
 from typing import TextIO
 
@@ -56,6 +57,8 @@ CODE_COLORS = {"Keyword": "35", "Name.Builtin": "36", "Name.Function": "34", "Na
 RESET = "\x1b[0m"
 CODE_MARGIN, FOLD = "  ", "↪ "
 LEXED_LINES = 4  # a code line is lexed with the lines just before it (this many in all): a long block stays cheap
+LEXED_CHARS, LEX_SECONDS = 4000, 0.05  # a code line longer than this is not lexed; lexing stops after this long
+START_HELD = 256  # a line's start held while it may still be a rule or a list item, at most this long (then prose)
 
 _RULE = re.compile(r"([-*_])( *\1){2,} *")
 _RULE_SO_FAR = re.compile(r"[-*_]( *[-*_])* *")
@@ -125,10 +128,11 @@ class MarkdownView:
         if stripped.startswith("|"):
             self.kind = "table"  # (held whole until the line ends)
             return
-        if not complete and (not stripped or _RULE_SO_FAR.fullmatch(stripped) or _ITEM_SO_FAR.fullmatch(stripped)):
+        undecided = not stripped or _RULE_SO_FAR.fullmatch(stripped) or _ITEM_SO_FAR.fullmatch(stripped)
+        if not complete and undecided and len(line) < START_HELD:
             return
         self._end_table()
-        if _RULE.fullmatch(stripped):
+        if complete and _RULE.fullmatch(stripped):
             self.kind = "rule"
             self.writer.start([(MUTED, "─" * max(self.columns() - 1 - (len(line) - len(stripped)), 3))], [])
             return
@@ -179,7 +183,7 @@ class MarkdownView:
             stripped = stripped[item.end():]
         elif stripped.startswith(">"):
             depth = len(re.match(r"(> ?)+", stripped).group().replace(" ", ""))
-            first = rest = [(0, indent), (QUOTE, "▌ " * depth)]
+            first = rest = [(0, indent), (QUOTE, "▌ " * min(depth, self.columns() // 8 or 1))]  # (room for text)
             stripped = re.sub(r"^(> ?)+", "", stripped)
         self.writer.start(first, rest)
         self._prose(self.marks.feed(stripped))
@@ -306,32 +310,37 @@ class _Rows:
             self._word(style, part)
 
     def _word(self, style: int, part: str) -> None:
-        size = cells(part)
-        if self.column + size <= self.limit:
-            self._put([(style, part)])
-            self.word.append((style, part))
-            self.fresh = False
-            return
-        held = sum(cells(text) for _, text in self.word)
-        if not self.fresh and held + size <= self.limit - self._rest_width() and self.column - held > self._rest_width():
-            if held:
-                self.pending.append(f"\x1b[{held}D\x1b[K")
-            word, self.word = self.word, []
+        """A word's piece: on this row where it fits; else the word so far moves to the next row where the
+        whole fits there; else it is folded at the row's edge, a row at a time (a loop: a 100,000-character
+        word is as many rows, never as deep a recursion)."""
+        while part:
+            size = cells(part)
+            if self.column + size <= self.limit:
+                self._put([(style, part)])
+                self.word.append((style, part))
+                self.fresh = False
+                return
+            held = sum(cells(text) for _, text in self.word)
+            rest_width = self._rest_width()
+            if not self.fresh and held + size <= self.limit - rest_width and self.column - held > rest_width:
+                if held:
+                    self.pending.append(f"\x1b[{held}D\x1b[K")
+                word, self.word = self.word, []
+                self._wrap()
+                for run in word:  # (they fit the new row: no deeper than this)
+                    self._word(*run)
+                continue
+            room = self.limit - self.column
+            head = part[:max(room, 0)]
+            while head and cells(head) > room:
+                head = head[:-1]
+            if not head and self.fresh:  # (a prefix as wide as the row: a character a row all the same, never none)
+                head = part[:1]
+            if head:
+                self._put([(style, head)])
             self._wrap()
-            for run in word:
-                self._word(*run)
-            self._word(style, part)
-            return
-        room = self.limit - self.column
-        head = part[:max(room, 0)]
-        while cells(head) > room:
-            head = head[:-1]
-        if head:
-            self._put([(style, head)])
-        self._wrap()
-        self.word = []
-        if part[len(head):]:
-            self._word(style, part[len(head):])
+            self.word = []
+            part = part[len(head):]
 
     def _wrap(self) -> None:
         self.pending.append(self.view.paint(0) + "\n")
@@ -398,16 +407,23 @@ class _Rows:
         self.end_row()
 
     def highlighted(self, lines: list[str]) -> list[tuple[str, str]]:
-        """The last of a code block's lines as (SGR parameters, text) pieces, lexed with the lines before it."""
-        shown = lines[-LEXED_LINES:]
+        """The last of a code block's lines as (SGR parameters, text) pieces, lexed with the lines before it,
+        within a budget: lines longer than ``LEXED_CHARS`` are not lexed, and lexing that takes longer than
+        ``LEX_SECONDS`` stops there (the rest of the line plain): a lexer's patterns may backtrack."""
+        shown = [line for line in lines[-LEXED_LINES:] if len(line) <= LEXED_CHARS] or [""]
+        if shown[-1] is not lines[-1]:
+            return [("", lines[-1])]
         text = "\n".join(shown)
         start = len(text) - len(shown[-1])
-        pieces = []
+        pieces, done, began = [], start, time.monotonic()
         for at, kind, value in self.lexer.get_tokens_unprocessed(text):
             end = at + len(value)
             if end > start:
                 pieces.append((_color(kind), value[max(start - at, 0):].replace("\n", "")))
-        return pieces
+                done = end
+            if time.monotonic() - began > LEX_SECONDS:
+                break
+        return pieces + ([("", text[done:])] if done < len(text) else [])
 
 
 def _lexer(language: str):

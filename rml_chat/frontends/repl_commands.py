@@ -85,7 +85,8 @@ class Commands:
             "/thought": (self._thought, "the last reply's thought, whole"),
             "/raw": (self._raw, "the last reply as the model wrote it (no Markdown drawn)"),
             "/copy": (self._copy, "[N]  the last reply, or its Nth code block, to the clipboard (the terminal's OSC 52)"),
-            "/export": (self._export, "FILE.md  the chat as Markdown (thoughts folded, calls as JSON)"),
+            "/export": (self._export, "FILE.md [--force]  the chat as Markdown (thoughts folded, calls as JSON); "
+                                      "--force replaces a file that exists"),
             "/set": (self._set, "[NAME VALUE]  change a setting; alone: list them"),
             "/schema": (self._schema, "JSON|@FILE|off  replies are JSON following this schema"),
             "/grammar": (self._grammar, "GBNF|@FILE|off  replies follow this GBNF grammar"),
@@ -389,20 +390,32 @@ class Commands:
         self.say(f"copied {what} ({counted(len(text), 'character')}) with OSC 52; a terminal may ignore it "
                  "(xterm: allowWindowOps; tmux: set-clipboard on)")
 
-    def _export(self, path: str) -> None:
-        if not path.strip():
-            self.say("usage: /export FILE.md")
+    def _export(self, rest: str) -> None:
+        path, force = rest.strip(), False
+        if path.endswith(" --force"):
+            path, force = path[:-len(" --force")].strip(), True
+        if not path:
+            self.say("usage: /export FILE.md [--force]")
             return
         conversation = self.session.conversation
         title = conversation.name or f"Chat with {self.session.model.name}"
         text = as_markdown(conversation.system, conversation.messages, title)
-        target = Path(path.strip()).expanduser()
-        try:
-            target.write_text(text, encoding="utf-8", errors="surrogatepass")
-        except OSError as err:
-            self.say(f"/export: {path.strip()}: {err.strerror or err}")
+        target = Path(path).expanduser()
+        if target.exists() and not target.is_file():  # (a FIFO would block the chat; a device, a folder: no)
+            self.say(f"/export: {path} is not a regular file (a folder, a FIFO or a device); give a file's path")
             return
-        self.say(f"exported {counted(len(conversation.messages), 'message')} to {path.strip()} as Markdown")
+        if target.exists() and not force:
+            self.say(f"/export: {path} exists; /export {path} --force replaces it")
+            return
+        part = target.with_name(f".{target.name}.part")
+        try:
+            part.write_text(text, encoding="utf-8", errors="surrogatepass")
+            os.replace(part, target)  # (whole or not at all: an export cut by a full disk leaves the old file)
+        except OSError as err:
+            part.unlink(missing_ok=True)
+            self.say(f"/export: {path}: {err.strerror or err}")
+            return
+        self.say(f"exported {counted(len(conversation.messages), 'message')} to {path} as Markdown")
 
     def _settings(self) -> list[tuple[str, object]]:
         display = self.repl.display
