@@ -69,21 +69,21 @@ def test_with_stdin_closed_a_prompt_from_the_flag_still_runs() -> None:
 
 # ----- flags ------------------------------------------------------------------------------------------
 
-BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5"], "top_p": ["5", "-0.1"],
-              "min_p": ["7", "x"], "repeat_penalty": ["0", "-2"], "seed": ["-2", str(2**32), "abc"],
-              "max_tokens": ["-5", "ten"], "ctx_size": ["-5", "4k"], "overflow": ["truncate"],
+BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5", str(2**32 + 1)], "top_p": ["5", "-0.1"],
+              "min_p": ["7", "x"], "repeat_penalty": ["0", "-2"], "seed": ["-2", str(2**32), str(2**32 - 1), "abc"],
+              "max_tokens": ["-5", "ten"], "ctx_size": ["-5", "4k", str(2**32)], "overflow": ["truncate"],
               "threads": ["0", "-2", "513"], "threads_batch": ["0", "many", "9" * 30], "think": ["maybe", "ON"],
               "stop": [""], "context_shift": ["yes", "1"], "reasoning_budget": ["-2", "lots"],
               "hide_thinking": ["yes"], "reasoning_effort": ["HIGH", "very high", "x" * 30],
               "thinking_display": ["collapsed"], "markdown": ["yes"], "prompt_cache": ["maybe"],
               "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"],
               "parallel": ["0", "65", "four"], "typical_p": ["1.5"], "top_n_sigma": ["-2", "x"],
-              "xtc_probability": ["2"], "xtc_threshold": ["-0.5"], "repeat_last_n": ["-1", "all"],
+              "xtc_probability": ["2"], "xtc_threshold": ["-0.5"], "repeat_last_n": ["-1", "all", str(2**31)],
               "presence_penalty": ["inf", "much"], "frequency_penalty": ["nan"], "dry_multiplier": ["-0.8"],
-              "dry_base": ["0.5"], "dry_allowed_length": ["-1"], "dry_penalty_last_n": ["-1"],
+              "dry_base": ["0.5"], "dry_allowed_length": ["-1"], "dry_penalty_last_n": ["-1", str(2**40)],
               "dry_sequence_breakers": [""], "dynatemp_range": ["-1"], "dynatemp_exp": ["-2"],
               "mirostat": ["3", "on"], "mirostat_lr": ["0"], "mirostat_ent": ["-5"],
-              "logit_bias": ["15043", "15043*2", "x+1", "15043+nan"], "samplers": ["top_k;hot", "kqz", ""],
+              "logit_bias": ["15043", "15043*2", "x+1", "15043+nan", f"{2**32}+1"], "samplers": ["top_k;hot", "kqz", ""],
               "ignore_eos": ["yes"], "repeat_guard": ["-1", "lots"]}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -451,3 +452,41 @@ def test_hf_names_the_model_of_a_server_run(hub, tmp_path) -> None:
         assert list(_snapshot_files(tmp_path, SMOL)) == ["SmolLM2-135M-Instruct-Q4_1.gguf"]
     finally:
         running.stop()
+
+
+def test_hostile_stores_are_listed_in_bounded_time_and_the_good_models_still_open(tmp_path) -> None:
+    """A manifest nested 100,000 deep, one with a size of 1e999, a 2 GB sparse one, a FIFO as the Hugging
+    Face cache's refs/main, a link to /dev/zero and 10,000 files in LM Studio's folder, and two ollama names
+    of one blob (``ollama cp``): --models lists within a minute, with no traceback, and both names open."""
+    env = _machine(tmp_path)
+    store = tmp_path / ".ollama" / "models"
+    library = store / "manifests" / "registry.ollama.ai" / "library"
+    (library / "tinycopy").mkdir()
+    shutil.copy(library / "tinychat" / "135m", library / "tinycopy" / "latest")  # (ollama cp: another name)
+    (library / "deep").mkdir()
+    (library / "deep" / "latest").write_text("[" * 100_000 + "]" * 100_000)
+    (library / "huge").mkdir()
+    (library / "huge" / "latest").write_text(json.dumps({"layers": [
+        {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + "e" * 64, "size": 1e999}]}))
+    with open(library / "huge" / "sparse", "wb") as handle:
+        handle.truncate(2 << 30)
+    hf_refs = tmp_path / ".cache" / "huggingface" / "hub" / "models--HuggingFaceTB--SmolLM2-135M-Instruct-GGUF" / "refs"
+    (hf_refs / "main").unlink()
+    os.mkfifo(hf_refs / "main")
+    crowd = tmp_path / ".lmstudio" / "models" / "someone" / "many"
+    crowd.mkdir(parents=True)
+    for n in range(10_000):
+        (crowd / f"m-{n:05d}-of-10000.gguf").touch()
+    (crowd / "zero.gguf").symlink_to("/dev/zero")
+    began = time.monotonic()
+    listed = _cli("--models", "--json", env=env)
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    assert time.monotonic() - began < 60  # (a bound on a hang or a quadratic scan, not a speed test)
+    models = {m["name"]: m for m in json.loads(listed.stdout)["models"]}
+    assert models["tinychat:135m"]["problem"] is None and models["tinycopy:latest"]["problem"] is None
+    assert "names no model layer" in models["deep:latest"]["problem"]
+    assert "names no model layer" in models["huge:latest"]["problem"]
+    assert models["HuggingFaceTB/SmolLM2-135M-Instruct-GGUF:Q4_1"]["problem"] is None  # (the newest snapshot)
+    for name in ("tinycopy", "tinychat"):
+        done = _cli(name, "-p", "Hi", "--temp", "0", "-n", "2", env=env)
+        assert done.returncode == 0, (name, done.stderr)

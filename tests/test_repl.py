@@ -140,10 +140,14 @@ def test_one_token_has_no_rate(session, tmp_path, capsys) -> None:
 
 def test_unknown_command_and_bad_set_are_explained(session, tmp_path, capsys) -> None:
     out = drive(session, "/frobnicate" + ENTER + "/set temp hot" + ENTER + "/set nope 1" + ENTER + "/set top-k" + ENTER
-                + "/set ctx-size 8192" + ENTER, tmp_path, capsys)
+                + "/set ctx-size 8192" + ENTER + "/set top-k 4294967297" + ENTER + "/set logit-bias 49152+1" + ENTER
+                + "/set seed 4294967295" + ENTER, tmp_path, capsys)
+    assert "error: top-k must be a whole number from 0 to 2147483647 (0: off), not '4294967297'" in out
+    assert "logit-bias 49152+1: the vocabulary has 49152 tokens (ids 0 to 49151)" in out  # (as the flag says it)
+    assert "4294967295 is llama.cpp's random too" in out and session.options.sampling.logit_bias == ()
     assert "unknown command /frobnicate" in out and "unknown setting 'nope'; /set changes temp, top-k" in out
     assert "error: temp must be a number 0 or more (0: greedy), not 'hot'" in out
-    assert "usage: /set top-k VALUE, a whole number 0 or more (0: off)" in out
+    assert "usage: /set top-k VALUE, a whole number from 0 to 2147483647 (0: off)" in out
     assert "--ctx-size is set when rml-chat starts: leave, then rml-chat --resume --ctx-size 8192" in out
 
 

@@ -39,7 +39,7 @@ from .loop_guard import LoopGuard
 from .model import Model
 from .read_reply import ReplyFormat
 from .reply import AnswerText, ReplyEvent, ReplyParser, ThoughtText
-from .settings import sampling_value
+from .settings import bias_problem, sampling_value
 from .structured import Constraint, judge
 from .turn_result import ToolResult, TurnResult
 
@@ -444,7 +444,11 @@ class ChatSession:
         elif name == "context_shift":
             self.options.context.shift = value == "on"
         else:  # a sampler setting
-            setattr(self.options.sampling, name, sampling_value(name, value))
+            value = sampling_value(name, value)
+            problem = bias_problem(value, self.model.tokenizer.vocab_size) if name == "logit_bias" else ""
+            if problem:
+                return problem
+            setattr(self.options.sampling, name, value)
             self.options.sampling_sources[name] = "/set"
         return ""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..engines.base import DRY_BREAKERS, Sampling
@@ -47,9 +47,13 @@ def number(low: float, high: float = math.inf, *, low_open: bool = False, note: 
     return parse
 
 
-def integer(low: int, high: int | None = None, *, note: str = "", special: int | None = None) -> Callable[[str], int]:
-    """Whole numbers from ``low`` (to ``high``); ``special``, below ``low``, is allowed too (``-1``: auto)."""
-    bounds = f"{low} or more" if high is None else f"from {low} to {high}"
+INT32_MAX = 2**31 - 1  # what llama.cpp's int32_t settings hold (top-k, the penalties' windows, the context)
+
+
+def integer(low: int, high: int = INT32_MAX, *, note: str = "", special: int | None = None) -> Callable[[str], int]:
+    """Whole numbers from ``low`` to ``high`` (by default the most a C ``int32_t`` holds: past it, llama.cpp
+    would take another number); ``special``, below ``low``, is allowed too (``-1``: auto)."""
+    bounds = f"from {low} to {high}"
     allowed = (f"{special} or " if special is not None else "") + f"a whole number {bounds}" + (f" ({note})" if note else "")
 
     def parse(text: str) -> int:
@@ -57,7 +61,7 @@ def integer(low: int, high: int | None = None, *, note: str = "", special: int |
             value = int(text.strip())
         except ValueError:
             raise SettingError(allowed) from None
-        if value != special and (value < low or (high is not None and value > high)):
+        if value != special and not low <= value <= high:
             raise SettingError(allowed)
         return value
 
@@ -140,12 +144,25 @@ def token_bias(text: str) -> tuple[int, float]:
         bias = float(match.group(3)) if match else math.nan
     except ValueError:
         bias = math.nan
-    if match is None or math.isnan(bias) or bias < 0:
+    if match is None or math.isnan(bias) or bias < 0 or int(match.group(1)) > INT32_MAX:
         raise SettingError(token_bias.allowed)  # type: ignore[attr-defined]
     return int(match.group(1)), bias if match.group(2) == "+" else -bias
 
 
 token_bias.allowed = "TOKEN_ID+BIAS or TOKEN_ID-BIAS (15043+1, 2-inf)"  # type: ignore[attr-defined]
+
+
+def bias_problem(biases: Iterable[tuple[int, float]], n_vocab: int) -> str:
+    """Why a logit bias can't apply to a vocabulary of ``n_vocab`` tokens ("": it can), for the flag and
+    ``/set`` alike::
+
+        >>> bias_problem([(5, 1.0), (49152, -1.0)], 49152)
+        'logit-bias 49152-1: the vocabulary has 49152 tokens (ids 0 to 49151)'
+    """
+    for token, bias in biases:
+        if token >= n_vocab:
+            return f"logit-bias {token}{bias:+g}: the vocabulary has {n_vocab} tokens (ids 0 to {n_vocab - 1})"
+    return ""
 
 _D = Sampling()  # llama.cpp's defaults (engines/base.py)
 SAMPLING, CONTEXT, OUTPUT = "sampling (llama.cpp's meanings and defaults)", "context and threads", "output"
@@ -205,7 +222,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("repeat_guard", ("--repeat-guard",), integer(0, note="0: off"), _D.repeat_guard, SAMPLING,
             "rml-chat's own: end a reply whose tail has repeated one span for this many tokens (stop reason "
             "repetition)", True, metavar="N"),
-    Setting("seed", ("--seed",), integer(0, 2**32 - 1, special=-1, note="-1: random"), _D.seed, SAMPLING,
+    Setting("seed", ("--seed",), integer(0, 2**32 - 2, special=-1, note="-1: random; 4294967295 is llama.cpp's "
+                                                                     "random too"), _D.seed, SAMPLING,
             "sampling seed", True, metavar="N"),
     Setting("max_tokens", ("-n", "--max-tokens"), integer(0, special=-1, note="-1: until a stop or a full context"),
             _D.max_tokens, SAMPLING, "the reply's length limit", True, metavar="N"),

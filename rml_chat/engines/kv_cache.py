@@ -38,6 +38,7 @@ from .base import common_prefix, state_path  # noqa: F401  (state_path: where a 
 #: a shift must keep at least this many tokens to be worth it (else the rest is simply evaluated again)
 MIN_KEPT = 16
 _MAGIC = b"RMLKV\x00\x01\x00"
+_MAX_HEADER = 1 << 26  # bytes of a state's stamp and ids (a 128k context's ids are about 1 MB)
 
 
 def _find(haystack: Sequence[int], needle: Sequence[int], start: int) -> int:
@@ -107,7 +108,7 @@ def read_state(path: Path, expected: dict) -> tuple[list[int], bytes, str]:
     try:
         stamp = json.loads(body[4:4 + length])
         ids = [int(i) for i in stamp["ids"]]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError, OverflowError):
         return [], b"", "its state file is damaged"
     changed = next((key for key, value in expected.items() if stamp.get(key) != value), None)
     if changed is not None:
@@ -124,7 +125,9 @@ def read_header(path: Path) -> dict | None:
             if len(head) < len(_MAGIC) + 4 or not head.startswith(_MAGIC):
                 return None
             (length,) = struct.unpack_from("<I", head, len(_MAGIC))
+            if length > _MAX_HEADER:
+                return None
             header = json.loads(handle.read(length))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return header if isinstance(header, dict) and isinstance(header.get("ids"), list) else None

@@ -53,14 +53,13 @@ def sampling_from(args: argparse.Namespace, model: Model) -> ChosenSampling:
     """The sampling settings of this run: the flags given, else the model's recommendations, else llama.cpp's
     defaults (core/sampling_sources.py); a ``--logit-bias`` past the vocabulary is a usage error."""
     from ..core.sampling_sources import choose, recommended
-    from ..core.settings import SAMPLING_NAMES
+    from ..core.settings import SAMPLING_NAMES, bias_problem
 
     given = {name: getattr(args, name) for name in getattr(args, "given_settings", ()) if name in SAMPLING_NAMES}
     chosen = choose(given, *recommended(model.source, model.weights, getattr(args, "published_sampling", None)))
-    n_vocab = model.tokenizer.vocab_size
-    for token, bias in chosen.sampling.logit_bias:
-        if token >= n_vocab:
-            raise UsageError(f"--logit-bias {token}{bias:+g}: the vocabulary has {n_vocab} tokens (ids 0 to {n_vocab - 1})")
+    problem = bias_problem(chosen.sampling.logit_bias, model.tokenizer.vocab_size)
+    if problem:
+        raise UsageError(f"--{problem}")
     return chosen
 
 

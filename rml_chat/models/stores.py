@@ -104,10 +104,9 @@ def hf_layout(cache: Path, source: str) -> Iterator[LocalModel]:
 def snapshot_of(repo_folder: Path) -> Path | None:
     """The snapshot ``refs/main`` names, else the newest one."""
     snapshots = repo_folder / "snapshots"
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        main = (repo_folder / "refs" / "main").read_text(encoding="utf-8").strip()
-        if re.fullmatch(r"[0-9a-f]{40}", main) and (snapshots / main).is_dir():
-            return snapshots / main
+    main = (_small_file(repo_folder / "refs" / "main", 64) or b"").decode("ascii", "replace").strip()
+    if re.fullmatch(r"[0-9a-f]{40}", main) and (snapshots / main).is_dir():
+        return snapshots / main
     found = [p for p in _folders(snapshots)]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
@@ -116,9 +115,13 @@ def _repo_models(repo: str, folder: Path, files: list[str], source: str) -> Iter
     """A repository's models, one per GGUF (a split one once). With a tokenizer.json beside them the
     repository is a model directory: the loader opens the folder, with that GGUF as its weights."""
     directory = (folder / "tokenizer.json").is_file()
-    for file in (f for f in files if is_model_file(f) and SplitName.of(f).index == 1):
-        split = SplitName.of(file)
-        parts = [f for f in files if (s := SplitName.of(f)).prefix == split.prefix and s.count == split.count]
+    splits = {f: SplitName.of(f) for f in files}
+    groups: dict[tuple[str, int], list[str]] = {}
+    for file, split in splits.items():  # (grouped once: a folder of 10,000 files is not read 10,000 times)
+        groups.setdefault((split.prefix, split.count), []).append(file)
+    for file in (f for f in files if is_model_file(f) and splits[f].index == 1):
+        split = splits[file]
+        parts = groups[(split.prefix, split.count)]
         quant = quant_of(file)
         problem = "" if len(parts) == split.count else f"{len(parts)} of its {split.count} parts are here"
         weights = folder / file
@@ -133,9 +136,9 @@ def llama_cpp_flat(cache: Path) -> Iterator[LocalModel]:
     names: dict[str, str] = {}
     for manifest in _files(cache, "manifest=*.json"):
         parts = manifest.name[len("manifest="):-len(".json")].split("=")
-        with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-            data = json.loads(manifest.read_bytes()[:_MAX_MANIFEST])
-            file = data["ggufFile"]["rfilename"]
+        with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):
+            data = _json_file(manifest)
+            file = data["ggufFile"]["rfilename"]  # type: ignore[index]
             if len(parts) == 3:
                 names[f"{parts[0]}_{parts[1]}_{file}"] = f"{parts[0]}/{parts[1]}:{parts[2]}"
     for path in _files(cache, "*.gguf"):
@@ -171,10 +174,12 @@ def ollama(folder: Path) -> Iterator[LocalModel]:
 
 def _ollama_model(folder: Path, manifest: Path, name: str) -> LocalModel:
     try:
-        layers = json.loads(manifest.read_bytes()[:_MAX_MANIFEST])["layers"]
+        layers = _json_file(manifest)["layers"]  # type: ignore[index]
         layer = next(x for x in layers if x.get("mediaType") == MODEL_LAYER)
-        digest, size = _DIGEST.fullmatch(str(layer["digest"])), int(layer["size"])
-    except (OSError, ValueError, KeyError, TypeError, StopIteration, AttributeError):
+        digest, size = _DIGEST.fullmatch(str(layer["digest"])), layer["size"]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:  # (1e999, "big", -1: no size)
+            raise ValueError(size)
+    except (ValueError, KeyError, TypeError, StopIteration, AttributeError):
         return LocalModel(name, "ollama", manifest, manifest, 0, problem=f"its manifest {manifest} names no model layer")
     if digest is None:
         return LocalModel(name, "ollama", manifest, manifest, 0, problem=f"its manifest {manifest} has a bad digest")
@@ -191,9 +196,8 @@ def _ollama_params(folder: Path, layers: list) -> dict:
     for layer in layers:
         if isinstance(layer, dict) and layer.get("mediaType") == PARAMS_LAYER:
             digest = _DIGEST.fullmatch(str(layer.get("digest", "")))
-            with contextlib.suppress(OSError, ValueError):
-                params = json.loads((folder / "blobs" / f"sha256-{digest[1]}").read_bytes()[:_MAX_MANIFEST]) if digest else {}
-                return params if isinstance(params, dict) else {}
+            params = _json_file(folder / "blobs" / f"sha256-{digest[1]}") if digest else {}
+            return params if isinstance(params, dict) else {}
     return {}
 
 
@@ -218,15 +222,40 @@ def scanners() -> list[Callable[[], Iterator[LocalModel]]]:
 
 def local_models() -> list[LocalModel]:
     """Every model on this machine, each file once (llama.cpp may share the Hugging Face cache)."""
-    seen: set[Path] = set()
+    seen: set[tuple[Path, str]] = set()
     found = []
     for scan in scanners():
-        for model in scan():
-            key = _real(model.path)
+        for model in scan():  # (two ollama names of one blob, ``ollama cp``, are two models)
+            key = (_real(model.path), model.name if model.source == "ollama" else "")
             if key not in seen:
                 seen.add(key)
                 found.append(model)
     return found
+
+
+def _small_file(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes, if it has at most ``limit`` of them; None for anything else (a FIFO, which
+    would block, a device such as /dev/zero, a folder, a file too large for what it should be)."""
+    try:
+        if not path.is_file():
+            return None
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError:
+        return None
+    return data if len(data) <= limit else None
+
+
+def _json_file(path: Path) -> object:
+    """A store's small JSON file (a manifest, ollama's params), or None where it is not one: too large,
+    nested too deep for the parser, not JSON, not a regular file."""
+    data = _small_file(path, _MAX_MANIFEST)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _real(path: Path) -> Path:
