@@ -417,3 +417,40 @@ def test_leaving_writes_a_state_only_when_worth_it_and_says_saving_when_it_takes
     out, chat = leave_after("word " * 300 + ENTER, "long.json")
     assert "saving llama.cpp's state (" in out and "saved 2 messages and llama.cpp's state (" in out
     assert state_path(chat).stat().st_size > 1_000_000
+
+
+@contextlib.contextmanager
+def _busy_machine(processes: int = 3):
+    """Every core taken by processes started here (and ended after): a loaded machine, made, not hoped for."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_lines_typed_ahead_then_ctrl_d_are_all_answered_on_a_loaded_machine(tmp_path, run) -> None:
+    """14 lines typed while replies stream through a small context (the window moves), at uneven moments,
+    then Ctrl-D, with every core busy: each line is answered before the REPL leaves, and the autosave
+    holds all 28 messages."""
+    import random
+
+    chance = random.Random(run)
+    with _busy_machine():
+        term = Terminal(tmp_path, "--temp", "0", "-n", "6", "-c", "256", "--sessions-max", "0")
+        term.prompt_ready()
+        for n in range(14):
+            term.send(f"Say the number {n}.\r".encode())
+            time.sleep(chance.choice([0, 0, 0.05, 0.2, 0.5]))
+        term.send(b"\x04")
+        term.read_until(lambda out: b"reopens it" in out, timeout=600)
+        _, status = os.waitpid(term.pid, 0)
+        os.close(term.fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    (chat,) = (tmp_path / "sessions").glob("*.json")
+    messages = json.loads(chat.read_text())["messages"]
+    assert [m["content"] for m in messages if m["role"] == "user"] == [f"Say the number {n}." for n in range(14)]
+    assert len(messages) == 28

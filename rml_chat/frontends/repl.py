@@ -16,7 +16,9 @@ import shutil
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
@@ -42,7 +44,7 @@ from .progress import EvalProgress
 from .repl_commands import Commands
 from .reply_display import ReplyDisplay
 from .thought_view import ThoughtView
-from .typeahead import Typeahead
+from .typeahead import Typeahead, take_back
 
 SAVING_NOTE_AFTER_S = 0.3  # a state taking longer than this to write is announced ("saving …")
 
@@ -163,29 +165,34 @@ class Repl:
                 self.autosave()
 
     def work(self, text: str) -> bool:
-        """A command or a turn, the keys typed meanwhile held for the next prompt; True: leave now."""
-        with self.typeahead:  # keys typed meanwhile wait for the next prompt, unseen
-            if text.startswith("/"):
-                leaving = self.guarded(lambda: self.commands.run(text))
-            else:
-                leaving = self.reply(text)
-        if leaving:
-            self.leave()
-            return True
-        if self.typeahead.eof:  # the lines typed before it go first, in order, as a shell runs them
-            lines, rest = self.typeahead.lines, self.typeahead.text
-            if rest:
-                self.history.keep(rest)
-            for line in lines:
+        """A command or a turn, the keys typed meanwhile held for the next prompt; True: leave now. Once a
+        Ctrl-D was typed while busy, every line typed before the REPL leaves is answered first, in order, as
+        a shell runs typed-ahead commands (those a prompt had not read yet too), however the keys came."""
+        queue, leaving_asked, rest = deque([text]), False, ""
+        while queue:
+            line = queue.popleft()
+            if leaving_asked:
                 self.history.keep(line)
                 self._say(f"> {visible(line)}" + dim("  (typed ahead)"))
-                if self.work(line):  # (it left already: a /exit, or a Ctrl-D typed meanwhile)
-                    return True
-            self._say(dim("(Ctrl-D while busy: leaving now" + ("; what you typed is in the history)" if rest else ")")))
-            self.leave()
-            return True
-        self.typeahead.hand_to(self.prompt.input)
-        return False
+            with self.typeahead:  # keys typed meanwhile wait for the next prompt, unseen
+                leaving = self.guarded(partial(self.commands.run, line)) if line.startswith("/") else self.reply(line)
+            if leaving:
+                self.leave()
+                return True
+            if self.typeahead.eof or leaving_asked:  # (past a Ctrl-D, every line typed is one to answer)
+                if not leaving_asked:
+                    self.typeahead.held = take_back(self.typeahead.held, self.prompt.input)
+                leaving_asked = True
+                queue.extend(self.typeahead.lines)
+                rest = self.typeahead.text or rest
+        if not leaving_asked:
+            self.typeahead.hand_to(self.prompt.input)
+            return False
+        if rest:
+            self.history.keep(rest)
+        self._say(dim("(Ctrl-D while busy: leaving now" + ("; what you typed is in the history)" if rest else ")")))
+        self.leave()
+        return True
 
     def show_last_exchange(self, lines: int = 6, chars: int = 600) -> None:
         """On --resume: where the chat stopped (its last exchange, each message to a few lines)."""

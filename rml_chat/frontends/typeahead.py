@@ -127,5 +127,15 @@ class Typeahead:
         self.held = b""
 
 
+def take_back(held: bytes, prompt_input: object) -> bytes:
+    """``held`` with the keys handed to prompt_toolkit before it and not yet read by a prompt in front (a
+    prompt reads what is there at once and keeps what follows the first Enter for the next prompt): where
+    the REPL leaves without another prompt, they are lines typed ahead like the rest."""
+    from prompt_toolkit.input.typeahead import get_typeahead
+
+    stored = get_typeahead(prompt_input)  # type: ignore[arg-type]  (and the store is emptied)
+    return "".join(key.data for key in stored).encode("utf-8", "surrogatepass") + held
+
+
 def _printable(typed: str) -> str:
     return "".join(ch for ch in typed if ch.isprintable() or ch == "\t").strip()
