@@ -27,7 +27,7 @@ def _oracle(weights) -> object:
     """llama-cpp-python's ``Llama`` over the weights, evaluating a prompt as our engine does: all but the last
     id in batches, then the last on its own. ``Llama`` 0.3.36 decodes the last id with the rest; on some
     CPUs (this project's AMD EPYC machines) a batch's size changes the arithmetic enough to change a greedy
-    reply, so the schedule is made the same and what is compared is the sampling (docs/performance.md). On
+    reply, so the schedule is made the same and what is compared is the sampling. On
     a CPU with AMX it loads without llama.cpp's extra buffers, as ours does (engines/cpu_quirks.py)."""
     from llama_cpp import Llama, llama_cpp
 

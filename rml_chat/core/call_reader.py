@@ -80,8 +80,8 @@ def opened_calls(syntax: CallSyntax, text: str, start: int = 0) -> list[tuple[in
                 found[name.start()] = name.group()  # (two openings of one call name it at one place)
     spans = reader.objects_out_of_order(text, start)
     found.update((at, name) for _, _, at, name in spans if name)
-    named = sorted((at, name) for at, name in found.items()  # (an opening without the namespace reads it as
-                   if not any(at < other < at + len(name) for other in found))  # the name: the other reading wins)
+    # An opening without the namespace reads the namespace as the name; the other reading wins.
+    named = sorted((at, name) for at, name in found.items() if not any(at < other < at + len(name) for other in found))
     kept: list[tuple[int, str]] = []
     inside = [(begin, end, name_at) for begin, end, name_at, _ in spans]
     for at, name in named:  # (a "name" key in a call's arguments opens no call: Llama 3.1's {"name": "Bob"})
@@ -233,13 +233,15 @@ class _Reader:
             calls.append(call)
             if self.syntax.between is None:
                 break
-            openers = [piece(t) for t in [*self._betweens, *self._accepted] if t.strip()]  # (after a call
-            # that wrote its whole closing, a call opens as the first did: one with no arguments, or the
-            # model's own way)
+            # After a call that wrote its whole closing, the next opens as the first did: one with no
+            # arguments, or the model's own way.
+            openers = [piece(t) for t in [*self._betweens, *self._accepted] if t.strip()]
         closed = self._closing_end(text, at)
-        for shorter in _marker_prefixes(self.syntax.closing) if closed is None else ():  # (the text after the
-            closed = self._closing_end(text, at, shorter)  # calls follows a closing that leaves out its
-            if closed is not None:  # turn's end: Ling's "</tool_call>" without "<|role_end|>")
+        # The text after the calls may follow a closing that leaves out its turn's end (Ling's
+        # "</tool_call>" without "<|role_end|>").
+        for shorter in _marker_prefixes(self.syntax.closing) if closed is None else ():
+            closed = self._closing_end(text, at, shorter)
+            if closed is not None:
                 break
         after = text[closed:] if closed is not None else ""
         return (content + after.rstrip() if after.strip() else content), calls
@@ -350,9 +352,11 @@ class _Reader:
             arguments, rest = _json_arguments(text[glue.end():].lstrip(), syntax.quoted, name.group())
         end = len(text) - len(rest)  # (Mistral Nemo writes the id after the arguments)
         after = [piece(t).match(text, end) for t in (syntax.between or "", syntax.closing) if t.strip()]
-        if ID_HOLE in syntax.closing:  # (the id is written after the arguments: the id in the opening that
-            return ToolCall(name.group(), arguments, _model_id(text, *after, opened, glue)), end  # followed a
-        return ToolCall(name.group(), arguments, _model_id(text, opened, glue, *after)), end  # call is that call's)
+        # Where the id is written after the arguments (Mistral), the id in the opening that followed a call is
+        # that call's: the one after this call's arguments is this one's.
+        if ID_HOLE in syntax.closing:
+            return ToolCall(name.group(), arguments, _model_id(text, *after, opened, glue)), end
+        return ToolCall(name.group(), arguments, _model_id(text, opened, glue, *after)), end
 
     def _no_arguments(self, text: str, at: int) -> int | None:
         """Where a call with no arguments ends, written from ``at`` (right after its name): one of the
@@ -379,9 +383,11 @@ class _Reader:
         heads = {head} | {after_name[:i + 1] for i, c in enumerate(after_name) if c == ">"}
         # (or cut after any marker of it, where MiniMax-M3's "]<]minimax[>[" blurs where one ends)
         tails = [_after_value(closing, between)]
-        if self.syntax.between:  # (another call follows: the closing's part that the next call's text shares,
-            shared = common_prefix(tails[0], _after_value(self.syntax.between, between))  # cut at a line, or
-            tails += [shared[:shared.rfind("\n") + 1], common_prefix(tails[0], shared, at_marker=True)]  # a marker)
+        # Where another call follows: the part of the closing that the next call's text shares, cut at a line
+        # or at a marker.
+        if self.syntax.between:
+            shared = common_prefix(tails[0], _after_value(self.syntax.between, between))
+            tails += [shared[:shared.rfind("\n") + 1], common_prefix(tails[0], shared, at_marker=True)]
         return sorted(heads, key=lambda h: (-len(h), h)), list(dict.fromkeys(t for t in tails if t.strip()))
 
     def _closing_end(self, text: str, at: int, closing: str | None = None) -> int | None:

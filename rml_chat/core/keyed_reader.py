@@ -70,8 +70,9 @@ def read_keyed(keyed: KeyedArgs, text: str, closing: str, name: str) -> tuple[di
             text = text[skipped.end():]  # (the value's close left out: the next key's opening follows at once)
             continue
         ended = piece(closing.replace(KEY_HOLE, key)).match(text) if closing.strip() else None
-        if after is None or (ended is not None and ended.end() > after.end()):  # (MiniMax-M3's next-key
-            return arguments, text.lstrip()  # text is the start of its closing: the longer is meant)
+        # MiniMax-M3's text for the next key is the start of its closing: the longer one is meant.
+        if after is None or (ended is not None and ended.end() > after.end()):
+            return arguments, text.lstrip()
         text = text[after.end():]
 
 def _json_or_text(value: str) -> object:

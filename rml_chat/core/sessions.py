@@ -146,8 +146,8 @@ def _read(path: Path) -> SessionInfo | None:
 def list_sessions(folder: Path | None = None) -> list[SessionInfo]:
     """Every readable conversation in the folder, newest first (a file that is not one is left out)."""
     folder = folder or sessions_dir()
-    found = [_read(p) for p in folder.glob("*.json") if p.is_file()] if folder.is_dir() else []  # (a FIFO
-    # or a device never: reading one would wait forever)
+    # Regular files only: reading a FIFO or a device would wait forever.
+    found = [_read(p) for p in folder.glob("*.json") if p.is_file()] if folder.is_dir() else []
     return sorted((s for s in found if s is not None), key=lambda s: s.when, reverse=True)
 
 

@@ -17,7 +17,7 @@ Worked example, SmolLM2-135M (30 layers, 9 heads, 3 KV heads, 64 values a head, 
     KV cache   30 * 3 * (64 + 64) * 2 = 23,040 bytes a token: -c 32768 needs 720 MiB (llama.cpp: 720 MiB)
     compute    max(512 * 32768 * 9, 512 * 49152) * 4 = 576 MiB             (llama.cpp: 646 MiB)
 
-Measured against llama.cpp's own log at -c 2048, 8192 and 32768 (docs/performance.md): the compute
+Measured against llama.cpp's own log at -c 2048, 8192 and 32768: the compute
 buffer is 11-13% under its size once the scores dominate, and the logits term is Gemma 3's whole 514 MiB buffer
 (a 262k vocabulary). A sliding-window cache is counted as a full one, and the buffers' fixed part is
 left out, so near the limit the check errs on the side of refusing too late rather than too early.

@@ -164,12 +164,15 @@ class Toolbox:
             return []
         if not read.tool_calls:
             return []
-        if last.ended_in_thought and not read.ended_in_thought:  # (a call nested in a thought that never
-            message["reasoning"] = read.reasoning  # closed: the thought ends where the call begins)
+        # A call nested in a thought that never closed: the thought ends where the call begins.
+        if last.ended_in_thought and not read.ended_in_thought:
+            message["reasoning"] = read.reasoning
         calls = [c if c.id else replace(c, id=self._new_id()) for c in read.tool_calls]
-        if not self.syntax.in_content:  # the message as the template takes a call (CallSyntax: OpenAI's shape
-            message["content"] = None if self.syntax.content_none else read.content  # where asked; in the
-        message["tool_calls"] = render_calls(calls, self.syntax.string_arguments)  # content too: tool_table.py)
+        # The message as the template takes a call: OpenAI's shape where CallSyntax asks for it, else the
+        # call in the content too (tool_table.py).
+        if not self.syntax.in_content:
+            message["content"] = None if self.syntax.content_none else read.content
+        message["tool_calls"] = render_calls(calls, self.syntax.string_arguments)
         return calls
 
     def _new_id(self) -> str:
