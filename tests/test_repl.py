@@ -454,3 +454,15 @@ def test_lines_typed_ahead_then_ctrl_d_are_all_answered_on_a_loaded_machine(tmp_
     messages = json.loads(chat.read_text())["messages"]
     assert [m["content"] for m in messages if m["role"] == "user"] == [f"Say the number {n}." for n in range(14)]
     assert len(messages) == 28
+
+
+def test_a_chat_with_no_message_is_not_autosaved(session, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("RML_CHAT_SESSIONS", str(tmp_path / "sessions"))
+    session.conversation.messages.clear()
+    with create_pipe_input() as pipe:
+        pipe.send_text("/set temp 0.5" + ENTER + "/set temp 0" + ENTER)
+        pipe.close()
+        repl = Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history")
+        assert repl.run() == 0
+    assert "temp = 0.5" in capsys.readouterr().out
+    assert not list((tmp_path / "sessions").glob("*.json"))  # (--sessions lists chats, not settings)

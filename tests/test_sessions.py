@@ -144,3 +144,23 @@ def test_a_name_that_reads_as_a_selector_or_a_path_is_refused_with_why() -> None
 def test_the_listing_reads_only_regular_files(folder) -> None:
     os.mkfifo(folder / "x.json")  # (reading it would wait for a writer forever)
     assert [s.name for s in list_sessions()].count("alpha") == 1
+
+
+@pytest.mark.offline
+def test_a_calls_message_keeps_a_string_content_and_is_none_only_where_the_template_renders_it(tmp_path) -> None:
+    """DeepSeek R1's distills take a message of calls with its content None: the conversation holds "" (so
+    /history, /branches and a save read a string), the prompt gets None, and a chat an earlier version
+    saved with None loads."""
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    chat = Conversation(messages=[{"role": "user", "content": "Hi"}, call,
+                                  {"role": "tool", "content": "1", "tool_call_id": "c1", "name": "f"}])
+    assert chat.for_prompt(calls_without_content=True)[1]["content"] is None
+    assert chat.for_prompt()[1]["content"] == ""
+    saved = tmp_path / "chat.json"
+    chat.save(saved)
+    assert Conversation.load(saved).messages[1]["content"] == ""
+    old = json.loads(saved.read_text())
+    old["messages"][1]["content"] = None
+    saved.write_text(json.dumps(old))
+    assert Conversation.load(saved).messages == chat.messages

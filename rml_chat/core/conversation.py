@@ -56,14 +56,19 @@ class Conversation:
     settings: dict[str, object] = field(default_factory=dict)  # /set changes, as NAME: value text
     branches: list[list[dict]] = field(default_factory=list)  # the other paths, each its whole message list
 
-    def for_prompt(self, reasoning: Reasoning | None = None) -> list[dict[str, str]]:
+    def for_prompt(self, reasoning: Reasoning | None = None, calls_without_content: bool = False) -> list[dict]:
         """The window: the system message, then the messages from ``window_start`` on; a reply's thought
-        handed to the template the way it takes one (``reasoning``), so that it drops or keeps it."""
+        handed to the template the way it takes one (``reasoning``), so that it drops or keeps it.
+        ``calls_without_content``: the template takes a message of calls with its content None (DeepSeek R1's
+        distills), which is written so here alone: the conversation's content is always a string."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [{**(reasoning.message(m["content"], m["reasoning"], "tool_calls" in m)
-                           if reasoning and "reasoning" in m else
-                           {"role": m["role"], "content": m["content"]}), **{k: m[k] for k in TOOL_KEYS if k in m}}
-                       for m in self.messages[self.window_start:]]
+        shown = [{**(reasoning.message(m["content"], m["reasoning"], "tool_calls" in m)
+                     if reasoning and "reasoning" in m else
+                     {"role": m["role"], "content": m["content"]}), **{k: m[k] for k in TOOL_KEYS if k in m}}
+                 for m in self.messages[self.window_start:]]
+        if calls_without_content:
+            shown = [{**m, "content": None} if m.get("tool_calls") and not m["content"] else m for m in shown]
+        return head + shown
 
     def next_window_start(self) -> int | None:
         """Where the window starts once its oldest exchange leaves it (None: one exchange or less is left)."""
@@ -191,6 +196,8 @@ def _checked(listed: list, source: str) -> list[dict]:
     """A file's message list, each message checked (what is wrong: one line naming the file)."""
     messages = []
     for i, m in enumerate(listed):
+        if isinstance(m, dict) and m.get("content") is None and m.get("role") == "assistant" and m.get("tool_calls"):
+            m = {**m, "content": ""}  # (a call's message saved with content None by an earlier version)
         if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
             raise ChatError(f"{source}: message {i} needs a role user/assistant/tool and a string content")
         if m.get("reasoning") is not None and not (m["role"] == "assistant" and isinstance(m["reasoning"], str)):

@@ -23,13 +23,14 @@ as one line or hidden; what Ctrl-C does) is the front end's, and is not here::
 from __future__ import annotations
 
 import copy
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tokenizer.chat.tool_calls import CallSyntax
 
-from ..engines.base import Engine, Generation, Progress, Sampling, common_prefix
+from ..engines.base import RANDOM_SEED, Engine, Generation, Progress, Sampling, common_prefix
 from ..errors import AppError
 from ..words import counted
 from .continuation import Prefill
@@ -122,6 +123,7 @@ class ChatSession:
         self._since_shift: list[int] = []  # the reply's tokens generated since the window last moved
         self._think: Callable[[str], None] | None = None
         self._prefilled: list[int] = []  # the ids of the reply's prefilled start (``turn``'s prefill)
+        self.seed = -1  # the seed the last turn sampled with (drawn where the setting is -1)
         self.conversation = Conversation()
         self.last: TurnResult | None = None
         self.prompt_filter: Callable[[list[int]], list[int]] | None = None  # (a tool call's own ids kept)
@@ -145,8 +147,11 @@ class ChatSession:
 
     def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
         encoder = self.model.encoder
-        tools = self.options.tools.definitions() if self.options.tools is not None else None
-        segments = encoder.format(self.conversation.for_prompt(self.model.reasoning), add_generation_prompt,
+        box = self.options.tools
+        tools = box.definitions() if box is not None else None
+        without_content = box is not None and box.syntax.content_none
+        segments = encoder.format(self.conversation.for_prompt(self.model.reasoning, without_content),
+                                  add_generation_prompt,
                                   thinking=self.options.reasoning.thinking, effort=self.options.reasoning.effort,
                                   **({"tools": tools} if tools else {}))
         ids = encoder.encode(segments)
@@ -323,7 +328,7 @@ class ChatSession:
         self.last = TurnResult(reply.text, gen, ids, dropped, shifts=len(moves), reasoning=reply.thought,
                                reasoning_tokens=reply.thought_tokens, ended_in_thought=reply.in_thought,
                                written=reply.written, message=reply.message, opened_in_thought=reply.opened_in_thought,
-                               looped=self._looped if gen.stop_reason == "repetition" else 0)
+                               looped=self._looped if gen.stop_reason == "repetition" else 0, seed=self.seed)
         if moves:  # the context in use is the last call's prompt and what came after it
             self.last.prompt_ids, self.last.context_tokens = self._ids, len(self._ids) + len(self._since_shift)
         return self.last
@@ -335,7 +340,11 @@ class ChatSession:
         the window moves and the same reply goes on; when a thought reaches the reasoning budget (or the
         REPL's Ctrl-C), it is closed and the reply goes on (``_ids``: the prompt ids of the last call), under
         the answer's grammar alone where there is one (``gbnf.for_reply``)."""
-        sampling, self._ids, ended = self.options.sampling, ids, False
+        # A random seed (-1) is drawn here, once a turn, so that every call of the turn (a thought ended by
+        # hand, a moved window) goes on with it, and --json can say which it was: the reply can be made again.
+        seed = self.options.sampling.seed if self.options.sampling.seed >= 0 else random.randrange(RANDOM_SEED)
+        self.seed = seed
+        sampling, self._ids, ended = replace(self.options.sampling, seed=seed), ids, False
         guard, self._looped = LoopGuard(sampling.repeat_guard), 0
         prompt_len: int | None = len(ids)  # each call's ids: this prompt, then reply tokens (None: moved)
         stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
@@ -386,7 +395,8 @@ class ChatSession:
                 prompt_len = None
                 moves.append(moved[1])
             if sampling.max_tokens >= 0:
-                sampling = replace(self.options.sampling, max_tokens=max(self.options.sampling.max_tokens - len(gen.tokens), 0))
+                sampling = replace(self.options.sampling, seed=seed,
+                                   max_tokens=max(self.options.sampling.max_tokens - len(gen.tokens), 0))
 
     def _end_thought(self, ids: list[int], gen: Generation, reply: ReplyParser, emit: Callable[[str], None],
                      constraint: Constraint | None) -> list[int]:

@@ -125,6 +125,25 @@ class SessionInfo:
         return f"{number:>3}  {when}  {model[:32]:32}  {self.messages:>8}  {size_text(self.size):>8}  {title}{first}"
 
 
+def title_line(message: str) -> str:
+    """What names a chat in the list: the first line of its first message outside a fenced block (a file
+    attached with ``-f`` or ``/file`` comes before the question), else its first line::
+
+        >>> title_line("```pyproject.toml\\n[project]\\n```\\n\\nWhat does this build?")
+        'What does this build?'
+    """
+    fence = ""
+    for line in message.splitlines():
+        if fence:
+            fence = "" if line.rstrip() == fence else fence
+        elif re.match(r"`{3,}|~{3,}", line):
+            fence = re.match(r"`{3,}|~{3,}", line).group()  # type: ignore[union-attr]
+        elif line.strip():
+            return line.strip()
+    lines = message.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
 def _read(path: Path) -> SessionInfo | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
@@ -135,7 +154,7 @@ def _read(path: Path) -> SessionInfo | None:
         return None
     messages = [m for m in data["messages"] if isinstance(m, dict)]
     first = next((m.get("content") for m in messages if m.get("role") == "user"), "")
-    first = first.strip().splitlines()[0] if isinstance(first, str) and first.strip() else ""
+    first = title_line(first) if isinstance(first, str) else ""
     state = state_path(path)
     size = stat.st_size + (state.stat().st_size if state.is_file() else 0)
     name, model = data.get("name"), data.get("model")

@@ -70,6 +70,9 @@ class Sampling:
 StopReason = Literal["", "stop", "stop_string", "length", "context", "repetition", "interrupted", "thought ended"]
 
 
+RANDOM_SEED = 2**32 - 1  # llama.cpp's seed "random" (LLAMA_DEFAULT_SEED): a seed drawn here is below it
+
+
 @dataclass
 class Generation:
     """What one generate call did; filled in as it runs."""

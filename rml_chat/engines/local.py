@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import ModelError
 from . import kv_cache
-from .base import Generation, Progress, Sampling, Shifted, common_prefix, context_size
+from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix, context_size
 from .prompt_cache import PromptCache
 from .runtime import ContextTooLarge, LlamaModel, LoadError, llama_log
 from .sampler_chain import stages
@@ -187,7 +187,7 @@ class LocalEngine:
         it "interrupted"."""
         stops = set(stop_ids)
         budget = gen.begin(ids, self.n_ctx, sampling)
-        seed = sampling.seed if sampling.seed >= 0 else random.getrandbits(32)
+        seed = sampling.seed if sampling.seed >= 0 else random.randrange(RANDOM_SEED)
         sampler = None
         try:
             if budget <= 0 or not ids:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from .base import Generation, Progress, Sampling, Shifted, common_prefix
+from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix
 from .runtime import LlamaModel, Sampler
 from .sampler_chain import stages
 
@@ -107,7 +107,7 @@ class Decoder:
         stream.budget = stream.gen.begin(prompt, shared + room + len(stream.pending), stream.sampling)
         stream.gen.to_evaluate = len(stream.pending)
         s = stream.sampling
-        seed = s.seed if s.seed >= 0 else random.getrandbits(32)
+        seed = s.seed if s.seed >= 0 else random.randrange(RANDOM_SEED)
         stream.sampler = self.llama.sampler(stages(replace(s, seed=seed), grammar=stream.grammar is not None,
                                                    stop_ids=sorted(stream.stops)), stream.grammar,
                                             history=prompt)

@@ -15,11 +15,15 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import text_input
 from ..core.settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
 from ..errors import EXIT_CLOSED, EXIT_CODES, EXIT_INTERRUPTED, AppError, UsageError, report
 from ..terminal import visible
+
+if TYPE_CHECKING:
+    from ..core.session import ChatSession
 
 ENVIRONMENT = {
     "RML_CHAT_CACHE": "where downloads and built tables are cached (default ~/.cache/rml-chat)",
@@ -208,6 +212,26 @@ def versions() -> str:
     return f"rml-chat {of('rml-chat')}, llama-cpp-python {of('llama-cpp-python')}, llama.cpp {llama_version()}"
 
 
+def _keep_resumed_turn(session: ChatSession, autosave: Path | None) -> None:
+    """``--resume … -p``: the turn goes into the chat, in its autosave (a chat /save wrote elsewhere goes on
+    in a new one, as in the REPL), and a line on stderr says where."""
+    from ..core.conversation import ChatError
+    from ..core.sessions import new_autosave_path
+    from ..errors import one_line
+    from ..words import counted
+
+    conversation = session.conversation
+    target = autosave or new_autosave_path(session.model.name)
+    conversation.model = str(session.model.source.resolve())
+    try:
+        conversation.save(target)
+    except (ChatError, OSError) as err:
+        print(visible(f"rml-chat: note: the turn was not saved ({one_line(str(err))})"), file=sys.stderr)
+        return
+    print(visible(f"rml-chat: note: saved in the chat ({counted(len(conversation.messages), 'message')}, {target}): "
+                  f"rml-chat --resume {conversation.name or ''}".rstrip() + " goes on with it"), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
     """Run rml-chat; the exit code. ``free`` False leaves llama.cpp's memory to the process's exit."""
     args_text = text_input.argv(list(sys.argv[1:] if argv is None else argv))
@@ -345,7 +369,10 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         if scripted:
             from .scripted import run_scripted
 
-            return run_scripted(session, args, opened.display)
+            code = run_scripted(session, args, opened.display)
+            if args.resume is not None and not args.show_prompt:
+                _keep_resumed_turn(session, opened.autosave)
+            return code
         from .repl import Repl
 
         return Repl(session, display=opened.display, autosave=opened.autosave, sessions_cap=cap,

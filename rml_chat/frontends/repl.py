@@ -327,8 +327,11 @@ class Repl:
         self.autosave()
 
     def autosave(self) -> None:
-        """Save the conversation after a change; a failure warns once (until saving works again)."""
+        """Save the conversation after a change; a failure warns once (until saving works again). A chat
+        with no message yet is not saved (a /set before the first message): --sessions lists chats."""
         conversation = self.session.conversation
+        if not conversation.messages and _unwritten(self.autosave_path):
+            return
         conversation.model = str(self.session.model.source.resolve())  # found again from any folder
         try:
             self.autosave_path.parent.mkdir(parents=True, exist_ok=True)
@@ -408,3 +411,11 @@ class Repl:
 
     def sessions_note(self) -> str:
         return f"autosave: {self.autosave_path} (rml-chat --resume reopens the newest in {sessions_dir()})"
+
+
+def _unwritten(path: Path) -> bool:
+    """The autosave file is not there, or only claimed (empty): this chat has saved nothing yet."""
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return True

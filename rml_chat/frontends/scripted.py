@@ -50,7 +50,7 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "stop_note": result.cut_note(session.engine.n_ctx) or None,  # why a reply is empty or cut, in words
         "context_used": result.context_used,
         "context_size": session.engine.n_ctx,
-        "sampling": as_json(session.options.sampling, session.options.sampling_sources),
+        "sampling": _with_seed(as_json(session.options.sampling, session.options.sampling_sources), result.seed),
         "sampler_chain": describe(stages(session.options.sampling, stop_ids=session.model.stop_ids)),
         "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
                     "total_ms": round((steps[-1].finished - steps[0].started) * 1000, 2)},
@@ -191,6 +191,14 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
         sys.stdout.flush()
         notify(cut)
     return verdict(result.outcome, args.json)
+
+
+def _with_seed(sampling: dict, seed: int) -> dict:
+    """``--json``'s sampling settings with the seed the reply used where it was drawn (``--seed -1``): given
+    back as ``--seed``, it makes the same reply."""
+    if sampling.get("seed", {}).get("value") == -1 and seed >= 0:
+        sampling = {**sampling, "seed": {"value": seed, "from": f"drawn at random ({sampling['seed']['from']}: -1)"}}
+    return sampling
 
 
 def verdict(outcome: Outcome | None, as_json: bool) -> int:

@@ -36,8 +36,9 @@ def tools_for(model: Model, args: argparse.Namespace, say: Callable[[str], None]
     if syntax is not None and known:  # (a family that lists tools and leaves the call to the model's training)
         say(f"note: the chat template renders no tool calls; calls are read as {known} "
             f"({syntax.trigger()}…), from the table of known syntaxes")
-    if syntax is None:
-        raise UsageError(f"{flag}: {why}")
+    if syntax is None:  # (the model, not the flags: one line saying which models can)
+        raise AppError(f"{flag}: {model.name} can't call tools: {why}; a model whose template does can "
+                       "(Qwen 2.5 and 3, Llama 3.1 and 3.2, Mistral Nemo, gpt-oss …: docs/tools.md)", "tools")
     required = args.tool_choice == "required"
     for command in args.mcp:
         try:

@@ -171,7 +171,7 @@ class Toolbox:
         # The message as the template takes a call: OpenAI's shape where CallSyntax asks for it, else the
         # call in the content too (tool_table.py).
         if not self.syntax.in_content:
-            message["content"] = None if self.syntax.content_none else read.content
+            message["content"] = "" if self.syntax.content_none else read.content  # (None at rendering)
         message["tool_calls"] = render_calls(calls, self.syntax.string_arguments)
         return calls
 
