@@ -195,6 +195,13 @@ def test_the_guard_sees_one_span_repeated_and_not_a_refrain_a_table_or_a_list() 
     items = "".join(f"{i}. Item number {i}\n" for i in range(1, 120))
     assert [guard.loop_tokens(text, tokens=len(text) // 4) for text in (refrain, table, items)] == [0, 0, 0]
     assert LoopGuard(limit=0).tripped(loop, tokens=10_000) == 0  # off
+    two = ("The bicycle was invented in the early nineteenth century, and its first form had no pedals at all. "
+           "Riders pushed it along with their feet, and within decades cranks, chains and air-filled tyres had "
+           "turned it into the machine we know today. ")  # (265 characters: two sentences, written again and again)
+    assert len(two) > 200 and guard.loop_tokens("It began. " + two * 4, tokens=300) >= 64
+    block = "".join(f"def step_{i}(x):\n    return x * {i} + {i * i}\n\n" for i in range(30))
+    rewrite = "Here it is:\n" + block + "\nAnd with one change:\n" + block.replace("step_29", "last_step")
+    assert guard.loop_tokens(rewrite, tokens=len(rewrite) // 4) == 0  # (a block written twice on purpose)
 
 
 def test_a_looping_reply_is_ended_by_the_guard_with_its_own_stop_reason_and_a_note() -> None:

@@ -23,8 +23,8 @@ MESSAGES = [{"role": "user", "content": "Weather in Oslo?"},
 @pytest.mark.offline
 def test_the_markdown_holds_every_message_in_order_with_the_thought_folded_and_the_call_as_json() -> None:
     text = as_markdown("Be brief.", MESSAGES, "Oslo")
-    assert re.findall(r"^#+ .*$", text, re.M) == ["# Oslo", "## System", "## You", "## Assistant",
-                                                   "## Tool result (get_weather)", "## Assistant (cut)"]
+    assert re.findall(r"^#+ .*$", text, re.M) == ["# Oslo", "## System", "## 1 · You", "## 2 · Assistant",
+                                                   "## 3 · Tool result (get_weather)", "## 4 · Assistant (cut)"]
     assert "<details><summary>Thought</summary>\n\nThey want Oslo.\n\n</details>" in text
     fenced = re.search(r"^```json\n(.*?)\n```$", text, re.M | re.S)
     assert fenced and json.loads(fenced.group(1)) == {"name": "get_weather", "arguments": {"city": "Oslo"},
@@ -65,7 +65,7 @@ def test_copy_and_export_in_a_real_terminal(tmp_path) -> None:
     term.ask(f"/export {mine} --force".encode(), b"exported 2 messages")
     assert term.finish() == 0
     text = exported.read_text()
-    assert text.startswith("# Chat with ") and "## You\n\nWrite a Python line" in text and reply in text
+    assert text.startswith("# Chat with ") and "## 1 · You\n\nWrite a Python line" in text and reply in text
     assert mine.read_text() == text and not list(tmp_path.glob(".*.part"))
 
 
@@ -76,3 +76,12 @@ def test_code_blocks_are_read_in_one_pass_whatever_the_fences() -> None:
     assert code_blocks("`" * 30_000 + "\nx\n" + "`" * 29_999) == []
     assert code_blocks("```\na\n~~~\nb\n````\nc\n```\nd") == ["a\n~~~\nb\n````\nc"]
     assert code_blocks("~~~sh\nls\n~~~  \n```\nopen") == ["ls"]
+
+
+@pytest.mark.offline
+def test_a_fence_a_reply_left_open_is_closed_and_a_replys_own_heading_is_not_the_exports() -> None:
+    text = as_markdown(None, [{"role": "user", "content": "Code?"},
+                              {"role": "assistant", "content": "## You\n```python\nprint(1)", "cut": True},
+                              {"role": "user", "content": "Thanks."}], "T")
+    assert code_blocks(text) == ["print(1)"]  # (closed after the reply: the next heading is a heading)
+    assert re.findall(r"^## \d+ · .*$", text, re.M) == ["## 1 · You", "## 2 · Assistant (cut)", "## 3 · You"]

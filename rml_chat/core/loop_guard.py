@@ -5,9 +5,11 @@ A small model that loops writes the same sentence until ``-n`` or a full context
 to his home." 1,300 tokens long). A sampler can make such loops rarer (docs/performance.md measures DRY
 and the repeat penalty); the guard bounds what one costs. It reads the text written so far: the tail is
 a loop when its last MIN_TAIL characters equal the MIN_TAIL before them shifted by a period of 1 to
-MAX_PERIOD characters; the loop is as long as that holds going back. A refrain, a table's rows or a list
-of like items differ somewhere within the period, so they don't count; an exact repeat of ``limit``
-tokens does (about 4 characters a token; the tokens per character of the reply itself are used).
+MAX_PERIOD characters; the loop is as long as that holds going back. A span longer than SHORT_PERIOD (a
+paragraph, two long sentences) is a loop only once it is written three times: a model asked to rewrite a
+block writes it twice on purpose. A refrain, a table's rows or a list of like items differ somewhere within
+the period, so they don't count; an exact repeat of ``limit`` tokens does (about 4 characters a token; the
+tokens per character of the reply itself are used).
 
 Example::
 
@@ -21,7 +23,8 @@ Example::
 from __future__ import annotations
 
 MIN_TAIL = 300      # characters of the tail compared (a loop is at least this long before it is one)
-MAX_PERIOD = 200    # the longest span looked for (a sentence or two)
+SHORT_PERIOD = 200  # a span up to this long (a sentence or two) is a loop from its second writing
+MAX_PERIOD = 1200   # the longest span looked for (a paragraph), a loop from its third writing
 CHECK_EVERY = 16    # tokens between two looks (a look costs microseconds)
 
 
@@ -44,6 +47,8 @@ class LoopGuard:
                     start -= period
                 while start > 0 and text[start - 1] == text[start - 1 + period]:
                     start -= 1
+                if period > SHORT_PERIOD and len(text) - start < 3 * period:
+                    continue  # (a long span written twice: a rewrite, not yet a loop)
                 return (len(text) - start) * tokens // len(text)
         return 0
 

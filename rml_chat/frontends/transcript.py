@@ -50,21 +50,23 @@ def osc52(text: str, tmux: bool) -> str:
 
 
 def as_markdown(system: str | None, messages: Sequence[Mapping[str, object]], title: str) -> str:
-    """A chat as Markdown: a heading a message; a thought folded in ``<details>``; a call as fenced JSON; a
-    tool's result fenced as text. The texts are the messages' own, as the model wrote them."""
+    """A chat as Markdown: a heading a message, numbered (a reply's own ``## You`` is told apart); a thought
+    folded in ``<details>``; a call as fenced JSON; a tool's result fenced as text. The texts are the
+    messages' own, as the model wrote them; a fence a text leaves open is closed after it, so that the next
+    heading is not drawn as code."""
     parts = [f"# {title}"]
     if system:
-        parts.append(f"## System\n\n{system}")
-    for message in messages:
+        parts.append(f"## System\n\n{_closed(system)}")
+    for number, message in enumerate(messages, 1):
         role, content = message.get("role"), message.get("content")
-        text = content if isinstance(content, str) else ""
+        text = _closed(content) if isinstance(content, str) else ""
         if role == "user":
-            parts.append(f"## You\n\n{text}")
+            parts.append(f"## {number} · You\n\n{text}")
         elif role == "assistant":
-            parts.append("## Assistant" + (" (cut)" if message.get("cut") else ""))
+            parts.append(f"## {number} · Assistant" + (" (cut)" if message.get("cut") else ""))
             thought = message.get("reasoning")
             if isinstance(thought, str) and thought.strip():
-                parts.append(f"<details><summary>Thought</summary>\n\n{thought.strip()}\n\n</details>")
+                parts.append(f"<details><summary>Thought</summary>\n\n{_closed(thought.strip())}\n\n</details>")
             if text.strip():
                 parts.append(text)
             for call in message.get("tool_calls") or ():  # type: ignore[attr-defined]
@@ -72,9 +74,25 @@ def as_markdown(system: str | None, messages: Sequence[Mapping[str, object]], ti
                 shown = {"name": function.get("name"), "arguments": function.get("arguments"), "id": call.get("id")}
                 parts.append(_fenced(json.dumps(shown, ensure_ascii=False, indent=2), "json"))
         elif role == "tool":
-            parts.append(f"## Tool result ({message.get('name') or message.get('tool_call_id') or 'a tool'})")
+            parts.append(f"## {number} · Tool result ({message.get('name') or message.get('tool_call_id') or 'a tool'})")
             parts.append(_fenced(text, "text"))
     return "\n\n".join(parts) + "\n"
+
+
+def _closed(text: str) -> str:
+    """``text`` with the fence it leaves open, if any, closed after it (read as ``code_blocks`` reads)::
+
+        >>> _closed("Run:\\n```sh\\nls"), _closed("done")
+        ('Run:\\n```sh\\nls\\n```', 'done')
+    """
+    fence = ""
+    for line in text.split("\n"):
+        if not fence:
+            opened = _FENCE.match(line)
+            fence = opened.group() if opened else ""
+        elif line.rstrip(" \t") == fence:
+            fence = ""
+    return f"{text}\n{fence}" if fence else text
 
 
 def _fenced(text: str, language: str) -> str:
