@@ -510,3 +510,34 @@ def test_a_json_schema_shapes_the_whole_reply_so_such_a_turn_makes_no_call(copie
     out = json.loads(done.stdout)
     assert out["tool_calls"] == [] and "tool call:" not in done.stderr
     assert out["schema_valid"] is (out["stop_reason"] == "stop") and "answer" in out["reply"]
+
+
+def test_a_tool_past_its_time_is_ended_and_its_prints_from_python_or_c_are_a_note(tmp_path) -> None:
+    """Each call of a Python tool runs in a process of its own: past the timeout that process is killed
+    (the tool writes nothing later), and what it prints, through Python or straight to fd 1, is a note,
+    with this process's sys.stdout never replaced."""
+    late = tmp_path / "late"
+
+    def hang(x: str) -> str:
+        (tmp_path / "pid").write_text(str(os.getpid()))
+        time.sleep(3)
+        late.write_text("still running")
+        return "late"
+
+    def loud(x: str) -> str:
+        print("from python")
+        os.write(1, b"from C\n")
+        return "ok"
+
+    stdout = sys.stdout
+    box = Toolbox([tool_of(f, "test") for f in (hang, loud)], CallSyntax("<tool_call>", "|", "</tool_call>"),
+                  timeout=0.5, approve=lambda call: True)
+    shown: list[str] = []
+    box.shown = shown.append
+    assert box.run(ToolCall("hang", {"x": "1"})) == "error: the tool did not answer within 0.5 s"
+    pid = int((tmp_path / "pid").read_text())
+    assert pid != os.getpid()
+    time.sleep(3.5)
+    assert not late.exists()  # (ended: it never got there)
+    assert box.run(ToolCall("loud", {"x": "1"})) == "ok"
+    assert "note: tool 'loud' printed: from python | from C" in shown and sys.stdout is stdout

@@ -48,6 +48,7 @@ class Tool:
     parameters: dict
     run: Callable[[dict], object]
     source: str
+    apart: bool = False  # the user's Python: each call in a process of its own (``apart.py``)
 
     def definition(self) -> dict:
         return {"type": "function", "function": {"name": self.name, "description": self.description,
@@ -137,8 +138,9 @@ def tool_of(function: Callable, source: str) -> Tool:
             required.append(name)
     schema = {"type": "object", "properties": properties, "required": required}
     if inspect.iscoroutinefunction(function):
-        return Tool(function.__name__, description, schema, lambda arguments: asyncio.run(function(**arguments)), source)
-    return Tool(function.__name__, description, schema, lambda arguments: function(**arguments), source)
+        return Tool(function.__name__, description, schema, lambda arguments: asyncio.run(function(**arguments)), source,
+                    apart=True)
+    return Tool(function.__name__, description, schema, lambda arguments: function(**arguments), source, apart=True)
 
 
 def load_functions(path: str, note: Callable[[str], None] = lambda line: None) -> list[Tool]:

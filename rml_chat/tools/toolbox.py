@@ -11,7 +11,6 @@ the tool's result, an error text the model reads, never a crash.
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -25,6 +24,7 @@ from ..core.session import ChatSession, ToolResult, TurnResult
 from ..core.structured import Constraint
 from ..engines.base import LazyGrammar, Progress, ecma_escaped, triggers_of
 from ..engines.runtime import schema_to_gbnf
+from .apart import Outcome, apart_call
 from .functions import Tool, one_line
 from .grammar import call_grammar
 
@@ -187,36 +187,44 @@ class Toolbox:
             return self._said(line, f"error: there is no tool {call.name!r}; the tools are {', '.join(sorted(self.enabled))}")
         if not self.approve(call):
             return self._said(line, "error: the user did not allow this call")
-        box: dict[str, object] = {}
-
-        prints = _ToolPrints.installed()
-
-        def work() -> None:
-            prints.keep()  # (what this thread prints is the tool's: kept, never on our stdout)
-            try:
-                box["value"] = tool.run(call.arguments)
-            except BaseException as err:  # the tool's own failure is its result
-                box["error"] = f"{type(err).__name__}: {err}"
-
-        worker = threading.Thread(target=work, daemon=True, name=f"tool {call.name}")
-        worker.start()
-        try:
-            worker.join(self.timeout)
-        except KeyboardInterrupt:
+        run = apart_call if tool.apart else _threaded_call  # (a Python tool in a child: it can be ended)
+        outcome = run(tool.run, call.arguments, _as_text, self.timeout)
+        if outcome.printed.strip():
+            self.shown(f"note: tool {call.name!r} printed: {one_line(outcome.printed)}")
+        if outcome.kind == "interrupted":
             return self._said(line, "error: the user interrupted the call")
-        finally:
-            printed = prints.taken(worker.ident)
-            if printed:
-                self.shown(f"note: tool {call.name!r} printed: {one_line(printed)}")
-        if worker.is_alive():
+        if outcome.kind == "timeout":
             return self._said(line, f"error: the tool did not answer within {self.timeout:g} s")
-        if "error" in box:
-            return self._said(line, f"error: the tool raised {box['error']}")
-        return self._said(line, _as_text(box.get("value")))
+        if outcome.kind == "error":
+            return self._said(line, f"error: the tool raised {outcome.text}")
+        return self._said(line, outcome.text)
 
     def _said(self, line: str, outcome: str) -> str:
         self.shown(f"tool call: {line} -> {outcome if len(outcome) <= 120 else outcome[:117] + '...'}")
         return outcome
+
+
+def _threaded_call(run: Callable[[dict], object], arguments: dict, as_text: Callable[[object], str],
+                   timeout: float) -> Outcome:
+    """A call over a connection (an MCP server's tool), in a thread waited on for ``timeout`` seconds: it
+    prints nothing here, and a call left waiting ends with its server."""
+    box: dict[str, str] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = as_text(run(arguments))
+        except BaseException as err:  # the tool's own failure is its result
+            box["error"] = f"{type(err).__name__}: {err}"
+
+    worker = threading.Thread(target=work, daemon=True, name="tool call")
+    worker.start()
+    try:
+        worker.join(timeout)
+    except KeyboardInterrupt:
+        return Outcome("interrupted")
+    if worker.is_alive():
+        return Outcome("timeout")
+    return Outcome("error", box["error"]) if "error" in box else Outcome("value", box.get("value", ""))
 
 
 def own_ids(cached: Sequence[int], ids: list[int], decode: Callable[[list[int]], str]) -> list[int]:
@@ -281,40 +289,3 @@ def _prefix_of_tokens(text: str, encode: Callable[[str], list[int]], limit: int)
         else:
             high = middle - 1
     return text[:low]
-
-
-class _ToolPrints:
-    """``sys.stdout`` once a tool has run: what a tool's thread prints is kept for a note (a print in a
-    tool would otherwise land in the reply, or in ``--json``'s one object); the rest goes on as before.
-    Installed once, it stays: a tool that ran past its timeout and prints later is still kept apart."""
-
-    def __init__(self, real: object):
-        self._real = real
-        self._kept: dict[int, list[str]] = {}
-
-    @classmethod
-    def installed(cls) -> _ToolPrints:
-        if not isinstance(sys.stdout, cls):
-            sys.stdout = cls(sys.stdout)  # type: ignore[assignment]
-        return sys.stdout  # type: ignore[return-value]
-
-    def keep(self) -> None:
-        self._kept[threading.get_ident()] = []
-
-    def taken(self, ident: int | None) -> str:
-        kept = self._kept.get(ident or -1)
-        text = "".join(kept or ())
-        if kept:
-            kept.clear()
-        return text
-
-    def write(self, text: str) -> int:
-        kept = self._kept.get(threading.get_ident())
-        if kept is None:
-            return self._real.write(text)  # type: ignore[attr-defined, no-any-return]
-        if sum(map(len, kept)) < MAX_RESULT_BYTES:
-            kept.append(text)
-        return len(text)
-
-    def __getattr__(self, name: str) -> object:  # (flush, isatty, buffer, fileno … are the real stream's)
-        return getattr(self._real, name)
