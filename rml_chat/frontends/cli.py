@@ -38,6 +38,12 @@ ENVIRONMENT = {
     "RML_CHAT_CPU_REPACK": "on or off: llama.cpp's extra CPU buffers (default: off on a CPU with AMX, whose kernels crash)",
     "RML_CHAT_ACCEL": "off: the tokenizer's reference path alone (no C loops, numpy readers or table cache)",
     "RML_CHAT_NATIVE": "off: the tokenizer's Python merge loops instead of the C ones",
+    "HF_TOKEN": "-hf: your Hugging Face token (sent to the hub alone, never to the host it redirects to)",
+    "HF_ENDPOINT": "-hf: the hub to fetch from (a mirror: https://hf-mirror.com)",
+    "HF_HOME, HF_HUB_CACHE": "-hf and --models: the Hugging Face cache (default ~/.cache/huggingface/hub)",
+    "HF_HUB_OFFLINE": "1: -hf uses the cache alone and says what is missing",
+    "HF_HUB_DOWNLOAD_TIMEOUT": "-hf: seconds a stalled download waits before it is tried again (10)",
+    "LLAMA_CACHE, OLLAMA_MODELS": "--models: llama.cpp's downloads and ollama's store, when not in their default place",
 }
 KEYS = """  Enter sends; Alt-Enter adds a line; a message starting with \"\"\" runs until a line ending with \"\"\";
   Ctrl-C stops a reply (the part shown stays); Ctrl-D leaves; Tab completes /commands; /help lists them"""
