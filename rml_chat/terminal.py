@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import unicodedata
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 # Every C0 control but tab and newline, DEL, C1; and Unicode's format characters (category Cf): the
@@ -91,6 +93,24 @@ def dim(text: str, tty: bool) -> Styled:
 def rewrite_line(text: Styled | str) -> Styled:
     """The cursor back to the line's start, the line cleared, then ``text``: a progress line redrawn."""
     return Styled(CLEAR_LINE) + text
+
+
+def one_row(forms: Sequence[str], width: int | None = None) -> str:
+    """The first of ``forms`` (the longest first) that fits a row of ``width`` (the terminal's) less one
+    cell, else the last cut to fit: a line redrawn in place (``\\r``, then cleared) must never wrap, or
+    its first row stays on screen::
+
+        >>> one_row(["evaluating the prompt: 48/48 tokens · 40 tok/s", "prompt: 48/48 · 40 tok/s"], 40)
+        'prompt: 48/48 · 40 tok/s'
+    """
+    width = (width or shutil.get_terminal_size((80, 24)).columns) - 1
+    for form in forms:
+        if cells(form) <= width:
+            return form
+    cut = forms[-1]
+    while cut and cells(cut) > max(width, 1):
+        cut = cut[:-1]
+    return cut
 
 
 def for_stream(text: str, stream: TextIO) -> str:

@@ -7,6 +7,7 @@ escapes them."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -188,3 +189,31 @@ def test_a_tool_result_and_an_mcp_servers_error_text_are_shown_visibly(tmp_path,
     expected = ("Sunny^[]0;PWNED^G^[[2J^M<U+009B>2J, 21 C" if source == "functions"
                 else "^[]2;PWNED^G^[[1;1H^[[2Kno station")
     assert "tool call: get_weather(" in text and expected in text.replace("\n", "")
+
+
+@pytest.mark.offline
+@pytest.mark.parametrize("columns", [20, 40, 48, 80])
+def test_a_line_redrawn_in_place_never_wraps_and_keeps_its_figures(columns, monkeypatch, capsys) -> None:
+    """A progress line longer than the row wraps, and ``\\r`` then clearing takes back only its last row:
+    the first stays above every reply. So each fits the row, its figures kept before any name."""
+    import io
+
+    from rml_chat.frontends.progress import EvalProgress
+    from rml_chat.models.hub_blob import _Progress
+    from rml_chat.terminal import cells
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+
+    class Screen(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Screen()
+    EvalProgress(out, after_s=0)(48, 48, 1.2)
+    line = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|\r", "", out.getvalue())
+    assert cells(line) < columns and ("48/48" in line or columns < 24)
+    bar = _Progress("org/repo/SmolLM2-135M-Instruct-a-rather-long-name-Q4_1.gguf", 98_400_000, 0)
+    bar.show(98_400_000, final=True)
+    drawn = capsys.readouterr().err
+    shown = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|\r", "", drawn).rstrip("\n")
+    assert cells(shown) < columns and ("98.4/98.4 MB" in shown or columns < 24)

@@ -41,7 +41,7 @@ from ..core.session import ChatSession
 from ..core.settings import SAMPLING, SETTINGS, SettingError, sampling_value, settable
 from ..core.structured import Constraint, check, from_schema
 from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
-from ..terminal import json_text
+from ..terminal import json_text, one_row
 from ..words import counted
 from .scripted import result_json
 
@@ -189,7 +189,8 @@ class _Progress:
         rate = self.tokens / spent if spent > 0 else 0.0
         left = f" · {spent / done * (self.total - done):.0f} s left" if self.total and done else ""
         of = f"/{self.total}" if self.total else ""
-        self.stream.write(f"\r\x1b[K\x1b[2mbatch: {done}{of} · {rate:.1f} tok/s{left}\x1b[0m")
+        line = one_row([f"batch: {done}{of} · {rate:.1f} tok/s{left}", f"batch: {done}{of} · {rate:.1f} tok/s"])
+        self.stream.write(f"\r\x1b[K\x1b[2m{line}\x1b[0m")
         self.stream.flush()
 
     def clear(self) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from ..terminal import one_row
+
 
 class EvalProgress:
     def __init__(self, stream: TextIO | None = None, after_s: float = 0.5):
@@ -23,7 +25,9 @@ class EvalProgress:
         if not self._live or (not self.shown and seconds < self._after):
             return
         rate = done / seconds if seconds > 0 else 0.0
-        self._stream.write(f"\r\x1b[K\x1b[2mevaluating the prompt: {done}/{total} tokens · {rate:.0f} tok/s\x1b[0m")
+        line = one_row([f"evaluating the prompt: {done}/{total} tokens · {rate:.0f} tok/s",
+                        f"prompt: {done}/{total} · {rate:.0f} tok/s"])
+        self._stream.write(f"\r\x1b[K\x1b[2m{line}\x1b[0m")
         self._stream.flush()
         self.shown = True
 

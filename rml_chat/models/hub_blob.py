@@ -37,7 +37,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import ModelError
-from ..terminal import visible
+from ..terminal import one_row, visible
 
 CHUNK = 1 << 20
 TRIES = 5           # transfers in a row that may break or stall without a byte of progress (the client's 5)
@@ -65,7 +65,11 @@ def fetch_blob(repo: str, path: str, revision: str | None, progress: bool) -> in
             return 0
         headers = headers_for(url, meta.location, build_hf_headers())
         bar = _Progress(path, meta.size, _size(part)) if progress else None
-        fetched = _fetch_with_retries(meta.location, headers, part, meta.size, path, bar)
+        try:
+            fetched = _fetch_with_retries(meta.location, headers, part, meta.size, path, bar)
+        finally:
+            if bar is not None:
+                bar.end_line()
         _check(part, meta.etag, meta.size, path)
         os.replace(part, blob)
     return fetched
@@ -200,6 +204,7 @@ class _Progress:
     def __init__(self, path: str, size: int | None, have: int):
         self.name, self.size, self.start_bytes = visible(path.rsplit("/", 1)[-1][-48:]), size, have
         self.started = self.shown_at = time.monotonic()
+        self.open = False  # a line is on screen, not ended
 
     def show(self, done: int, final: bool = False) -> None:
         now = time.monotonic()
@@ -209,10 +214,20 @@ class _Progress:
         speed = (done - self.start_bytes) / max(now - self.started, 1e-3)
         of = f"/{self.size / 1e6:,.1f}" if self.size else ""
         left = f"  {(self.size - done) / speed:,.0f} s left" if self.size and speed > 0 and not final else ""
-        line = f"{self.name}  {done / 1e6:,.1f}{of} MB  {speed / 1e6:,.1f} MB/s{left}"
-        width = shutil.get_terminal_size().columns
-        sys.stderr.write("\r" + line[:max(width - 1, 20)] + "\x1b[K" + ("\n" if final else ""))
+        figures = f"{done / 1e6:,.1f}{of} MB  {speed / 1e6:,.1f} MB/s"
+        room = shutil.get_terminal_size().columns - 1 - len(figures) - len(left) - 2  # (the figures first)
+        name = self.name if len(self.name) <= room else "…" + self.name[len(self.name) - room + 1:] if room > 8 else ""
+        line = one_row([f"{name}  {figures}{left}".lstrip(), f"{figures}{left}", figures])
+        sys.stderr.write("\r" + line + "\x1b[K" + ("\n" if final else ""))
         sys.stderr.flush()
+        self.open = not final
+
+    def end_line(self) -> None:
+        """The line ended where it stands (a Ctrl-C or an error comes next: its note on a line of its own)."""
+        if self.open:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            self.open = False
 
 
 def _check(part: Path, etag: str, size: int | None, path: str) -> None:
