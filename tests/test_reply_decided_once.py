@@ -324,3 +324,31 @@ def test_the_repl_shows_exactly_the_message_it_saves(template: str, tmp_path) ->
 
 def _words(text: str) -> list[str]:
     return text.split()
+
+
+UNMARKED = [  # (template, reply, (content, reasoning)): the prompt neither opened nor closed a thought
+    ("Qwen-Qwen3-0.6B", "Oslo, or Bergen? Oslo.</think>\n\nOslo it is.", ("Oslo it is.", "Oslo, or Bergen? Oslo.")),
+    ("mistralai-Ministral-3-14B-Reasoning-2512", "Think it over.[/THINK]Done.", ("Done.", "Think it over.")),
+    ("Qwen-Qwen3-0.6B", "<think>hm</think>Opened as written.", ("Opened as written.", "hm")),
+    ("Qwen-Qwen3-0.6B", "An answer with no thought at all.", ("An answer with no thought at all.", "")),
+    ("Qwen-Qwen3-0.6B", "x" * 1600 + "</think>late", ("x" * 1600 + "</think>late", "")),  # (past the hold: the
+]  # answer's, and the close between two pieces of it its text)
+
+
+@pytest.mark.parametrize(("template", "reply", "expected"), UNMARKED, ids=[u[1][:24] for u in UNMARKED])
+def test_a_thought_whose_opening_the_model_left_out_is_the_thought_as_it_streams(vocabularies, template, reply,
+                                                                                expected) -> None:
+    """Kind 2 where the prompt did not open the thought: the reply's start is held (up to
+    ``thoughts.UNMARKED_HOLD`` characters) until a close with no opening makes it the thought; an opening,
+    a call, the hold's end or the reply's end make it the answer. At every chunking, as text and as ids
+    of a vocabulary whose markers are tokens; the screen is the message."""
+    reply_format = _format(template)
+    for size in (len(reply), 1, 3, 7):
+        parser = ReplyParser(reply_format, schemas=WEATHER, unmarked_thought=True)
+        got = _streamed(parser, [reply[i:i + size] for i in range(0, len(reply), size)])
+        assert (got[0], got[1].strip()) == expected, size
+    tok = vocabularies[template]
+    parser = ReplyParser(reply_format, tokenizer=tok, schemas=WEATHER, unmarked_thought=True)
+    got = _streamed(parser, tok.encode(reply, parse_special=True))
+    assert (got[0], got[1].strip()) == expected
+    assert parse_reply(reply_format, reply, unmarked_thought=False).reasoning == ("hm" if "<think>" in reply else "")

@@ -240,10 +240,13 @@ class ReplyParser:
     ``reply_format``: the template's markers, call syntax and stop strings; ``tokenizer``: where ids come
     from (None: the reply comes as text); ``in_thought``: the prompt opened a thought; ``schemas``: each
     tool's parameters by its name; ``markers``: the call syntax's special tokens (the calls are read with
-    them, and outside a call they are never shown)."""
+    them, and outside a call they are never shown); ``unmarked_thought``: the model may think without
+    writing the thought's opening (the prompt neither opened nor closed one), so a close with no opening
+    makes the reply's start the thought (``thoughts.UNMARKED_HOLD``)."""
 
     def __init__(self, reply_format: ReplyFormat, *, tokenizer: Tokenizer | None = None, in_thought: bool = False,
-                 schemas: Mapping[str, Mapping] | None = None, markers: Iterable[str] = ()):
+                 schemas: Mapping[str, Mapping] | None = None, markers: Iterable[str] = (),
+                 unmarked_thought: bool = False):
         self.format = reply_format
         self._stream = TokenStream(tokenizer) if tokenizer is not None else None
         self._schemas = dict(schemas or {})
@@ -259,7 +262,7 @@ class ReplyParser:
             self._splitter = ChannelSplitter(channels, in_thought, _call_form(reply_format.calls, form))
         elif r is not None:
             self._splitter = ThoughtSplitter(form(r.open), form(r.close), form(r.answer_open) if r.answer_open else "",
-                                             in_thought, shown=None, call_triggers=triggers)
+                                             in_thought, shown=None, call_triggers=triggers, unmarked=unmarked_thought)
         elif reply_format.answer_lead:  # (a splitter with no thought: it only takes the opening off)
             self._splitter = ThoughtSplitter("", "", form(reply_format.answer_lead), shown=None)
         syntax = reply_format.calls
@@ -473,7 +476,7 @@ def parse_reply(reply_format: ReplyFormat, reply: str | Sequence[int], *, tokeni
                 schemas: Mapping[str, Mapping] | None = None, in_thought: bool | None = None,
                 pieces: Sequence[str] | None = None, markers: Iterable[str] = (),
                 thought_in_content: bool = False, json_answer: bool = False, prefill: Prefill | None = None,
-                partial: bool = False) -> ParsedReply:
+                partial: bool = False, unmarked_thought: bool = False) -> ParsedReply:
     """The message of a whole reply, as the model wrote it after the prompt: text, or token ids (with the
     ``tokenizer`` they come from, so that control tokens are read as such). A loaded model's format is
     ``ReplyFormat.of_model(model, calls=...)``. ``schemas``: each tool's parameters by its name (values
@@ -481,7 +484,8 @@ def parse_reply(reply_format: ReplyFormat, reply: str | Sequence[int], *, tokeni
     whether the template's generation prompt does); ``pieces``: ``reply`` as it streamed, fed piece by
     piece (the message is the same at every chunking). For the two options, see ``read_reply.message_of``.
     ``prefill``: the assistant message the reply goes on with (``continuation``; the message read is the
-    whole). ``partial``: the reply is not over: the message so far (``ReplyParser.partial``). For example::
+    whole). ``partial``: the reply is not over: the message so far (``ReplyParser.partial``).
+    ``unmarked_thought``: as ``ReplyParser`` takes it. For example::
 
         >>> from tokenizer.chat.reasoning import Reasoning
         >>> qwen = ReplyFormat(Reasoning("<think>", "</think>"),
@@ -502,7 +506,8 @@ def parse_reply(reply_format: ReplyFormat, reply: str | Sequence[int], *, tokeni
     """
     r = reply_format.reasoning
     opened = r.prefilled if in_thought is None and r is not None else bool(in_thought)
-    parser = ReplyParser(reply_format, tokenizer=tokenizer, in_thought=opened, schemas=schemas, markers=markers)
+    parser = ReplyParser(reply_format, tokenizer=tokenizer, in_thought=opened, schemas=schemas, markers=markers,
+                         unmarked_thought=unmarked_thought)
     if prefill is not None:
         before = prefill.written(r, opened)
         parser.go_on_from(before if tokenizer is None else tokenizer.encode(before, parse_special=True))

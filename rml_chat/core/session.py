@@ -297,9 +297,11 @@ class ChatSession:
         reply may call a tool."""
         box = self.options.tools if calls else None
         reply_format = replace(self.reply_format, calls=box.syntax) if box is not None else self.reply_format
-        return ReplyParser(reply_format, tokenizer=self.model.tokenizer, in_thought=self._opens_thought(ids),
+        opened = self._opens_thought(ids)
+        unmarked = not opened and self.options.reasoning.thinking is not False and not self._closes_thought(ids)
+        return ReplyParser(reply_format, tokenizer=self.model.tokenizer, in_thought=opened,
                            schemas=box.schemas() if box is not None else None,
-                           markers=box.markers if box is not None else ())
+                           markers=box.markers if box is not None else (), unmarked_thought=unmarked)
 
     def _written(self, prefill: Prefill | None, ids: Sequence[int]) -> list[int]:
         """The ids of a prefilled reply's start, as the template writes a reply, after the prompt ``ids``."""
@@ -417,6 +419,12 @@ class ChatSession:
         """The prompt ends inside a thought (its generation prompt opens one: DeepSeek R1 distills)."""
         r = self.model.reasoning
         return r is not None and self.model.tokenizer.decode(ids[-24:]).rstrip().endswith(r.open)
+
+    def _closes_thought(self, ids: Sequence[int]) -> bool:
+        """The prompt ends with a closed thought (thinking off: Qwen3's ``<think>\\n\\n</think>``): the reply
+        is the answer, so no close can make its start a thought."""
+        r = self.model.reasoning
+        return r is not None and self.model.tokenizer.decode(ids[-24:]).rstrip().endswith(r.close.strip())
 
     def _move_window_mid_reply(self, reply_ids: Sequence[int]) -> tuple[list[int], str] | None:
         """The window moved past the oldest exchanges until the prompt and the reply so far take three

@@ -41,7 +41,10 @@ from tokenizer.chat import markers
 
 HIDDEN_OPEN, HIDDEN_CLOSE = "\ue000", "\ue001"  # around a control token's text in the stream
 _HIDDEN = re.compile(f"{HIDDEN_OPEN}[^{HIDDEN_CLOSE}]*{HIDDEN_CLOSE}")
-START, THOUGHT, ANSWER = "start", "thought", "answer"
+START, THOUGHT, ANSWER, UNMARKED = "start", "thought", "answer", "unmarked"
+#: characters of a reply's start held while it may be a thought whose opening the model left out (a
+#: close with no opening makes them the thought; past this many, or at the reply's end, they are the answer)
+UNMARKED_HOLD = 1500
 
 
 def without_hidden(text: str) -> str:
@@ -141,7 +144,8 @@ class ThoughtSplitter(ShownThought):
     """``feed(text)`` -> the answer text to show now; ``take_thought()`` -> the thought text since."""
 
     def __init__(self, open_marker: str, close_marker: str, answer_open: str = "", in_thought: bool = False,
-                 shown: frozenset[str] | None = frozenset(), call_triggers: Iterable[str] = ()):
+                 shown: frozenset[str] | None = frozenset(), call_triggers: Iterable[str] = (),
+                 unmarked: bool = False):
         self._open, self._close, self._answer_open = open_marker, close_marker, answer_open
         self._triggers = tuple(t for t in call_triggers if t)  # (a call opening ends a thought)
         self._calls_open = False  # a call opened: from there on everything is the call's text, never scanned
@@ -160,6 +164,7 @@ class ThoughtSplitter(ShownThought):
         self._fresh = in_thought  # a thought the prompt opened, nothing written in it yet
         self._skip_openings = _answer_openings(self._opening_due or answer_open) if in_thought else []
         self._held = ""          # text that may be part of a marker
+        self._unmarked = unmarked and not in_thought  # the model may think without writing the opening
 
     @property
     def in_thought(self) -> bool:
@@ -172,6 +177,11 @@ class ThoughtSplitter(ShownThought):
             if not settled:
                 self._held = pending
                 return ""
+        if self.state == UNMARKED:
+            undecided = self._undecided(pending)
+            if undecided is None:
+                return ""
+            pending = undecided
         if self.state == THOUGHT:
             if self._fresh:
                 pending, settled = self._skipped(pending)
@@ -252,8 +262,29 @@ class ThoughtSplitter(ShownThought):
                 return body[len(marker):], True
             if marker and marker.startswith(body):
                 return pending, False  # (whitespace, or the start of a marker, so far)
-        self.state = ANSWER
+        self.state = UNMARKED if self._unmarked else ANSWER
         return pending, True
+
+    def _undecided(self, pending: str) -> str | None:
+        """A reply that began with neither marker where the model may think without writing the opening
+        (the prompt neither opened nor closed a thought): held (None) until a close makes what came before
+        it the thought (what follows it is returned, the state then ANSWER), an opening, a call or
+        ``UNMARKED_HOLD`` characters make it the answer (returned whole), or the reply ends."""
+        marks = [("close", self._close), ("open", self._open), *(("call", t) for t in self._triggers)]
+        reach = UNMARKED_HOLD + max(len(m) for _, m in marks if m)  # (a marker that starts within the hold)
+        found = [(at, kind) for kind, marker in marks
+                 if marker and 0 <= (at := pending.find(marker, 0, reach)) <= UNMARKED_HOLD]
+        at, kind = min(found) if found else (-1, "")
+        if kind == "close":
+            self._add_thought(pending[:at])
+            self.state = ANSWER
+            self._opening_due = self._opening_due or self._answer_open
+            return pending[at + len(self._close):]
+        if kind or len(pending) >= reach or self._ending:  # (decided where it would be, whatever the pieces)
+            self.state = ANSWER
+            return pending
+        self._held = pending
+        return None
 
     def _skipped(self, pending: str) -> tuple[str, bool]:
         """At the start of a thought the prompt opened: a reply that opens the answer at once skipped the
