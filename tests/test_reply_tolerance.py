@@ -10,8 +10,30 @@ import pytest
 from conftest import fetch
 from test_tools import STOPS
 
-from rml_chat.core.reply import ReplyFormat, parse_reply
+from rml_chat.core import reply
+from rml_chat.core.reply import ReplyFormat
 from tokenizer.chat.tool_calls import ToolCall
+
+
+def parse_reply(reply_format: ReplyFormat, text: str, **options) -> reply.ParsedReply:  # type: ignore[no-untyped-def]
+    """``reply.parse_reply``, and every case here held to the reply decided once: streamed a character at a
+    time and in threes, the events shown are the message (its answer, its thought, its calls), and the
+    message is the one read whole."""
+    whole = reply.parse_reply(reply_format, text, **options)
+    if options.get("thought_in_content") or options.get("json_answer"):  # (readings of the whole message for
+        return whole  # llama-server's options: the stream shows the reply as written, thought and fence apart)
+    r, in_thought = reply_format.reasoning, options.get("in_thought")
+    opened = r.prefilled if in_thought is None and r is not None else bool(in_thought)
+    for size in (1, 3):
+        parser = reply.ReplyParser(reply_format, in_thought=opened, schemas=options.get("schemas"))
+        events = [e for i in range(0, len(text), size) for e in parser.feed_text(text[i:i + size])]
+        events += parser.finish()
+        assert parser.message == whole, size
+        shown = "".join(e.text for e in events if isinstance(e, reply.AnswerText)).strip()
+        thought = "".join(e.text for e in events if isinstance(e, reply.ThoughtText)).strip()
+        calls = tuple(e.call for e in events if isinstance(e, reply.CallClosed))
+        assert (shown, thought, calls) == (whole.content, whole.reasoning.strip(), whole.tool_calls), size
+    return whole
 
 
 @functools.cache
