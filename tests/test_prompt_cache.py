@@ -102,3 +102,18 @@ def test_the_cache_counts_and_prunes_only_its_own_entries_and_reads_only_regular
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / ("f" * 24 + ".kv"))
         assert len(PromptCache(tmp_path)._entries()) == len(entries)
+
+
+@pytest.mark.offline
+def test_the_user_is_told_each_time_the_cache_grows_past_another_step(tmp_path, monkeypatch) -> None:
+    """It grew to 449 MB in 15 runs without a word: now a line says so at each step (where, its cap, how
+    to change it), once a step."""
+    from rml_chat.engines import prompt_cache
+
+    monkeypatch.setattr(prompt_cache, "NOTE_EVERY", 5000)
+    said: list[str] = []
+    cache = prompt_cache.PromptCache(tmp_path, cap=100_000, note=said.append)
+    stamp = {"weights": "w", "size": 1, "mtime_ns": 1, "n_ctx": 512}
+    for n in range(5):  # (each entry about 2.5 KB: the steps at 5 and 10 KB)
+        assert cache.keep(stamp, list(range(n * 300, n * 300 + 300)), b"x" * 1000) == ""
+    assert len(said) == 2 and all("the prompt cache holds" in line and "--prompt-cache off" in line for line in said)

@@ -39,6 +39,7 @@ from .base import common_prefix, prune_oldest
 WORTH_RESTORING = 16   # tokens of evaluation a restore must save (it wins from there: docs/performance.md)
 WORTH_KEEPING = 64     # tokens a new state must hold beyond the entry it came from (a file per run costs disk)
 DEFAULT_CAP = 2_000_000_000
+NOTE_EVERY = 256_000_000  # bytes: the user is told each time the cache grows past another this many
 
 
 @dataclass
@@ -57,8 +58,12 @@ def is_entry(path: Path) -> bool:
 
 
 class PromptCache:
-    def __init__(self, folder: Path, cap: int = DEFAULT_CAP, say: Callable[[str], None] = lambda _: None):
-        self.folder, self.cap, self.say = folder, cap, say
+    """``say``: what only ``--verbose`` shows (an entry passed over); ``note``: what the user is always told
+    (the folder grew past another ``NOTE_EVERY`` bytes: where it is, its cap, how to change either)."""
+
+    def __init__(self, folder: Path, cap: int = DEFAULT_CAP, say: Callable[[str], None] = lambda _: None,
+                 note: Callable[[str], None] = lambda _: None):
+        self.folder, self.cap, self.say, self.note = folder, cap, say, note
         self.restored_from: Hit | None = None
         self._headers: list[tuple[Path, dict]] | None = None  # read once a run: a batch asks every line
 
@@ -112,4 +117,16 @@ class PromptCache:
             return f"the prompt cache can't be written ({err.strerror or err})"
         prune_oldest(self.folder, self.cap, self.folder / name, owns=is_entry)
         self._headers = None
+        self._note_growth(self.folder / name)
         return ""
+
+    def _note_growth(self, written: Path) -> None:
+        """One line when the entries together pass another ``NOTE_EVERY`` bytes with the one just written
+        (a state is about 22 KB a token on SmolLM2: a long prompt's is hundreds of MB)."""
+        with contextlib.suppress(OSError):
+            sizes = {p: p.stat().st_size for p in self.folder.iterdir() if _ENTRY_NAME.fullmatch(p.name)}
+            total = sum(sizes.values())
+            if total // NOTE_EVERY > (total - sizes.get(written, 0)) // NOTE_EVERY:
+                self.note(f"the prompt cache holds {total / 1e6:,.0f} MB of llama.cpp's state now ({self.folder}; "
+                          f"at most {self.cap / 1e9:g} GB, the least recently used first; RML_CHAT_PROMPT_CACHE_MAX "
+                          "sets it, --prompt-cache off turns it off)")

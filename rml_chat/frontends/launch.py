@@ -182,7 +182,10 @@ def prompt_cache_for(args: argparse.Namespace, engine: Engine) -> None:
         if args.verbose:
             print(visible(line), file=sys.stderr, flush=True)
 
-    engine.use_prompt_cache(PromptCache(folder, cap, verbose))
+    def note(line: str) -> None:
+        print(visible(f"rml-chat: note: {line}"), file=sys.stderr, flush=True)
+
+    engine.use_prompt_cache(PromptCache(folder, cap, verbose, note))
 
 
 EFFORTS = ("minimal", "low", "medium", "high")  # the levels templates name (gpt-oss: low, medium, high)
