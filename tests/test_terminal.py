@@ -192,6 +192,7 @@ def test_a_tool_result_and_an_mcp_servers_error_text_are_shown_visibly(tmp_path,
 
 
 @pytest.mark.offline
+@pytest.mark.whitebox  # (the download line's own class, drawn without a download)
 @pytest.mark.parametrize("columns", [20, 40, 48, 80])
 def test_a_line_redrawn_in_place_never_wraps_and_keeps_its_figures(columns, monkeypatch, capsys) -> None:
     """A progress line longer than the row wraps, and ``\\r`` then clearing takes back only its last row:
