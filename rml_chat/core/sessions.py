@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..engines.base import prune_oldest, state_path
 from ..text_input import whole_number
+from . import fences
 from .conversation import ChatError
 
 DEFAULT_CAP = "1G"
@@ -132,16 +133,9 @@ def title_line(message: str) -> str:
         >>> title_line("```pyproject.toml\\n[project]\\n```\\n\\nWhat does this build?")
         'What does this build?'
     """
-    fence = ""
-    for line in message.splitlines():
-        if fence:
-            fence = "" if line.rstrip() == fence else fence
-        elif re.match(r"`{3,}|~{3,}", line):
-            fence = re.match(r"`{3,}|~{3,}", line).group()  # type: ignore[union-attr]
-        elif line.strip():
-            return line.strip()
+    outside = (line.strip() for line, role in fences.read(message)[0] if role == "text")
     lines = message.strip().splitlines()
-    return lines[0].strip() if lines else ""
+    return next((line for line in outside if line), lines[0].strip() if lines else "")
 
 
 def _read(path: Path) -> SessionInfo | None:

@@ -19,27 +19,24 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from ..core import fences
+
 OSC52_LIMIT = 100_000  # bytes of base64 (xterm's and many others' cap; tmux's is about the same)
-_FENCE = re.compile(r"`{3,}|~{3,}")
-
-
 def code_blocks(text: str) -> list[str]:
-    """The fenced code blocks of a reply (```` ``` ```` or ``~~~``), their text without the fences: a block
-    ends at a line of its own fence alone. Read line by line, in one pass (a line of 30,000 backticks too)::
+    """The fenced code blocks of a reply (```` ``` ```` or ``~~~``), their text without the fences, each
+    closed by its own fence (``core/fences.py``)::
 
         >>> code_blocks("Run:\\n```sh\\nls\\n```\\nand\\n~~~\\nx\\n~~~")
         ['ls', 'x']
     """
-    blocks, fence, body = [], "", []
-    for line in text.split("\n"):
-        if not fence:
-            opened = _FENCE.match(line)
-            fence, body = (opened.group(), []) if opened else ("", [])
-        elif line.rstrip(" \t") == fence:
-            blocks.append("\n".join(body).rstrip("\n"))
-            fence = ""
-        else:
+    blocks, body = [], []
+    for line, role in fences.read(text)[0]:
+        if role == "open":
+            body = []
+        elif role == "body":
             body.append(line)
+        elif role == "close":
+            blocks.append("\n".join(body).rstrip("\n"))
     return blocks
 
 
@@ -80,18 +77,12 @@ def as_markdown(system: str | None, messages: Sequence[Mapping[str, object]], ti
 
 
 def _closed(text: str) -> str:
-    """``text`` with the fence it leaves open, if any, closed after it (read as ``code_blocks`` reads)::
+    """``text`` with the fence it leaves open, if any, closed after it::
 
         >>> _closed("Run:\\n```sh\\nls"), _closed("done")
         ('Run:\\n```sh\\nls\\n```', 'done')
     """
-    fence = ""
-    for line in text.split("\n"):
-        if not fence:
-            opened = _FENCE.match(line)
-            fence = opened.group() if opened else ""
-        elif line.rstrip(" \t") == fence:
-            fence = ""
+    fence = fences.read(text)[1]
     return f"{text}\n{fence}" if fence else text
 
 
