@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_spec import byte_vocab, spm_tokenizer
 
-from rml_chat.core.reply import AnswerStage, AnswerText, ReplyEvent, ReplyFormat, ReplyParser
+from rml_chat.core.answer_stage import AnswerStage
+from rml_chat.core.reply import AnswerText, ReplyEvent, ReplyFormat, ReplyParser
 from tokenizer import Tokenizer
 
 pytestmark = pytest.mark.offline

@@ -1,0 +1,133 @@
+"""The answer stage of the reply parser (``reply.ReplyParser``): the answer's text in, out the text to show
+now and the calls' text, telling the answer from its stop strings and from its tool calls as it streams.
+A tail that may start either waits for the next piece; from a call's opening on, everything is the calls'.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from tokenizer.chat import markers
+from tokenizer.chat.tool_calls import CallSyntax
+
+from .call_reader import call_triggers, opens_at
+from .thoughts import prefix_tail
+
+
+class AnswerStage:
+    """The answer's text in; out, ``(text to show now, the calls' text)``. Text passes until a stop string
+    ends the reply or a call opens, and a tail that may be the start of either waits; a call opening at or
+    before a stop string wins it (GigaChat's stop ``<|message_sep|>`` starts each of its calls). From a
+    call's opening on, everything is the calls' text: the stop strings end the answer, not the calls.
+
+    Worked example, stop strings ``["\\nUser:"]``::
+
+        >>> stage = AnswerStage(["\\nUser:"])
+        >>> stage.feed("Hi👋\\n"), stage.feed("User: x"), stage.stopped_by
+        (('Hi👋', ''), ('', ''), '\\nUser:')
+
+    ``syntax``: the call syntax (None: a call is text); ``starts``: how a call that starts the reply
+    opens where that differs (functionary v3.2's tool name and a newline).
+    """
+
+    def __init__(self, stop_strings: Sequence[str] = (), syntax: CallSyntax | None = None, starts: Sequence[str] = ()):
+        self._stops = tuple(s for s in stop_strings if s)
+        self._syntax = syntax
+        self._triggers = call_triggers(syntax) if syntax is not None else ()
+        self._starts = tuple(starts)
+        self._spaced = tuple(spaced_openings(self._triggers))
+        self._held = ""         # text that may start a stop string or a call
+        self._started = False   # the reply's first text is past (a call named at the start no longer can be)
+        self.text = ""          # the answer shown, up to a stop string or a call
+        self.raw = ""           # the answer as written up to a stop string, its calls included (for the history)
+        self.call = ""          # the calls' text, from the first call's opening on
+        self.in_call = False
+        self.stopped_by: str | None = None
+
+    def feed(self, text: str) -> tuple[str, str]:
+        if self.stopped_by is not None:
+            return "", ""
+        if self.in_call:
+            self.call += text
+            self.raw += text
+            return "", text
+        pending, self._held = self._held + text, ""
+        if not self._started and self._starts:  # (the reply's start: is it a call's name?)
+            body = pending.lstrip()
+            if any(body.startswith(s) for s in self._starts):
+                return self._call_at(pending, 0)
+            if any(s.startswith(body) for s in self._starts):
+                self._held = pending
+                return "", ""
+        self._started = True
+        call_at = self._first_call(pending)
+        stop_at, stop = min(((pending.find(s), s) for s in self._stops if s in pending), default=(-1, None))
+        if stop is not None and (call_at < 0 or stop_at < call_at):
+            may_call = len(pending) - prefix_tail(pending, self._triggers)
+            if may_call <= stop_at:  # (a call may open where the stop string is: wait and see)
+                return self._shown(pending[:may_call], pending[may_call:])
+            self.stopped_by = stop
+            self.text += pending[:stop_at]
+            self.raw += pending[:stop_at]
+            return pending[:stop_at], ""
+        if call_at >= 0:
+            return self._call_at(pending, call_at)
+        cut = len(pending) - prefix_tail(pending, self._stops + self._triggers)
+        if self._syntax is not None:  # (the whitespace before a call is not the answer's: it waits too)
+            cut = len(pending[:min(cut, self._spaced_opening(pending))].rstrip())
+        return self._shown(pending[:cut], pending[cut:])
+
+    def finish(self) -> tuple[str, str]:
+        """The end: what is held opened no call and started no stop string."""
+        held, self._held = self._held, ""
+        if self.stopped_by is not None or self.in_call:
+            return "", ""
+        return self._shown(held, "")
+
+    def _first_call(self, text: str) -> int:
+        if self._syntax is None:
+            return -1
+        found = [at for at in (text.find(t) for t in self._triggers) if at >= 0]
+        by_pattern = opens_at(self._syntax, text)  # (in any spacing the reader takes)
+        return min(found + ([by_pattern] if by_pattern >= 0 else []), default=-1)
+
+    def _spaced_opening(self, pending: str) -> int:
+        """Where a call may be opening with whitespace the template does not write after its first marker
+        (Mistral Nemo's ``[TOOL_CALLS] [{"name": …`` for ``[TOOL_CALLS][{"name": …``), which the reader takes:
+        the marker's place while what follows it, less whitespace, still begins the rest of the opening
+        (``len(pending)``: nowhere)."""
+        earliest = len(pending)
+        for marker, rest in self._spaced:
+            at = pending.rfind(marker)
+            if at >= 0 and rest.startswith(re.sub(r"\s+", "", pending[at + len(marker):])):
+                earliest = min(earliest, at)
+        return earliest
+
+    def _shown(self, text: str, held: str) -> tuple[str, str]:
+        self._held = held
+        self.text += text
+        self.raw += text
+        return text, ""
+
+    def _call_at(self, pending: str, at: int) -> tuple[str, str]:
+        before = pending[:at].rstrip()
+        self.text += before
+        self.raw += pending
+        self.call, self.in_call = pending[at:], True
+        return before, self.call
+
+
+def spaced_openings(triggers: Iterable[str]) -> list[tuple[str, str]]:
+    """Each call trigger that starts with a marker and goes on, as (the marker, the rest less whitespace):
+    where a model may put whitespace after the marker.
+
+        >>> spaced_openings(['[TOOL_CALLS][{"name":', "<tool_call>", '{"name":'])
+        [('[TOOL_CALLS]', '[{"name":')]
+    """
+    found = []
+    for trigger in triggers:
+        marker = markers.TIGHT.match(trigger)
+        if marker is not None and marker.end() < len(trigger):
+            found.append((marker.group(), re.sub(r"\s+", "", trigger[marker.end():])))
+    return found
