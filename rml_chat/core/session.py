@@ -122,8 +122,6 @@ class ChatSession:
         self._looped = 0  # the last reply's repeated tokens when the loop guard ended it
         self._since_shift: list[int] = []  # the reply's tokens generated since the window last moved
         self._think: Callable[[str], None] | None = None
-        self._prefilled: list[int] = []  # the ids of the reply's prefilled start (``turn``'s prefill)
-        self.seed = -1  # the seed the last turn sampled with (drawn where the setting is -1)
         self.conversation = Conversation()
         self.last: TurnResult | None = None
         self.prompt_filter: Callable[[list[int]], list[int]] | None = None  # (a tool call's own ids kept)
@@ -255,11 +253,12 @@ class ChatSession:
                 self.conversation.messages.pop()  # not lost: the caller still holds it and shows it back
             raise
         gen = Generation()
-        reply = self._parser(ids, calls)
-        self._prefilled = self._written(prefill, ids)
-        if self._prefilled:
-            reply.go_on_from(self._prefilled)
-            ids = ids + self._prefilled
+        thought = self._thought_at_end(ids)
+        reply = self._parser(ids, calls, thought)
+        prefilled = self._written(prefill, thought == "open")
+        if prefilled:
+            reply.go_on_from(prefilled)
+            ids = ids + prefilled
             if len(ids) >= self.engine.n_ctx:
                 if text is not None:
                     self.conversation.messages.pop()  # (the caller holds it, as for any ChatError)
@@ -268,7 +267,7 @@ class ChatSession:
         self._think = think
         moves: list[str] = []  # notes of shifts mid-reply, given once the reply is done (not inside it)
         try:
-            self._generate(ids, gen, reply, emit, progress, constraint, moves, ctrl_c_ends_thought)
+            self._generate(ids, gen, reply, emit, progress, constraint, moves, ctrl_c_ends_thought, prefilled)
             self._deliver(reply.finish(), emit)
         except AppError:  # the engine failed mid-reply (a server that went away): what came stays, cut
             self._deliver(reply.finish(), emit)
@@ -277,7 +276,7 @@ class ChatSession:
             raise
         except KeyboardInterrupt:
             self._deliver(reply.finish(), emit)
-            if gen.tokens or gen.first_token_at or self._prefilled:  # (a prefilled reply is kept, cut or not)
+            if gen.tokens or gen.first_token_at or prefilled:  # (a prefilled reply is kept, cut or not)
                 self._record(reply, ids, gen, dropped, cut=True, moves=moves)
             else:  # cut during the prompt's evaluation: the message stays, unanswered; no reply is made up
                 self.last = TurnResult("", gen, ids, dropped)
@@ -292,22 +291,23 @@ class ChatSession:
             result.stopped_by = reply.stopped_by
         return result
 
-    def _parser(self, ids: Sequence[int], calls: bool) -> ReplyParser:
-        """The reply parser of a turn whose prompt is ``ids``: with the toolbox's call syntax where the
-        reply may call a tool."""
+    def _parser(self, ids: Sequence[int], calls: bool, thought: str) -> ReplyParser:
+        """The reply parser of a turn whose prompt is ``ids`` and ends with a ``thought`` as
+        ``_thought_at_end`` says: with the toolbox's call syntax where the reply may call a tool; a reply
+        that may think without writing the opening where the prompt left the thought to the model."""
         box = self.options.tools if calls else None
         reply_format = replace(self.reply_format, calls=box.syntax) if box is not None else self.reply_format
-        opened = self._opens_thought(ids)
-        unmarked = not opened and self.options.reasoning.thinking is not False and not self._closes_thought(ids)
-        return ReplyParser(reply_format, tokenizer=self.model.tokenizer, in_thought=opened,
+        unmarked = thought == "" and self.options.reasoning.thinking is not False
+        return ReplyParser(reply_format, tokenizer=self.model.tokenizer, in_thought=thought == "open",
                            schemas=box.schemas() if box is not None else None,
                            markers=box.markers if box is not None else (), unmarked_thought=unmarked)
 
-    def _written(self, prefill: Prefill | None, ids: Sequence[int]) -> list[int]:
-        """The ids of a prefilled reply's start, as the template writes a reply, after the prompt ``ids``."""
+    def _written(self, prefill: Prefill | None, opened: bool) -> list[int]:
+        """The ids of a prefilled reply's start, as the template writes a reply, after a prompt that
+        ``opened`` the thought or not."""
         if prefill is None:
             return []
-        text = prefill.written(self.model.reasoning, self._opens_thought(ids))
+        text = prefill.written(self.model.reasoning, opened)
         return self.model.tokenizer.encode(text, parse_special=True) if text else []
 
     def _deliver(self, events: list[ReplyEvent], emit: Callable[[str], None]) -> None:
@@ -330,22 +330,23 @@ class ChatSession:
         self.last = TurnResult(reply.text, gen, ids, dropped, shifts=len(moves), reasoning=reply.thought,
                                reasoning_tokens=reply.thought_tokens, ended_in_thought=reply.in_thought,
                                written=reply.written, message=reply.message, opened_in_thought=reply.opened_in_thought,
-                               looped=self._looped if gen.stop_reason == "repetition" else 0, seed=self.seed)
+                               looped=self._looped if gen.stop_reason == "repetition" else 0)
         if moves:  # the context in use is the last call's prompt and what came after it
             self.last.prompt_ids, self.last.context_tokens = self._ids, len(self._ids) + len(self._since_shift)
         return self.last
 
     def _generate(self, ids: list[int], gen: Generation, reply: ReplyParser, emit: Callable[[str], None],
                   progress: Progress | None, constraint: Constraint | None, moves: list[str],
-                  ctrl_c_ends_thought: bool = False) -> None:
-        """Stream the reply to ``ids`` into ``gen``. When it fills the context (and context_shift allows),
-        the window moves and the same reply goes on; when a thought reaches the reasoning budget (or the
-        REPL's Ctrl-C), it is closed and the reply goes on (``_ids``: the prompt ids of the last call), under
-        the answer's grammar alone where there is one (``gbnf.for_reply``)."""
+                  ctrl_c_ends_thought: bool = False, prefilled: Sequence[int] = ()) -> None:
+        """Stream the reply to ``ids`` (``prefilled``: the reply's start they end with) into ``gen``. When it
+        fills the context (and context_shift allows), the window moves and the same reply goes on; when a
+        thought reaches the reasoning budget (or the REPL's Ctrl-C), it is closed and the reply goes on
+        (``_ids``: the prompt ids of the last call), under the answer's grammar alone where there is one
+        (``gbnf.for_reply``)."""
         # A random seed (-1) is drawn here, once a turn, so that every call of the turn (a thought ended by
         # hand, a moved window) goes on with it, and --json can say which it was: the reply can be made again.
         seed = self.options.sampling.seed if self.options.sampling.seed >= 0 else random.randrange(RANDOM_SEED)
-        self.seed = seed
+        gen.seed = seed
         sampling, self._ids, ended = replace(self.options.sampling, seed=seed), ids, False
         guard, self._looped = LoopGuard(sampling.repeat_guard), 0
         prompt_len: int | None = len(ids)  # each call's ids: this prompt, then reply tokens (None: moved)
@@ -390,7 +391,7 @@ class ChatSession:
                     or self.options.context.overflow != "drop-oldest":
                 return
             else:
-                moved = self._move_window_mid_reply(gen.tokens)
+                moved = self._move_window_mid_reply([*prefilled, *gen.tokens])
                 if moved is None:
                     return
                 ids = self._ids = moved[0]
@@ -415,29 +416,28 @@ class ChatSession:
         self._ids = ids + close_ids
         return self._ids
 
-    def _opens_thought(self, ids: Sequence[int]) -> bool:
-        """The prompt ends inside a thought (its generation prompt opens one: DeepSeek R1 distills)."""
+    def _thought_at_end(self, ids: Sequence[int]) -> str:
+        """How the prompt ``ids`` ends: "open", inside a thought (its generation prompt opens one: DeepSeek
+        R1's distills); "closed", after one (thinking off: Qwen3's ``<think>\\n\\n</think>``: the reply is
+        the answer); "" with no thought, or for a model that writes none."""
         r = self.model.reasoning
-        return r is not None and self.model.tokenizer.decode(ids[-24:]).rstrip().endswith(r.open)
-
-    def _closes_thought(self, ids: Sequence[int]) -> bool:
-        """The prompt ends with a closed thought (thinking off: Qwen3's ``<think>\\n\\n</think>``): the reply
-        is the answer, so no close can make its start a thought."""
-        r = self.model.reasoning
-        return r is not None and self.model.tokenizer.decode(ids[-24:]).rstrip().endswith(r.close.strip())
+        if r is None:
+            return ""
+        end = self.model.tokenizer.decode(ids[-24:]).rstrip()
+        return "open" if end.endswith(r.open) else "closed" if end.endswith(r.close.strip()) else ""
 
     def _move_window_mid_reply(self, reply_ids: Sequence[int]) -> tuple[list[int], str] | None:
         """The window moved past the oldest exchanges until the prompt and the reply so far take three
         quarters of the context; (the ids to go on from, a note), or None when no exchange is left to drop."""
         target, dropped, first = self.engine.n_ctx * 3 // 4, 0, self.conversation.window_start
-        ids = self.prompt_ids() + self._prefilled + list(reply_ids)
+        ids = self.prompt_ids() + list(reply_ids)
         while len(ids) > target:
             start = self.conversation.next_window_start()
             if start is None:
                 break
             self.conversation.window_start = start
             dropped += 1
-            ids = self.prompt_ids() + self._prefilled + list(reply_ids)
+            ids = self.prompt_ids() + list(reply_ids)
         if not dropped or len(ids) >= self.engine.n_ctx:
             self.conversation.window_start = first  # the reply is cut; the window stays where it was
             return None

@@ -45,7 +45,6 @@ class TurnResult:
     opened_in_thought: bool = False  # the prompt opened the thought
     steps: list[Generation] = field(default_factory=list)  # a turn with tool calls: each step's generation, in order
     looped: int = 0  # stop reason "repetition": the tokens of the repeated span the guard saw
-    seed: int = -1  # the seed the reply was sampled with (drawn at random where --seed is -1)
 
     @property
     def generations(self) -> list[Generation]:

@@ -82,6 +82,7 @@ class Generation:
     to_evaluate: int = 0         # prompt tokens it had to evaluate (``evaluated`` short of it: cut meanwhile)
     tokens: list[int] = field(default_factory=list)
     stop_reason: StopReason = ""
+    seed: int = -1               # the seed sampled with (drawn where the setting is -1: the chat draws it a turn)
     started: float = 0.0
     first_token_at: float = 0.0
     finished: float = 0.0

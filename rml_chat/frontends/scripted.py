@@ -50,7 +50,8 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "stop_note": result.cut_note(session.engine.n_ctx) or None,  # why a reply is empty or cut, in words
         "context_used": result.context_used,
         "context_size": session.engine.n_ctx,
-        "sampling": _with_seed(as_json(session.options.sampling, session.options.sampling_sources), result.seed),
+        "sampling": _with_seed(as_json(session.options.sampling, session.options.sampling_sources),
+                               result.generation.seed),
         "sampler_chain": describe(stages(session.options.sampling, stop_ids=session.model.stop_ids)),
         "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
                     "total_ms": round((steps[-1].finished - steps[0].started) * 1000, 2)},
