@@ -157,11 +157,12 @@ def derive(template: ChatTemplate, bos: str = "<s>", eos: str = "</s>") -> Reaso
     """The template's reasoning markers (module docstring), or None for a template that writes no thought;
     with the tags its instructions wrap an answer in (``ANSWER_TAGS``), as the answer's opening and close."""
     found = _markers(template, bos, eos)
-    if found is None or found.answer_open:
+    named = [(o, c) for o, c in ANSWER_TAGS if o + c in template.source]  # (rendered again only where named)
+    if found is None or found.answer_open or not named:
         return found
     plain = _render(template, [{"role": "user", "content": _U}, {"role": "assistant", "content": _A}], False, bos, eos)
-    for open_text, close in ANSWER_TAGS:
-        if open_text + close in template.source and plain is not None and open_text not in plain:
+    for open_text, close in named:
+        if plain is not None and open_text not in plain:
             return replace(found, answer_open=open_text, answer_close=close)
     return found
 
