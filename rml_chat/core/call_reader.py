@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from dataclasses import dataclass
 
 from tokenizer.chat import markers
 from tokenizer.chat.errors import ChatFormatError
@@ -79,11 +80,11 @@ def opened_calls(syntax: CallSyntax, text: str, start: int = 0) -> list[tuple[in
             if name is not None and name.end() < len(text):
                 found[name.start()] = name.group()  # (two openings of one call name it at one place)
     spans = reader.objects_out_of_order(text, start)
-    found.update((at, name) for _, _, at, name in spans if name)
+    found.update((o.name_at, o.name) for o in spans if o.name)
     # An opening without the namespace reads the namespace as the name; the other reading wins.
     named = sorted((at, name) for at, name in found.items() if not any(at < other < at + len(name) for other in found))
     kept: list[tuple[int, str]] = []
-    inside = [(begin, end, name_at) for begin, end, name_at, _ in spans]
+    inside = [(o.begin, o.end, o.name_at) for o in spans]
     for at, name in named:  # (a "name" key in a call's arguments opens no call: Llama 3.1's {"name": "Bob"})
         if not any(begin < at < end and at != own for begin, end, own in inside):
             kept.append((at, name))
@@ -271,10 +272,9 @@ class _Reader:
         own = "" if ID_HOLE in self.syntax.closing else _model_id(text, opened, glue)  # (Mistral writes it after)
         return opened.start(), OpenCall(name.group(), arguments, own)
 
-    def objects_out_of_order(self, text: str, start: int = 0) -> list[tuple[int, int, int, str]]:
+    def objects_out_of_order(self, text: str, start: int = 0) -> list[_OutOfOrder]:
         """Each call object written with its arguments before its name (``{"arguments": {…}, "name": "f"}``)
-        from ``start`` on: (where its object starts, where it ends (the text's end while it is open), where its
-        name is, its name ("" while it is open)); [] for a syntax that is not a JSON object of two keys."""
+        from ``start`` on; [] for a syntax that is not a JSON object of two keys."""
         if self._object is None:
             return []
         begin, name_key, _ = self._object
@@ -284,9 +284,9 @@ class _Reader:
             value, end = _json_object(text, brace)
             name = value.get(name_key) if value is not None else None
             if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-                found.append((brace, len(text) if value is None else end, -1, ""))
+                found.append(_OutOfOrder(brace, len(text) if value is None else end))
                 continue
-            found.append((brace, end, text.rfind(f'"{name}"', brace, end) + 1, name))
+            found.append(_OutOfOrder(brace, end, text.rfind(f'"{name}"', brace, end) + 1, name, value))
         return found
 
     def arguments_end(self, text: str, name_end: int, name: str) -> int:
@@ -313,8 +313,8 @@ class _Reader:
         if self._object is None:
             return text
         _, name_key, arguments_key = self._object
-        for brace, end, _, name in reversed(self.objects_out_of_order(text)):
-            value, _ = _json_object(text, brace)
+        for found in reversed(self.objects_out_of_order(text)):
+            brace, end, name, value = found.begin, found.end, found.name, found.value
             if not name or value is None or arguments_key not in value:
                 continue
             rest = "".join(f", {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in value.items()
@@ -401,6 +401,18 @@ class _Reader:
             return whole.end()
         cut = cut_closing(closing).match(text, at)
         return len(text) if cut and text[at:].strip() else None
+
+
+@dataclass(frozen=True)
+class _OutOfOrder:
+    """A call object with its arguments before its name: where it starts, where it ends (the text's end
+    while it is open), where its name is, its name and the object ("", None while it is open)."""
+
+    begin: int
+    end: int
+    name_at: int = -1
+    name: str = ""
+    value: dict | None = None
 
 
 def _object_form(syntax: CallSyntax) -> tuple[str, str, str] | None:
