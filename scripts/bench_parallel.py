@@ -50,10 +50,10 @@ def decode_step_tokens_per_s(weights: Path, sequences: int, steps: int = 32, pro
     """Tokens/s of ``llama_decode`` over ``sequences`` sequences a step (one token each, after a
     ``prompt``-token prompt each), the ceiling of what ``-np`` can win over one line at a time."""
     from rml_chat.engines.runtime import LlamaModel, llama_log
+    from rml_chat.engines.thread_choice import ThreadChoice
 
     llama_log()  # llama.cpp's chatter caught
-    threads = os.cpu_count() or 1
-    llama = LlamaModel(weights, n_ctx=4096, n_batch=512, n_threads=threads, n_threads_batch=threads,
+    llama = LlamaModel(weights, n_ctx=4096, n_batch=512, threads=ThreadChoice(os.cpu_count() or 1), threads_batch=None,
                        gpu=(0, "layer"), n_seq=sequences + 1)
     try:
         for seq in range(1, sequences + 1):

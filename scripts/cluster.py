@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
-import os
 import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -29,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fetch_test_data as fetch  # noqa: E402  (the sdist, the cache folder, the installed version)
+import llama_build  # noqa: E402  (the vendored llama.cpp, unpacked and built into the cache)
 
 from rml_chat.engines import cpu_quirks  # noqa: E402  (fetch_test_data puts the project on the path)
 
@@ -39,57 +36,20 @@ TARGETS = ("llama-server", "ggml-rpc-server")
 
 
 def root() -> Path:
-    return fetch.cache_dir() / f"llama.cpp-{fetch.llama_cpp_version()}"
+    return llama_build.root()
 
 
 def binary(name: str) -> Path:
-    return root() / "build" / "bin" / name
+    return llama_build.binary(name)
 
 
 def built() -> bool:
-    return (root() / "build" / "done").is_file() and all(binary(t).is_file() for t in TARGETS)
+    return llama_build.built("build", TARGETS)
 
 
 def build(say=print) -> None:
-    """Build the two binaries unless they are there (a lock keeps two builds from racing)."""
-    if built():
-        return
-    root().mkdir(parents=True, exist_ok=True)
-    with open(root() / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if built():
-            return
-        source = _source(say)
-        say(f"building {', '.join(TARGETS)} from {source} (about 6 minutes on 2 cores) …")
-        out = root() / "build"
-        log = root() / "build.log"
-        with open(log, "wb") as sink:
-            steps = [["cmake", "-S", str(source), "-B", str(out), *FLAGS],
-                     ["cmake", "--build", str(out), "--target", *TARGETS, "-j", str(os.cpu_count() or 2)]]
-            for step in steps:
-                if subprocess.run(step, stdout=sink, stderr=subprocess.STDOUT).returncode != 0:
-                    raise SystemExit(f"cluster: the build failed; see {log}")
-        (out / "done").write_text(" ".join(FLAGS))
-
-
-def _source(say) -> Path:
-    """The sdist's vendor/llama.cpp, unpacked once beside the cache's models/."""
-    target = root() / "source"
-    if (target / "CMakeLists.txt").is_file():
-        return target
-    version = fetch.llama_cpp_version()
-    say(f"unpacking llama.cpp from the llama-cpp-python {version} sdist …")
-    sdist = fetch._pip_download(f"llama-cpp-python=={version}", fetch.cache_dir() / "dl", sdist=True)
-    prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
-    partial = target.with_name("source.part")
-    with tarfile.open(sdist) as tar:
-        for member in tar.getmembers():
-            if member.name.startswith(prefix) and (member.isfile() or member.isdir()):
-                member.name = member.name[len(prefix):]
-                if member.name:
-                    tar.extract(member, partial, filter="data")
-    partial.replace(target)
-    return target
+    """Build the two binaries unless they are there."""
+    llama_build.build("build", FLAGS, TARGETS, say)
 
 
 def free_port() -> int:

@@ -183,7 +183,7 @@ def test_threads_and_threads_batch_reach_llama_cpp(model) -> None:
     try:
         import llama_cpp
 
-        assert (engine.n_threads, engine.n_threads_batch) == (1, 2)
+        assert engine.threads == "1 (prompt evaluation: 2)"
         assert llama_cpp.llama_n_threads(engine._llama.ctx) == 1
         assert llama_cpp.llama_n_threads_batch(engine._llama.ctx) == 2
     finally:

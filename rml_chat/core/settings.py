@@ -248,7 +248,9 @@ SETTINGS: tuple[Setting, ...] = (
             "how layers go over several GPUs (llama.cpp's)", metavar="MODE"),
     Setting("parallel", ("-np", "--parallel"), integer(1, 64), 1, CONTEXT,
             "--batch: lines decoded together, each a sequence of one context (llama-server's slots)", metavar="N"),
-    Setting("threads", ("-t", "--threads"), integer(1, 512, special=-1, note="-1: all cores"), -1, CONTEXT,
+    Setting("threads", ("-t", "--threads"), integer(1, 512, special=-1,
+                                                    note="-1: the cores other processes leave free, followed as "
+                                                         "they change"), -1, CONTEXT,
             "threads for generation", metavar="N"),
     Setting("threads_batch", ("-tb", "--threads-batch"), integer(1, 512, special=-1,
                                                                  note="-1: the same as --threads"),

@@ -9,7 +9,6 @@ state file's format in kv_cache.py.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_p
 from .prompt_cache import PromptCache
 from .runtime import ContextTooLarge, LlamaModel, LoadError, llama_log
 from .sampler_chain import stages
+from .thread_choice import TURN_WINDOW, ThreadChoice
 
 
 class LocalEngine:
@@ -33,16 +33,17 @@ class LocalEngine:
                  n_threads_batch: int | None = None, verbose: bool = False, gpu: tuple[int, str] = (-1, "layer"),
                  parallel: int = 1):
         """Load the weights (llama.cpp's chatter caught unless verbose). ``n_ctx`` 0: the model's training
-        context; ``n_threads`` None: all cores; ``n_threads_batch`` None: the same as ``n_threads``; ``gpu``:
+        context; ``n_threads`` None: the cores other processes leave free (thread_choice.py);
+        ``n_threads_batch`` None: the same as ``n_threads``; ``gpu``:
         the layers to offload (-1: all) and the split mode; ``parallel``: the lines ``lines`` may run
         together. A file llama.cpp can't load is a ModelError with llama.cpp's reason."""
-        threads = n_threads or os.cpu_count() or 1
-        self.n_threads, self.n_threads_batch = threads, n_threads_batch or threads
+        self._threads = ThreadChoice(n_threads)
+        self._threads_batch = n_threads_batch
         log = llama_log()
         log.verbose, log.kept = verbose, []
         try:
-            self._llama = LlamaModel(weights, n_ctx=context_size(n_ctx), n_batch=512, n_threads=self.n_threads,
-                                     n_threads_batch=self.n_threads_batch, gpu=gpu,
+            self._llama = LlamaModel(weights, n_ctx=context_size(n_ctx), n_batch=512, threads=self._threads,
+                                     threads_batch=n_threads_batch, gpu=gpu,
                                      n_seq=parallel + 1 if parallel > 1 else 1)
         except ContextTooLarge as err:
             raise ModelError(f"-c {n_ctx}: {err}") from None
@@ -53,9 +54,21 @@ class LocalEngine:
             raise ModelError(f"{weights}: llama.cpp could not load the weights: {reason}"
                              + ("" if verbose else " (--verbose shows llama.cpp's log)")) from None
         self.n_ctx, self.n_ctx_train = self._llama.n_ctx, self._llama.n_ctx_train
-        self.threads = f"{self.n_threads} (prompt evaluation: {self.n_threads_batch})"
         self.placement = self._llama.placement()
         self._weights, self._prompt_cache = weights, None
+
+    @property
+    def threads(self) -> str:
+        """For /info: "2 (prompt evaluation: 2)", or the automatic choice and what it saw."""
+        batch = self._threads_batch or "the same"
+        return f"{self._threads.describe()} (prompt evaluation: {batch})"
+
+    def thread_report(self) -> dict[str, object]:
+        """For --json: the counts the last decode used, and how they were chosen."""
+        choice = self._threads
+        return {"generation": choice.current, "prompt_evaluation": self._threads_batch or choice.current,
+                "chosen": "auto" if choice.auto else "-t" if choice.fixed else "all cores",
+                "cores": len(choice.cpus), "cores_used_by_others": round(choice.taken, 2)}
 
     def lines(self, n: int) -> list:
         """``n`` engines that decode together (parallel.py): one context, a sequence each. The context
@@ -167,6 +180,7 @@ class LocalEngine:
         ``progress(done, total, seconds)`` is called after each batch. A Ctrl-C between two batches leaves
         the cache holding what was evaluated."""
         llama = self._llama
+        self._threads.now(TURN_WINDOW)  # what the others did while nobody asked (the user typing, the load)
         if self._prompt_cache is not None:
             self._restore(ids)
         llama.keep(min(common_prefix(llama.cached, ids), len(ids) - 1))

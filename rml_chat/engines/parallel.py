@@ -182,8 +182,15 @@ class Slot:
     def __init__(self, decoder: Decoder, engine: object):
         self._decoder, self._engine = decoder, engine
         self.n_ctx = decoder.n_ctx
-        self.threads = getattr(engine, "threads", "")
         self.placement = getattr(engine, "placement", "")
+
+    @property
+    def threads(self) -> str:
+        return getattr(self._engine, "threads", "")
+
+    def thread_report(self) -> dict[str, object] | None:
+        report = getattr(self._engine, "thread_report", None)
+        return report() if report is not None else None
 
     def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int], gen: Generation,
                  progress: Progress | None = None, grammar: str | None = None) -> Iterator[int]:

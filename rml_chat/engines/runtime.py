@@ -33,6 +33,7 @@ from ..terminal import visible
 from . import cpu_quirks, memory
 from .base import trigger_patterns
 from .sampler_chain import Stage
+from .thread_choice import ThreadChoice
 
 _COMPLETING = threading.Lock()
 
@@ -136,8 +137,10 @@ class LlamaModel:
     """One model and one context over it, with llama-cpp-python's ``Llama`` settings; ``cached`` is the
     ids whose keys and values the context holds, in order."""
 
-    def __init__(self, weights: Path, *, n_ctx: int, n_batch: int, n_threads: int, n_threads_batch: int,
+    def __init__(self, weights: Path, *, n_ctx: int, n_batch: int, threads: ThreadChoice, threads_batch: int | None,
                  gpu: tuple[int, str] = (-1, "layer"), n_seq: int = 1):
+        """``threads``: the count for each decode (thread_choice.py); ``threads_batch``: a fixed count for
+        batches of several tokens, None: the same as ``threads``."""
         lib = self._lib = _backend()
         self.model = self.ctx = self._batch = None
         model_params = lib.llama_model_default_params()
@@ -161,7 +164,8 @@ class LlamaModel:
         self.n_batch = min(n_ctx, n_batch)
         params = lib.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, self.n_batch, min(self.n_batch, 512)
-        params.n_threads, params.n_threads_batch = n_threads, n_threads_batch
+        self.threads, self.threads_batch = threads, threads_batch
+        self._counts = params.n_threads, params.n_threads_batch = self._thread_counts(threads.current)
         params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
         params.n_seq_max, params.kv_unified = n_seq, n_seq > 1  # (parallel.py: sequences share every cell)
         params.yarn_attn_factor, params.yarn_beta_fast, params.yarn_beta_slow = 1.0, 32.0, 1.0
@@ -309,9 +313,16 @@ class LlamaModel:
         for i in range(n):
             batch.seq_id[i][0] = seqs[i]
         batch.n_tokens = n
+        counts = self._thread_counts(self.threads.now())
+        if counts != self._counts:
+            lib.llama_set_n_threads(self.ctx, *counts)
+            self._counts = counts
         code = lib.llama_decode(self.ctx, batch)
         if code != 0:
             raise RuntimeError(f"llama_decode returned {code}")
+
+    def _thread_counts(self, threads: int) -> tuple[int, int]:
+        return threads, self.threads_batch or threads
 
     def seq_copy(self, source: int, target: int, n: int) -> None:
         self._lib.llama_memory_seq_cp(self._memory, source, target, 0, n)

@@ -53,12 +53,19 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "sampling": _with_seed(as_json(session.options.sampling, session.options.sampling_sources),
                                result.generation.seed),
         "sampler_chain": describe(stages(session.options.sampling, stop_ids=session.model.stop_ids)),
+        "threads": _thread_report(session.engine),
         "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
                     "total_ms": round((steps[-1].finished - steps[0].started) * 1000, 2)},
         **({"steps": [{**_counts([step]), "stop_reason": step.stop_reason,
                        "ms": round((step.finished - step.started) * 1000, 2)} for step in steps]}
            if len(steps) > 1 else {}),
     }
+
+
+def _thread_report(engine: object) -> dict[str, object] | None:
+    """The threads llama.cpp computed with in this process (None for a server: its own)."""
+    report = getattr(engine, "thread_report", None)
+    return report() if report is not None else None
 
 
 def _counts(steps: list[Generation]) -> dict[str, int]:
