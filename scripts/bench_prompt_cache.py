@@ -65,7 +65,7 @@ def restore_against_evaluate(model: str) -> None:
                 cache = prompt_cache.PromptCache(Path(folder))
                 engine.reset()
                 started = time.perf_counter()
-                engine.evaluate(ids[:n + 1], Generation())
+                engine.evaluate(ids[:n], Generation())
                 evaluate = time.perf_counter() - started
                 started = time.perf_counter()
                 cache.keep(kv_cache.stamp_of(loaded.weights, engine.n_ctx), engine.cached_ids(), engine._llama.state())
@@ -73,7 +73,7 @@ def restore_against_evaluate(model: str) -> None:
                 engine.use_prompt_cache(cache)
                 engine.reset()
                 started = time.perf_counter()
-                engine.evaluate(ids[:n + 1], Generation())
+                engine.evaluate(ids[:n], Generation())
                 restore = time.perf_counter() - started
                 engine.use_prompt_cache(None)
                 assert cache.restored_from is not None

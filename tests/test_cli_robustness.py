@@ -76,7 +76,8 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5", str(2*
               "stop": [""], "context_shift": ["yes", "1"], "reasoning_budget": ["-2", "lots"],
               "hide_thinking": ["yes"], "reasoning_effort": ["HIGH", "very high", "x" * 30],
               "thinking_display": ["collapsed"], "markdown": ["yes"], "prompt_cache": ["maybe"],
-              "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"],
+              "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"], "flash_attn": ["1", "enabled", "ON"],
+              "batch_size": ["0", "-1", "2k"], "ubatch_size": ["0", "half", str(2**31)],
               "parallel": ["0", "65", "four"], "typical_p": ["1.5"], "top_n_sigma": ["-2", "x"],
               "xtc_probability": ["2"], "xtc_threshold": ["-0.5"], "repeat_last_n": ["-1", "all", str(2**31)],
               "presence_penalty": ["inf", "much"], "frequency_penalty": ["nan"], "dry_multiplier": ["-0.8"],
@@ -124,14 +125,29 @@ def test_with_json_an_error_is_also_a_json_object_on_stdout() -> None:
 
 
 @pytest.mark.offline
-def test_help_is_grouped_with_defaults_examples_environment_and_exit_codes() -> None:
-    text = run("--help").stdout.decode()
+def test_help_all_is_grouped_with_defaults_examples_environment_and_exit_codes() -> None:
+    text = run("--help", "all").stdout.decode()
     for heading in ("model:", "one turn and scripts:", "sampling (llama.cpp", "context and threads:", "output:",
                     "interactive:", "examples:", "environment:", "exit codes:", "interactive keys:"):
         assert heading in text
     flat = " ".join(text.split())
     assert "(default: 0.95)" in flat and "RML_CHAT_SESSIONS" in flat and "141 closed" in flat
     assert all(row.flag in text for row in SETTINGS)
+
+
+@pytest.mark.offline
+def test_help_is_first_one_screen_of_the_common_flags_and_then_a_group_at_a_time() -> None:
+    first = run("--help")
+    text = first.stdout.decode()
+    assert first.returncode == 0 and len(text.splitlines()) <= 50
+    for flag in ("MODEL", "-hf", "--models", "-p TEXT", "--json", "--resume", "-c N", "--temp", "--functions",
+                 "--check", "--help all", "examples:"):
+        assert flag in text, flag
+    assert "--dry-base" not in text and "RML_CHAT_SESSIONS" not in text
+    sampling = run("-h", "sampling").stdout.decode()
+    assert sampling.startswith("sampling (llama.cpp") and "--dry-base" in sampling and "--resume" not in sampling
+    assert "-fa on|off|auto" in run("--help", "context").stdout.decode()
+    assert one_line_error(run("--help", "colours"), 2).startswith("rml-chat: usage: --help colours: no such help")
 
 
 @pytest.mark.offline
@@ -345,6 +361,7 @@ _VALID = {"--temp": ["0", "0.7", "2"], "--top-k": ["0", "1", "40"], "--top-p": [
           "--repeat-penalty": ["0.5", "1.3"], "--seed": ["-1", "0", "7"], "--max-tokens": ["0", "2"],
           "--ctx-size": ["256", "300", "0"], "--overflow": ["drop-oldest", "error"], "--threads": ["-1", "1", "2"],
           "--threads-batch": ["-1", "1"], "--think": ["on", "off"], "--context-shift": ["on", "off"],
+          "--flash-attn": ["on", "off", "auto"], "--batch-size": ["1", "64", "2048"], "--ubatch-size": ["1", "512"],
           "--reasoning-budget": ["-1", "0", "5"], "--hidethinking": ["on", "off"],
           "--stop": ["\n", "a", "Hello"],
           "--chat-format": ["chatml", "raw", "llama2", "gemma", "phi3"], "-sys": ["Be brief.", "\udcff\x01", ""],

@@ -19,6 +19,7 @@ import tokenizer
 from rml_chat.core.conversation import ChatError
 from rml_chat.core.reply import Prefill, ReplyFormat, ReplyParser, parse_reply
 from rml_chat.frontends.repl import Repl
+from rml_chat.tools import loop as tool_loop
 from tokenizer.chat.tool_calls import OpenCall, ToolCall
 
 ENTER = "\r"
@@ -89,7 +90,7 @@ def test_a_reply_cut_by_n_goes_on_as_the_longer_reply_would_have(tmp_path) -> No
         session.options.sampling.max_tokens = 12
         first = session.turn(COUNT, _ignore, _ignore).reply
         shown: list[str] = []
-        result = session.go_on(shown.append, _ignore)
+        result = tool_loop.go_on(session, shown.append, _ignore)
     assert len(first) < len(whole) and whole.startswith(first)
     assert result.reply == whole and first + "".join(shown) == whole  # (the screen: the new text alone)
     assert [m["role"] for m in session.conversation.messages] == ["user", "assistant"]
@@ -99,13 +100,13 @@ def test_a_reply_cut_by_n_goes_on_as_the_longer_reply_would_have(tmp_path) -> No
 def test_there_is_nothing_to_continue_before_a_reply_and_a_continuation_that_fails_loses_nothing() -> None:
     with smollm_session(2048, 12) as session:
         with pytest.raises(ChatError, match="no reply to continue"):
-            session.go_on(_ignore, _ignore)
+            tool_loop.go_on(session, _ignore, _ignore)
         session.turn(COUNT, _ignore, _ignore)
         before = [dict(m) for m in session.conversation.messages]
         session.engine.n_ctx = len(session.prompt_ids(add_generation_prompt=False)) // 2  # (it no longer fits)
         try:
             with pytest.raises(ChatError, match="context"):
-                session.go_on(_ignore, _ignore)
+                tool_loop.go_on(session, _ignore, _ignore)
         finally:
             session.engine.n_ctx = 2048
         assert session.conversation.messages == before

@@ -19,6 +19,7 @@ from test_tools import STOPS
 import tokenizer
 from rml_chat.core.reply import AnswerText, CallClosed, CallOpened, ReplyFormat, ReplyParser, parse_reply
 from rml_chat.core.thoughts import HIDDEN_CLOSE, HIDDEN_OPEN
+from rml_chat.tools import loop as tool_loop
 from rml_chat.tools.grammar import syntax_markers
 from tokenizer import TokenType
 
@@ -191,7 +192,8 @@ def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family
                                   approve=lambda call: asked.append(call.name) or cut.append(len(shown)) or True)
         generate = engine.generate
         engine.generate = lambda ids, *a, **k: (prompts.append(list(ids)), generate(ids, *a, **k))[1]
-        result = session.exchange("What is the weather in Paris?", shown.append, lambda line: None, think=thoughts.append)
+        result = tool_loop.exchange(session, "What is the weather in Paris?", shown.append, lambda line: None,
+                                    think=thoughts.append)
     finally:
         engine.close()
     assert asked[0] == "get_weather"  # (asked before it ran; the model may call again after its result)
@@ -270,7 +272,7 @@ def test_a_thought_whose_markers_are_tokens_is_ended_by_the_budget_and_by_ctrl_c
     try:
         session = ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=40, reasoning_budget=budget,
                                                                      logit_bias=unsampled)))
-        result = session.exchange("Tell me about the sea.", shown.append, lambda line: None, think=thoughts.append,
+        result = tool_loop.exchange(session, "Tell me about the sea.", shown.append, lambda line: None, think=thoughts.append,
                                   ctrl_c_ends_thought=ending == "ctrl-c")
         follow_up = session.prompt_ids()
     finally:

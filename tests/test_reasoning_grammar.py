@@ -19,6 +19,7 @@ from test_reasoning import EXPECTED
 from rml_chat.core.gbnf import after_thought, answer_alone
 from rml_chat.core.model import load_model
 from rml_chat.engines.runtime import schema_to_gbnf
+from rml_chat.tools import loop as tool_loop
 from tokenizer.chat.reasoning import Reasoning, derive
 from tokenizer.chat.template import ChatTemplate
 
@@ -273,7 +274,7 @@ def test_a_required_call_follows_a_free_thought_and_a_lazy_trigger_inside_a_thou
         syntax, _ = derive_calls(template, ["<|im_end|>"], thought_close=model.reasoning.close)
         tools = load_functions(str(functions))
         session.options.tools = Toolbox(tools, syntax, choice="required", approve=lambda call: True)
-        result = session.exchange("What is the weather in Paris?", lambda t: None, lambda t: None)
+        result = tool_loop.exchange(session, "What is the weather in Paris?", lambda t: None, lambda t: None)
     finally:
         engine.close()
     assert [c.result for c in result.tool_calls] == ["Sunny, 21 C in Paris"]

@@ -96,14 +96,13 @@ SAMPLED = {"greedy": Sampling(temp=0.0, max_tokens=64),
 def test_the_sampler_chain_draws_the_same_tokens_as_llama_server_from_the_same_seed(model, tmp_path) -> None:
     """llama-server builds its chain from the request's fields (common_sampler_init); ours is built stage by
     stage (sampler_chain.py): from the same logits, the same seed draws the same tokens. The same logits:
-    the server in this process's own setup (no RPC workers, flash attention off as LocalEngine has it), and
-    the prompt evaluated once by both before (its last token then evaluated alone on both sides)."""
+    the server in this process's own setup (no RPC workers, both at llama.cpp's defaults), and the prompt
+    evaluated once by both before (its last token then evaluated alone on both sides)."""
     from dataclasses import replace
 
     from rml_chat.engines.base import Generation
 
-    running = cluster.start(model_path("smollm2"), workers=0, ctx=2048, threads=1, extra=("-fa", "off"),
-                            log=tmp_path / "server.log")
+    running = cluster.start(model_path("smollm2"), workers=0, ctx=2048, threads=1, log=tmp_path / "server.log")
     local = LocalEngine(model.weights, n_ctx=2048, n_threads=1)
     try:
         ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": "Tell me about the moon."}]))
@@ -118,6 +117,39 @@ def test_the_sampler_chain_draws_the_same_tokens_as_llama_server_from_the_same_s
     for name, (ours, theirs) in drawn.items():
         assert ours == theirs and len(ours) >= 32, name
     assert len({tuple(drawn[name][0]) for name in ("greedy", "every-sampler", "mirostat-2")}) == 3  # (settings that matter)
+
+
+FRESH_PROMPTS = ["Tell me about the moon.", "Write a haiku about rain.", "What is a prime number?",
+                 "Describe a busy market.", "Why is the sea salty?", "Give me three names for a cat."]
+
+
+@pytest.mark.parametrize("name", ["smollm2", "gemma3"])
+def test_a_prompt_is_evaluated_as_llama_server_evaluates_it_so_a_seed_draws_its_reply(name, tmp_path) -> None:
+    """Sampled replies on both sides, each prompt new to both (its shared start reused by both): llama-server
+    evaluates what is new in one batch with the last id, and so do we, so the same seed draws the same
+    reply from the same logits, on SmolLM2 and on Gemma 3 (where a last id evaluated alone parted most).
+    Gemma 3's sliding-window cache is full-size on both sides (``--swa-full``, our setting: docs/long-chats.md);
+    with llama-server's small one it evaluates every prompt from its start again."""
+    from rml_chat.engines.base import Generation
+
+    loaded = load_model(str(model_path(name)))
+    running = cluster.start(model_path(name), workers=0, ctx=2048, threads=1, extra=("--swa-full",),
+                            log=tmp_path / "server.log")
+    local, server = LocalEngine(loaded.weights, n_ctx=2048, n_threads=1), ServerEngine(running.url)
+    parted = []
+    try:
+        for seed, text in enumerate(FRESH_PROMPTS):
+            ids = loaded.encoder.encode(loaded.encoder.format([{"role": "user", "content": text}]))
+            sampling = Sampling(temp=0.8, seed=100 + seed, max_tokens=40)
+            ours, theirs = (list(engine.generate(ids, sampling, loaded.stop_ids, Generation()))
+                            for engine in (local, server))
+            assert len(ours) >= 4, text
+            if ours != theirs:
+                parted.append(text)
+    finally:
+        local.close()
+        running.stop()
+    assert parted == []
 
 
 def test_ctrl_c_mid_reply_keeps_the_partial_reply_and_the_server_serves_the_next_turn(server, model) -> None:

@@ -24,20 +24,13 @@ def model():
 
 
 def _oracle(weights) -> object:
-    """llama-cpp-python's ``Llama`` over the weights, evaluating a prompt as our engine does: all but the last
-    id in batches, then the last on its own. ``Llama`` 0.3.36 decodes the last id with the rest; on some
-    CPUs (this project's AMD EPYC machines) a batch's size changes the arithmetic enough to change a greedy
-    reply, so the schedule is made the same and what is compared is the sampling. On
-    a CPU with AMX it loads without llama.cpp's extra buffers, as ours does (engines/cpu_quirks.py)."""
+    """llama-cpp-python's ``Llama`` over the weights as ours runs them: a prompt evaluated in one batch with
+    its last id (llama-server's way, and ``Llama.eval``'s), flash attention on (what llama.cpp's ``auto``,
+    our default, resolves to on the CPU). On a CPU with AMX it loads without llama.cpp's extra buffers, as
+    ours does (engines/cpu_quirks.py)."""
     from llama_cpp import Llama, llama_cpp
 
     from rml_chat.engines import cpu_quirks
-
-    class LastIdAlone(Llama):
-        def eval(self, tokens) -> None:
-            if len(tokens) > 1:
-                super().eval(tokens[:-1])
-            super().eval(tokens[-1:])
 
     defaults = llama_cpp.llama_model_default_params
 
@@ -48,8 +41,8 @@ def _oracle(weights) -> object:
 
     llama_cpp.llama_model_default_params = params
     try:
-        return LastIdAlone(model_path=str(weights), n_ctx=1024, n_batch=512, n_threads=2, n_threads_batch=2,
-                           verbose=False)
+        return Llama(model_path=str(weights), n_ctx=1024, n_batch=512, n_threads=2, n_threads_batch=2,
+                     flash_attn=True, verbose=False)
     finally:
         llama_cpp.llama_model_default_params = defaults
 

@@ -9,6 +9,7 @@ import pytest
 from conftest import smollm_with_template
 from test_tools import STOPS, WEATHER
 
+from rml_chat.tools import loop as tool_loop
 from rml_chat.tools.functions import load_functions
 from rml_chat.tools.toolbox import Toolbox
 from tokenizer.chat.template import ChatTemplate
@@ -28,10 +29,11 @@ def copies(tmp_path_factory) -> dict[str, str]:
 
 @pytest.mark.parametrize("family", ["qwen2.5", "hermes3", "gpt-oss"])  # (gpt-oss: the call a message of its own)
 def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(copies, family: str) -> None:
-    """--tool-choice auto on real weights, the call started by the model: with three calls and their answers
-    earlier in the conversation, SmolLM2 writes the call's opening by itself; llama.cpp's lazy grammar (no
-    constraint until that opening) holds the rest to the template's syntax; the call runs and the answer
-    uses its result. (Llama 3.2's syntax, which opens with '{"name"', is not written by itself here.)"""
+    """--tool-choice auto on real weights, the call started by the model: with five calls and their answers
+    earlier in the conversation (three were enough with flash attention off, not with it on), SmolLM2 writes
+    the call's opening by itself; llama.cpp's lazy grammar (no constraint until that opening) holds the rest
+    to the template's syntax; the call runs and the answer uses its result. (Llama 3.2's syntax, which
+    opens with '{"name"', is not written by itself here.)"""
     from rml_chat.core.model import load_model
     from rml_chat.core.session import ChatSession, SessionOptions
     from rml_chat.engines.base import LazyGrammar, Sampling
@@ -48,14 +50,14 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
         session = ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=80)))
         syntax, _ = derive(ChatTemplate(model.tokenizer.chat_template), STOPS)
         session.options.tools = Toolbox(load_functions(copies["functions"]), syntax, choice="auto", approve=lambda call: True)
-        for i, city in enumerate(["Oslo", "Rome", "Madrid"]):
+        for i, city in enumerate(["Oslo", "Rome", "Madrid", "Berlin", "Lisbon"]):
             call = ToolCall("get_weather", {"city": city}, f"call0000{i}")
             session.conversation.messages += [
                 {"role": "user", "content": f"What is the weather in {city}?"},
                 {"role": "assistant", "content": "", "tool_calls": render_calls([call])},
                 tool_message(call, f"Sunny, 21 C in {city}"),
                 {"role": "assistant", "content": f"It is sunny and 21 C in {city}."}]
-        result = session.exchange("What is the weather in Paris?", lambda t: None, lambda t: None)
+        result = tool_loop.exchange(session, "What is the weather in Paris?", lambda t: None, lambda t: None)
     finally:
         engine.close()
     assert [(r.call.name, r.call.arguments, r.result) for r in result.tool_calls] == [
@@ -66,7 +68,6 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
     assert tool["content"] == "Sunny, 21 C in Paris" and "Paris" in answer["content"]
 
 
-@pytest.mark.whitebox  # (the toolbox's grammar for a required call, read before the session hands it on)
 def test_a_required_call_on_gpt_oss_is_a_message_of_its_own_not_after_the_final_channel(copies) -> None:
     """gpt-oss's thought and answer are channels, and a call is a message of its own (` to=functions.NAME
     <|channel|>commentary json<|message|>ARGS`). Under `required` the reply is that call, after the model's
@@ -76,14 +77,11 @@ def test_a_required_call_on_gpt_oss_is_a_message_of_its_own_not_after_the_final_
 
     from rml_chat.core.gbnf import for_reply
     from rml_chat.core.model import load_model
-    from rml_chat.core.session import ChatSession, SessionOptions
-    from rml_chat.engines.base import Sampling
 
     model = load_model(copies["gpt-oss"])
     syntax, _ = derive(ChatTemplate(model.tokenizer.chat_template), STOPS, thought_close=model.reasoning.close)
     box = Toolbox(load_functions(copies["functions"]), syntax, choice="required")
-    session = ChatSession(model, None, SessionOptions(Sampling()))  # type: ignore[arg-type]  (no engine: the grammar alone)
-    handed = for_reply(box._required(session), model.reasoning, in_thought=False, thought_over=False)
+    handed = for_reply(box.required_grammar(model.reasoning), model.reasoning, in_thought=False, thought_over=False)
     call = ' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Paris"}'
     analysis = "<|channel|>analysis<|message|>The user wants Paris. <|end|> is a token.<|end|><|start|>assistant"
     assert Grammar().verdict(handed, call) == "complete"
@@ -91,6 +89,6 @@ def test_a_required_call_on_gpt_oss_is_a_message_of_its_own_not_after_the_final_
     assert Grammar().verdict(handed, "<|channel|>final<|message|>" + call) == "refused"
     assert Grammar().verdict(handed, analysis + "<|channel|>final<|message|>Sunny") == "refused"
     # the budget or Ctrl-C closes the analysis with the message's end alone, and the call follows (not the final channel)
-    after = for_reply(box._required(session), model.reasoning, in_thought=False, thought_over=True)
-    assert box._required(session).close == "<|end|><|start|>assistant"
+    after = for_reply(box.required_grammar(model.reasoning), model.reasoning, in_thought=False, thought_over=True)
+    assert box.required_grammar(model.reasoning).close == "<|end|><|start|>assistant"
     assert Grammar().verdict(after, call) == "complete" and Grammar().verdict(after, analysis + call) == "refused"

@@ -80,6 +80,16 @@ class Conversation:
         model wrote anything)."""
         return self.messages[-1]["content"] if self.messages and self.messages[-1]["role"] == "user" else None
 
+    def take_last_reply(self) -> dict:
+        """The last message, the model's reply, out of the conversation (``/continue`` goes on from it;
+        ``put_back`` returns it); a ChatError where the last message is not the model's."""
+        if not self.messages or self.messages[-1].get("role") != "assistant":
+            raise ChatError("there is no reply to continue: the last message is not the model's")
+        return self.messages.pop()
+
+    def put_back(self, message: dict) -> None:
+        self.messages.append(message)
+
     def undo(self) -> bool:
         """Drop the last exchange (the last user message and what follows it)."""
         for i in range(len(self.messages) - 1, -1, -1):

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from tokenizer.chat.tool_calls import CallSyntax
+from tokenizer.chat.tool_calls import CallSyntax, ToolCall, tool_message
 
 from ..engines.base import RANDOM_SEED, Engine, Generation, Progress, Sampling, common_prefix
 from ..errors import AppError
@@ -42,6 +42,7 @@ from .read_reply import ReplyFormat
 from .reply import AnswerText, ReplyEvent, ReplyParser, ThoughtText
 from .settings import bias_problem, sampling_value
 from .structured import Constraint, judge
+from .tool_round import calls_of_reply, own_ids
 from .turn_result import ToolResult, TurnResult
 
 __all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "ContextOptions", "Conversation", "ReasoningOptions",
@@ -64,10 +65,6 @@ class Toolbox(Protocol):
     def listing(self) -> list[str]: ...
 
     def switch(self, name: str, on: bool) -> str: ...
-
-    def exchange(self, session: ChatSession, text: str, emit: Callable[[str], None], notify: Callable[[str], None],
-                 progress: Progress | None, think: Callable[[str], None] | None,
-                 ctrl_c_ends_thought: bool = False) -> TurnResult: ...
 
 
 @dataclass
@@ -124,7 +121,7 @@ class ChatSession:
         self._think: Callable[[str], None] | None = None
         self.conversation = Conversation()
         self.last: TurnResult | None = None
-        self.prompt_filter: Callable[[list[int]], list[int]] | None = None  # (a tool call's own ids kept)
+        self._after_calls: list[int] | None = None  # the cache's ids when tool results came: the call's own kept
         reasoning = model.reasoning
         if reasoning is not None:  # (gpt-oss's <|end|> is a stop id too: it ends the analysis, not the reply)
             close_ids = model.tokenizer.encode(reasoning.close, parse_special=True)
@@ -153,38 +150,25 @@ class ChatSession:
                                   thinking=self.options.reasoning.thinking, effort=self.options.reasoning.effort,
                                   **({"tools": tools} if tools else {}))
         ids = encoder.encode(segments)
-        return self.prompt_filter(ids) if self.prompt_filter is not None else ids
+        if self._after_calls is None:
+            return ids
+        return own_ids(self._after_calls, ids, decode=self.model.tokenizer.decode)
 
-    def exchange(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
-                 progress: Progress | None = None, think: Callable[[str], None] | None = None,
-                 constraint: Constraint | None = None, ctrl_c_ends_thought: bool = False,
-                 prefill: Prefill | None = None) -> TurnResult:
-        """The user's message and everything it leads to: ``turn``, or with tools, the turns of the calls
-        the model makes and of their results (``Toolbox.exchange``). A schema or grammar (``constraint``,
-        else the session's) shapes the whole reply, so such a turn makes no call. ``prefill``: the reply
-        goes on from this message (``turn``)."""
-        constraint = constraint or self.options.constraint
-        if constraint is not None or self.options.tools is None or not self.options.tools.definitions():
-            return self.turn(text, emit, notify, progress, constraint=constraint, think=think,
-                             ctrl_c_ends_thought=ctrl_c_ends_thought, prefill=prefill)
-        return self.options.tools.exchange(self, text, emit, notify, progress, think, ctrl_c_ends_thought, prefill)
+    def read_calls(self, notify: Callable[[str], None], new_id: Callable[[], str]) -> list[ToolCall]:
+        """The calls of the reply just recorded, its message rewritten as the template takes a call
+        (``tool_round.calls_of_reply``); none where there is no toolbox."""
+        box, messages = self.options.tools, self.conversation.messages
+        if box is None or self.last is None or not messages:
+            return []
+        return calls_of_reply(messages[-1], self.last, box.syntax, notify, new_id)
 
-    def go_on(self, emit: Callable[[str], None], notify: Callable[[str], None], progress: Progress | None = None,
-              think: Callable[[str], None] | None = None, ctrl_c_ends_thought: bool = False) -> TurnResult:
-        """The last reply continued (``/continue``: one cut by -n, Ctrl-C or a full context): it leaves the
-        conversation, and the model goes on from it (``continuation.Prefill``); the reply recorded is the
-        whole. A ChatError (the reply can't go on) leaves the conversation as it was."""
-        messages = self.conversation.messages
-        if not messages or messages[-1].get("role") != "assistant":
-            raise ChatError("there is no reply to continue: the last message is not the model's")
-        last = messages.pop()
-        prefill = Prefill(str(last.get("content") or ""), str(last.get("reasoning") or ""))
-        try:
-            return self.exchange(None, emit, notify, progress, think=think,
-                                 ctrl_c_ends_thought=ctrl_c_ends_thought, prefill=prefill)
-        except ChatError:
-            messages.append(last)
-            raise
+    def answer_calls(self, results: Sequence[ToolResult]) -> None:
+        """The results of the last reply's calls into the conversation, as the template's tool messages. The
+        next turn's prompt keeps the model's own ids for the call (``tool_round.own_ids``), so only the call's
+        end and the results are evaluated."""
+        for result in results:
+            self.conversation.messages.append(tool_message(result.call, result.result))
+        self._after_calls = self.engine.cached_ids()
 
     def reply_room(self) -> int:
         """Tokens kept free for the reply when deciding whether a prompt fits."""
@@ -236,7 +220,17 @@ class ChatSession:
         reply may call the toolbox's tools (their text is read as calls, not shown); ``ctrl_c_ends_thought``
         (the REPL's): the first Ctrl-C during a thought ends the thought, and the reply goes on. ``prefill``:
         the reply goes on from this assistant message (``--prefill``, ``/continue``): the model is shown it
-        as its template writes a reply, and the reply recorded holds it; its text is not emitted again."""
+        as its template writes a reply, and the reply recorded holds it; its text is not emitted again. The
+        ids a round of tool results kept (``answer_calls``) hold for this turn alone."""
+        try:
+            return self._turn(text, emit, notify, progress, constraint, think, calls, ctrl_c_ends_thought, prefill)
+        finally:
+            self._after_calls = None
+
+    def _turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
+              progress: Progress | None, constraint: Constraint | None, think: Callable[[str], None] | None,
+              calls: bool, ctrl_c_ends_thought: bool, prefill: Prefill | None) -> TurnResult:
+        """The turn's body (``turn``)."""
         constraint = constraint or self.options.constraint
         if text is not None:
             pending = self.conversation.unanswered()

@@ -248,6 +248,14 @@ SETTINGS: tuple[Setting, ...] = (
             "how layers go over several GPUs (llama.cpp's)", metavar="MODE"),
     Setting("parallel", ("-np", "--parallel"), integer(1, 64), 1, CONTEXT,
             "--batch: lines decoded together, each a sequence of one context (llama-server's slots)", metavar="N"),
+    Setting("flash_attn", ("-fa", "--flash-attn"), choice("on", "off", "auto"), "auto", CONTEXT,
+            "flash attention (llama.cpp's meaning and default: auto turns it on where the backend has it)",
+            metavar="on|off|auto"),
+    Setting("batch_size", ("-b", "--batch-size"), integer(1), 2048, CONTEXT,
+            "the most prompt tokens handed to llama.cpp at once, and the room of -np's steps (llama.cpp's "
+            "logical batch)", metavar="N"),
+    Setting("ubatch_size", ("-ub", "--ubatch-size"), integer(1), 512, CONTEXT,
+            "the tokens llama.cpp computes together, at most -b (its physical batch)", metavar="N"),
     Setting("threads", ("-t", "--threads"), integer(1, 512, special=-1,
                                                     note="-1: the cores other processes leave free, followed as "
                                                          "they change"), -1, CONTEXT,

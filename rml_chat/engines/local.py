@@ -19,7 +19,7 @@ from ..errors import ModelError
 from . import kv_cache
 from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix, context_size
 from .prompt_cache import PromptCache
-from .runtime import ContextTooLarge, LlamaModel, LoadError, llama_log
+from .runtime import ContextTooLarge, LlamaModel, LoadError, llama_log, ubatches
 from .sampler_chain import stages
 from .thread_choice import TURN_WINDOW, ThreadChoice
 
@@ -31,19 +31,20 @@ class LocalEngine:
 
     def __init__(self, weights: Path, *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_threads_batch: int | None = None, verbose: bool = False, gpu: tuple[int, str] = (-1, "layer"),
-                 parallel: int = 1):
+                 parallel: int = 1, flash_attn: str = "auto", n_batch: int = 2048, n_ubatch: int = 512):
         """Load the weights (llama.cpp's chatter caught unless verbose). ``n_ctx`` 0: the model's training
         context; ``n_threads`` None: the cores other processes leave free (thread_choice.py);
         ``n_threads_batch`` None: the same as ``n_threads``; ``gpu``:
         the layers to offload (-1: all) and the split mode; ``parallel``: the lines ``lines`` may run
-        together. A file llama.cpp can't load is a ModelError with llama.cpp's reason."""
+        together; ``flash_attn``, ``n_batch``, ``n_ubatch``: llama.cpp's ``-fa``, ``-b``, ``-ub``. A file
+        llama.cpp can't load is a ModelError with llama.cpp's reason."""
         self._threads = ThreadChoice(n_threads)
         self._threads_batch = n_threads_batch
         log = llama_log()
         log.verbose, log.kept = verbose, []
         try:
-            self._llama = LlamaModel(weights, n_ctx=context_size(n_ctx), n_batch=512, threads=self._threads,
-                                     threads_batch=n_threads_batch, gpu=gpu,
+            self._llama = LlamaModel(weights, n_ctx=context_size(n_ctx), n_batch=n_batch, n_ubatch=n_ubatch,
+                                     flash_attn=flash_attn, threads=self._threads, threads_batch=n_threads_batch, gpu=gpu,
                                      n_seq=parallel + 1 if parallel > 1 else 1)
         except ContextTooLarge as err:
             raise ModelError(f"-c {n_ctx}: {err}") from None
@@ -55,6 +56,7 @@ class LocalEngine:
                              + ("" if verbose else " (--verbose shows llama.cpp's log)")) from None
         self.n_ctx, self.n_ctx_train = self._llama.n_ctx, self._llama.n_ctx_train
         self.placement = self._llama.placement()
+        self.flash_attn = self._llama.flash_attn
         self._weights, self._prompt_cache = weights, None
 
     @property
@@ -63,12 +65,14 @@ class LocalEngine:
         batch = self._threads_batch or "the same"
         return f"{self._threads.describe()} (prompt evaluation: {batch})"
 
-    def thread_report(self) -> dict[str, object]:
-        """For --json: the counts the last decode used, and how they were chosen."""
+    def report(self) -> dict[str, object]:
+        """For --json: the threads the last decode used and how they were chosen, flash attention (what
+        ``auto`` resolved to) and the batch sizes."""
         choice = self._threads
-        return {"generation": choice.current, "prompt_evaluation": self._threads_batch or choice.current,
-                "chosen": "auto" if choice.auto else "-t" if choice.fixed else "all cores",
-                "cores": len(choice.cpus), "cores_used_by_others": round(choice.taken, 2)}
+        return {"threads": {"generation": choice.current, "prompt_evaluation": self._threads_batch or choice.current,
+                            "chosen": "auto" if choice.auto else "-t" if choice.fixed else "all cores",
+                            "cores": len(choice.cpus), "cores_used_by_others": round(choice.taken, 2)},
+                "flash_attn": self.flash_attn, "batch_size": self._llama.n_batch, "ubatch_size": self._llama.n_ubatch}
 
     def lines(self, n: int) -> list:
         """``n`` engines that decode together (parallel.py): one context, a sequence each. The context
@@ -174,25 +178,23 @@ class LocalEngine:
         return self._llama.grammar_problem(gbnf)
 
     def evaluate(self, ids: Sequence[int], gen: Generation, progress: Progress | None = None) -> None:
-        """Evaluate the prompt's ids after the longest prefix the cache holds, in batches, all but the last
-        (``generate`` decodes that one on its own and samples from it; llama-cpp-python 0.3.36's ``Llama``
-        decodes it with the rest, which on some CPUs changes a greedy reply: tests/test_runtime.py).
-        ``progress(done, total, seconds)`` is called after each batch. A Ctrl-C between two batches leaves
-        the cache holding what was evaluated."""
+        """Evaluate the prompt's ids after the longest prefix the cache holds, as llama-server does: the rest
+        in llama.cpp's own micro-batches (``runtime.ubatches``), logits for the last id; where the cache
+        holds the whole prompt, its last id again on its own. ``progress(done, total, seconds)`` is called
+        after each micro-batch. A Ctrl-C between two of them leaves the cache holding what was evaluated."""
         llama = self._llama
         self._threads.now(TURN_WINDOW)  # what the others did while nobody asked (the user typing, the load)
         if self._prompt_cache is not None:
             self._restore(ids)
         llama.keep(min(common_prefix(llama.cached, ids), len(ids) - 1))
-        common = len(llama.cached)
-        gen.to_evaluate, gen.evaluated = len(ids) - common, 0
-        todo = ids[common:len(ids) - 1]
-        step = llama.n_batch
-        for done in range(0, len(todo), step):
-            llama.eval(todo[done:done + step])
-            gen.evaluated += len(todo[done:done + step])
+        todo = ids[len(llama.cached):]
+        gen.to_evaluate, gen.evaluated = len(todo), 0
+        spans = ubatches(len(todo), llama.n_batch, llama.n_ubatch)
+        for start, end in spans:
+            llama.eval(todo[start:end], logits=end == len(todo))
+            gen.evaluated += end - start
             if progress is not None:
-                progress(min(done + step, len(todo)), len(todo), time.perf_counter() - gen.started)
+                progress(end, len(todo), time.perf_counter() - gen.started)
 
     def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int],
                  gen: Generation, progress: Progress | None = None, grammar: str | None = None) -> Iterator[int]:
@@ -210,8 +212,6 @@ class LocalEngine:
             llama = self._llama
             sampler = llama.sampler(stages(replace(sampling, seed=seed), grammar=grammar is not None,
                                            stop_ids=stop_ids), grammar, history=ids)
-            llama.eval(ids[-1:])  # the last id on its own (the evaluation of a shifted or restored prefix matches it)
-            gen.evaluated += 1
             while True:
                 token = llama.sample(sampler)
                 if not gen.record(token, stops):

@@ -6,7 +6,9 @@ context is made, the cache is estimated from the model's own hyperparameters (``
 reads them through the C API) and compared with the memory available now.
 
 The estimate (``MemoryNeed``) is the KV cache plus llama.cpp's compute buffers, in its default types on
-the CPU (f16 keys and values, f32 activations, no flash attention):
+the CPU (f16 keys and values, f32 activations, attention scores held whole: flash attention, which
+``-fa auto`` turns on, computes them in tiles, and the scores term below is then an overestimate, kept
+because ``auto`` is resolved only once the context exists):
 
 - the KV cache: for every layer, the keys and the values of every KV head, 2 bytes a value;
 - the compute buffer: the largest tensor of the graph, which is either the attention scores of one

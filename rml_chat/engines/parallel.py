@@ -183,14 +183,15 @@ class Slot:
         self._decoder, self._engine = decoder, engine
         self.n_ctx = decoder.n_ctx
         self.placement = getattr(engine, "placement", "")
+        self.flash_attn = getattr(engine, "flash_attn", "")
 
     @property
     def threads(self) -> str:
         return getattr(self._engine, "threads", "")
 
-    def thread_report(self) -> dict[str, object] | None:
-        report = getattr(self._engine, "thread_report", None)
-        return report() if report is not None else None
+    def report(self) -> dict[str, object]:
+        report = getattr(self._engine, "report", None)
+        return report() if report is not None else {}
 
     def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int], gen: Generation,
                  progress: Progress | None = None, grammar: str | None = None) -> Iterator[int]:

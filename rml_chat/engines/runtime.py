@@ -36,6 +36,19 @@ from .sampler_chain import Stage
 from .thread_choice import ThreadChoice
 
 _COMPLETING = threading.Lock()
+_FLASH_ATTN = {"on": "ENABLED", "off": "DISABLED", "auto": "AUTO"}
+
+
+def ubatches(n: int, n_batch: int, n_ubatch: int) -> list[tuple[int, int]]:
+    """The (start, end) of each micro-batch llama.cpp computes for ``n`` tokens of one sequence handed over
+    ``n_batch`` at a time (llama-server, llama-cli), each cut into ``n_ubatch``-token pieces: decoding those
+    pieces one by one is the same arithmetic, with a progress line and a Ctrl-C between them.
+
+    >>> ubatches(1300, 1000, 512)
+    [(0, 512), (512, 1000), (1000, 1300)]
+    """
+    return [(start, min(start + n_ubatch, batch + n_batch, n))
+            for batch in range(0, n, n_batch) for start in range(batch, min(batch + n_batch, n), n_ubatch)]
 
 
 def bindings() -> ModuleType:
@@ -81,6 +94,7 @@ class LlamaLog:
         self._lib = lib
         self.verbose = False
         self.kept: list[str] = []
+        self.flash_attention: bool | None = None  # what -fa auto resolved to for the last context made
         self._last = 0
 
         @lib.llama_log_callback
@@ -90,6 +104,8 @@ class LlamaLog:
             line = text.decode("utf-8", "replace")
             if level in (self._LEVEL_WARN, self._LEVEL_ERROR) and len(self.kept) < 200:
                 self.kept.append(line)
+            if ": Flash Attention " in line:  # "llama_context: Flash Attention enabled" (or "not supported, …")
+                self.flash_attention = line.rstrip().endswith(" enabled")
             if self.verbose:
                 print(visible(line), end="", file=sys.stderr, flush=True)
 
@@ -138,9 +154,10 @@ class LlamaModel:
     ids whose keys and values the context holds, in order."""
 
     def __init__(self, weights: Path, *, n_ctx: int, n_batch: int, threads: ThreadChoice, threads_batch: int | None,
-                 gpu: tuple[int, str] = (-1, "layer"), n_seq: int = 1):
+                 gpu: tuple[int, str] = (-1, "layer"), n_seq: int = 1, n_ubatch: int = 512, flash_attn: str = "auto"):
         """``threads``: the count for each decode (thread_choice.py); ``threads_batch``: a fixed count for
-        batches of several tokens, None: the same as ``threads``."""
+        batches of several tokens, None: the same as ``threads``; ``n_batch``, ``n_ubatch`` and ``flash_attn``
+        ("on", "off", "auto") as llama.cpp's ``-b``, ``-ub`` and ``-fa``."""
         lib = self._lib = _backend()
         self.model = self.ctx = self._batch = None
         model_params = lib.llama_model_default_params()
@@ -156,21 +173,24 @@ class LlamaModel:
         self.n_ctx_train = lib.llama_model_n_ctx_train(self.model)
         n_ctx = n_ctx or self.n_ctx_train
         need = memory.MemoryNeed.of(self.kv_bytes_per_token(), lib.llama_model_n_head(self.model),
-                                    lib.llama_vocab_n_tokens(self.vocab), min(n_ctx, n_batch, 512))
+                                    lib.llama_vocab_n_tokens(self.vocab), min(n_ctx, n_batch, n_ubatch))
         shortfall = memory.context_shortfall(n_ctx, need, memory.available_bytes())
         if shortfall:  # before llama.cpp allocates it (and before ctypes truncates n_ctx to 32 bits)
             self.close()
             raise ContextTooLarge(shortfall)
         self.n_batch = min(n_ctx, n_batch)
         params = lib.llama_context_default_params()
-        params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, self.n_batch, min(self.n_batch, 512)
+        self.n_ubatch = min(self.n_batch, n_ubatch)
+        params.n_ctx, params.n_batch, params.n_ubatch = n_ctx, self.n_batch, self.n_ubatch
         self.threads, self.threads_batch = threads, threads_batch
         self._counts = params.n_threads, params.n_threads_batch = self._thread_counts(threads.current)
-        params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.flash_attn_type = getattr(lib, f"LLAMA_FLASH_ATTN_TYPE_{_FLASH_ATTN[flash_attn]}")
         params.n_seq_max, params.kv_unified = n_seq, n_seq > 1  # (parallel.py: sequences share every cell)
-        params.yarn_attn_factor, params.yarn_beta_fast, params.yarn_beta_slow = 1.0, 32.0, 1.0
         params.no_perf = False
+        log = llama_log()
+        log.flash_attention = None
         self.ctx = lib.llama_init_from_model(self.model, params)
+        self.flash_attn = flash_attn if flash_attn != "auto" else f"{'on' if log.flash_attention else 'off'} (auto)"
         if not self.ctx:
             self.close()
             raise LoadError("failed to create llama_context")
@@ -234,14 +254,14 @@ class LlamaModel:
         self.cached = []
         self._lib.llama_memory_seq_rm(self._memory, -1, 0, -1)
 
-    def eval(self, ids: Sequence[int]) -> None:
-        """Decode ``ids`` after the cached ones, ``n_batch`` at a time, logits for the last of each."""
+    def eval(self, ids: Sequence[int], logits: bool = True) -> None:
+        """Decode ``ids`` after the cached ones in one ``llama_decode`` (at most ``n_ubatch`` of them:
+        ``ubatches`` says how a longer run is cut as llama.cpp cuts it), logits for the last where
+        ``logits``."""
         self._lib.llama_memory_seq_rm(self._memory, 0, len(self.cached), -1)  # as Llama.eval: nothing stale after
-        for start in range(0, len(ids), self.n_batch):
-            chunk = list(ids[start:start + self.n_batch])
-            n, past = len(chunk), len(self.cached)
-            self.decode_seqs(chunk, range(past, past + n), [0] * n, [False] * (n - 1) + [True])
-            self.cached.extend(chunk)
+        n, past = len(ids), len(self.cached)
+        self.decode_seqs(ids, range(past, past + n), [0] * n, [False] * (n - 1) + [logits])
+        self.cached.extend(ids)
 
     def sampler(self, chain: Sequence[Stage], grammar: str | None = None, history: Sequence[int] = ()) -> Sampler:
         """llama.cpp's sampler chain for ``chain`` (sampler_chain.py: the stages, seeds resolved), the

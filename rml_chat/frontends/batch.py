@@ -42,6 +42,7 @@ from ..core.settings import SAMPLING, SETTINGS, SettingError, sampling_value, se
 from ..core.structured import Constraint, check, from_schema
 from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
 from ..terminal import json_text, one_row
+from ..tools import loop as tool_loop
 from ..words import counted
 from .scripted import result_json
 
@@ -170,7 +171,7 @@ def run_job(session: ChatSession, job: Job, base) -> dict:  # type: ignore[no-un
             why = session.apply(name, value)
             if why:
                 raise AppError(why, "input")
-        result = session.exchange(job.prompt, lambda _: None, lambda _: None, constraint=job.constraint)
+        result = tool_loop.exchange(session, job.prompt, lambda _: None, lambda _: None, constraint=job.constraint)
     finally:
         options.reasoning = before
     return {"id": job.id, "line": job.number, **result_json(session, result, job.constraint)}

@@ -21,6 +21,7 @@ from .. import text_input
 from ..core.settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
 from ..errors import EXIT_CLOSED, EXIT_CODES, EXIT_INTERRUPTED, AppError, UsageError, report
 from ..terminal import visible
+from .help_screens import HelpAction
 
 if TYPE_CHECKING:
     from ..core.session import ChatSession
@@ -198,7 +199,11 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                       help="the most llama.cpp's saved states may take together; the oldest go first "
                            "(default: $RML_CHAT_SESSIONS_MAX or 1G; 0: keep none)")
     info = p.add_argument_group("information")
-    info.add_argument("-h", "--help", action="help", help="show this help and exit")
+    help_groups = {"model": model, "scripts": run, "structured": shape, "tools": tools, "sampling": groups[SAMPLING],
+                   "context": groups[CONTEXT], "output": groups[OUTPUT], "interactive": chat, "information": info}
+    info.add_argument("-h", "--help", action=HelpAction, groups=help_groups,
+                      help="show the common flags and exit; --help all: every flag, the keys, the environment and "
+                           "the exit codes; --help GROUP: one group of flags")
     info.add_argument("--version", action="store_true", help="show the versions of rml-chat, llama-cpp-python and "
                                                              "llama.cpp")
     return p

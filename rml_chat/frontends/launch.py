@@ -83,7 +83,8 @@ def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = No
         try:
             box.append(LocalEngine(weights, n_ctx=requested, n_threads=threads,
                                    n_threads_batch=_threads(args.threads_batch) or threads, verbose=args.verbose,
-                                   gpu=(args.n_gpu_layers, args.split_mode),
+                                   gpu=(args.n_gpu_layers, args.split_mode), flash_attn=args.flash_attn,
+                                   n_batch=args.batch_size, n_ubatch=args.ubatch_size,
                                    parallel=args.parallel if getattr(args, "batch", None) is not None else 1))
         except BaseException as err:  # handed to the caller, in its thread
             box.append(err)

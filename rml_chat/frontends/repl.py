@@ -38,6 +38,7 @@ from ..engines.kv_cache import state_path
 from ..errors import AppError, one_line
 from ..terminal import dim as styled_dim
 from ..terminal import visible
+from ..tools import loop as tool_loop
 from ..words import counted
 from .history import FENCE, BlockHistory, SafeFileHistory, block_closed, history_path
 from .progress import EvalProgress
@@ -288,9 +289,9 @@ class Repl:
 
         try:
             if go_on:
-                result = self.session.go_on(emit, notify, progress, think=think, ctrl_c_ends_thought=True)
+                result = tool_loop.go_on(self.session, emit, notify, progress, think=think, ctrl_c_ends_thought=True)
             else:
-                result = self.session.exchange(message, emit, notify, progress, think=think,
+                result = tool_loop.exchange(self.session, message, emit, notify, progress, think=think,
                                                ctrl_c_ends_thought=True)  # (a second Ctrl-C stops the reply)
         except KeyboardInterrupt:
             progress.clear()

@@ -342,7 +342,8 @@ class Commands:
             self.say(line)
         engine = self.session.engine
         self.say(f"context: {engine.n_ctx} tokens · overflow: {self.session.options.context.overflow} · "
-                 f"threads: {engine.threads} · layers: {engine.placement}")
+                 f"threads: {engine.threads} · layers: {engine.placement}"
+                 + (f" · flash attention: {engine.flash_attn}" if getattr(engine, "flash_attn", "") else ""))
         self.say("settings: " + " ".join(f"{name}={value}" for name, value in self._settings()))
         options = self.session.options
         self.say(f"sampler chain: {describe(stages(options.sampling, stop_ids=self.session.model.stop_ids))}")

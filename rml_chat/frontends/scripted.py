@@ -21,6 +21,7 @@ from ..engines.base import Generation
 from ..engines.sampler_chain import describe, stages
 from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
 from ..terminal import dim, json_text, visible
+from ..tools import loop as tool_loop
 from .progress import EvalProgress
 from .prompt_view import marked_prompt
 from .reply_display import ReplyDisplay
@@ -53,7 +54,7 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "sampling": _with_seed(as_json(session.options.sampling, session.options.sampling_sources),
                                result.generation.seed),
         "sampler_chain": describe(stages(session.options.sampling, stop_ids=session.model.stop_ids)),
-        "threads": _thread_report(session.engine),
+        **_engine_report(session.engine),
         "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
                     "total_ms": round((steps[-1].finished - steps[0].started) * 1000, 2)},
         **({"steps": [{**_counts([step]), "stop_reason": step.stop_reason,
@@ -62,10 +63,11 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
     }
 
 
-def _thread_report(engine: object) -> dict[str, object] | None:
-    """The threads llama.cpp computed with in this process (None for a server: its own)."""
-    report = getattr(engine, "thread_report", None)
-    return report() if report is not None else None
+def _engine_report(engine: object) -> dict[str, object]:
+    """The threads, flash attention and batch sizes llama.cpp ran with in this process (none for a server:
+    its own)."""
+    report = getattr(engine, "report", None)
+    return report() if report is not None else {}
 
 
 def _counts(steps: list[Generation]) -> dict[str, int]:
@@ -172,7 +174,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
     try:
         if start:
             emit(start)  # (the reply's start is the user's: shown as it is, and the model goes on from it)
-        result = session.exchange(text, emit, notify, progress, think=thinking.write,
+        result = tool_loop.exchange(session, text, emit, notify, progress, think=thinking.write,
                                   prefill=Prefill(start) if start else None)
         thinking.end()
     except ChatError as err:

@@ -1,0 +1,142 @@
+"""rml-chat beside llama.cpp's own tools on one model (not a test): decode, prompt evaluation and parallel
+sequences, as ratios, in one run.
+
+    python scripts/bench_llama_tools.py [MODEL.gguf] [--ngl 99] [--tools DIR] [--tokens 128] [--prompt 2048]
+
+The oracles are built from the llama.cpp that llama-cpp-python vendors (scripts/llama_build.py; ``--tools``
+names a folder that already holds ``llama-bench``, ``llama-simple`` and ``llama-batched-bench``, as on a GPU
+machine). What is compared, like with like (the same flash-attention setting, threads left to each):
+
+- decode: rml-chat's tokens/s after the first token (``-p``, ``--ignore-eos``, fixed ``-n``), greedy and
+  with the default sampler chain, against llama-bench's ``tg`` and llama-simple's C loop;
+- prompt evaluation: a warm second turn with a new ``--prompt``-token prompt (``--batch`` of two lines in one
+  process), tokens over time to first token, against llama-bench's ``pp``; and the first turn's time to
+  first token against llama-cpp-python's first ``eval`` of the same ids in a fresh process;
+- parallel sequences: ``--batch`` of 16 prompts with ``-np 1, 4, 8``: the decode phase (the lines' own
+  tokens/s added up while they run together) and the whole process, against llama-batched-bench's
+  ``S_TG`` for as many sequences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fetch_test_data as fetch  # noqa: E402
+import llama_build  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+STORY = "Write a long story about a lighthouse keeper and a storm."
+
+
+def tool(folder: Path | None, name: str) -> str:
+    return str((folder / name) if folder else llama_build.binary(name, "build-bench"))
+
+
+def run(command: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT, **kw)
+
+
+def ours(model: Path, ngl: int, *flags: str, stdin: str | None = None) -> list[dict]:
+    done = run([sys.executable, "-m", "rml_chat", str(model), "-ngl", str(ngl), "--prompt-cache", "off", *flags],
+               input=stdin)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def long_text(tokens: int, salt: str) -> str:
+    """About ``tokens`` tokens of varied English, starting with ``salt`` (so no two prompts share a prefix)."""
+    words = (Path(ROOT / "README.md").read_text() * 20).split()
+    return salt + " " + " ".join(words[: int(tokens * 0.75)])
+
+
+def decode(model: Path, ngl: int, fa: str, n: int, tools: Path | None) -> dict[str, float]:
+    common = ("-p", STORY, "-n", str(n), "--ignore-eos", "on", "--repeat-guard", "0", "--json", "-fa", fa)
+    greedy = max(ours(model, ngl, *common, "--temp", "0")[0]["timings"]["tokens_per_s"] for _ in range(2))
+    default = max(ours(model, ngl, *common, "--seed", "7")[0]["timings"]["tokens_per_s"] for _ in range(2))
+    bench = json.loads(run([tool(tools, "llama-bench"), "-m", str(model), "-ngl", str(ngl), "-fa", "1" if fa == "on" else "0",
+                            "-p", "0", "-n", str(n), "-r", "3", "-o", "json"]).stdout)[0]["avg_ts"]
+    simple = run([tool(tools, "llama-simple"), "-m", str(model), "-n", str(n), "-ngl", str(ngl), "Hello"]).stderr
+    found = re.search(r"decoded \d+ tokens in [\d.]+ s, speed: ([\d.]+) t/s", simple)
+    return {"greedy": greedy, "default chain": default, "llama-bench tg": bench,
+            "llama-simple": float(found.group(1)) if found else float("nan")}
+
+
+def prompt(model: Path, ngl: int, fa: str, size: int, tools: Path | None) -> dict[str, float]:
+    lines = "".join(json.dumps({"prompt": long_text(size, salt), "max_tokens": 1}) + "\n" for salt in ("Alpha.", "Beta."))
+    first, second = ours(model, ngl, "--batch", "-", "--temp", "0", "-fa", fa, "-c", str(size * 2 + 256), stdin=lines)
+    bench = json.loads(run([tool(tools, "llama-bench"), "-m", str(model), "-ngl", str(ngl), "-fa", "1" if fa == "on" else "0",
+                            "-p", str(size), "-n", "0", "-r", "3", "-o", "json"]).stdout)[0]["avg_ts"]
+    ids = json.loads(run([sys.executable, "-m", "rml_chat", str(model), "--show-prompt", "--json", "-p",
+                          long_text(size, "Alpha.")]).stdout)["ids"]
+    script = ("import json,sys,time; from llama_cpp import Llama; ids=json.load(sys.stdin); "
+              f"llm=Llama(model_path={str(model)!r}, n_ctx={size * 2 + 256}, n_gpu_layers={ngl}, flash_attn={fa == 'on'}, "
+              "verbose=False); t=time.perf_counter(); llm.eval(ids); print(time.perf_counter()-t)")
+    theirs_first = min(float(run([sys.executable, "-c", script], input=json.dumps(ids)).stdout) for _ in range(2))
+    return {"warm turn t/s": second["prompt_tokens_evaluated"] / (second["timings"]["ttft_ms"] / 1000),
+            "llama-bench pp t/s": bench, "first TTFT s": first["timings"]["ttft_ms"] / 1000,
+            "llama-cpp-python first eval s": theirs_first}
+
+
+def parallel(model: Path, ngl: int, fa: str, tools: Path | None, n: int = 128) -> dict[str, float]:
+    lines = "".join(json.dumps({"prompt": f"Tell story number {i} about the sea.", "max_tokens": n}) + "\n"
+                    for i in range(16))
+    figures: dict[str, float] = {}
+    for slots in (1, 4, 8):
+        start = time.perf_counter()
+        out = ours(model, ngl, "--batch", "-", "--temp", "0", "--ignore-eos", "on", "--repeat-guard", "0", "-fa", fa,
+                   "-np", str(slots), "-c", str(slots * (n + 64) + 512), stdin=lines)
+        wall = time.perf_counter() - start
+        figures[f"-np {slots} whole process"] = sum(o["completion_tokens"] for o in out) / wall
+        figures[f"-np {slots} decode"] = statistics.mean(o["timings"]["tokens_per_s"] for o in out) * slots
+    table = run([tool(tools, "llama-batched-bench"), "-m", str(model), "-c", "8192", "-b", "2048", "-ub", "512",
+                 "-ngl", str(ngl), "-fa", fa, "-npp", "32", "-ntg", str(n), "-npl", "1,4,8", "--output-format", "jsonl"])
+    for line in (table.stdout + table.stderr).splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            figures[f"batched-bench B{row['pl']}"] = row["speed_tg"]
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", nargs="?", default=None)
+    parser.add_argument("--ngl", type=int, default=99)
+    parser.add_argument("--tools", type=Path, default=None)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--prompt", type=int, default=2048)
+    parser.add_argument("--fa", default="on,off")
+    args = parser.parse_args()
+    if args.tools is None:
+        llama_build.bench_tools(lambda line: print(line, file=sys.stderr))
+    model = Path(args.model) if args.model else fetch.smollm_path()
+    print(f"{model.name}, -ngl {args.ngl}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
+    for fa in args.fa.split(","):
+        d = decode(model, args.ngl, fa, args.tokens, args.tools)
+        print(f"\nflash attention {fa}")
+        print(f"  decode tok/s: rml-chat greedy {d['greedy']:.1f}, default chain {d['default chain']:.1f}; "
+              f"llama-bench tg{args.tokens} {d['llama-bench tg']:.1f}; llama-simple {d['llama-simple']:.1f}")
+        print(f"    greedy / llama-simple {d['greedy'] / d['llama-simple']:.2f}, default chain / llama-simple "
+              f"{d['default chain'] / d['llama-simple']:.2f}, greedy / llama-bench {d['greedy'] / d['llama-bench tg']:.2f}")
+        p = prompt(model, args.ngl, fa, args.prompt, args.tools)
+        first, theirs = p["first TTFT s"], p["llama-cpp-python first eval s"]
+        print(f"  prompt of ~{args.prompt} tokens: warm turn {p['warm turn t/s']:.0f} t/s against llama-bench pp "
+              f"{p['llama-bench pp t/s']:.0f} ({p['warm turn t/s'] / p['llama-bench pp t/s']:.2f}); first turn TTFT "
+              f"{first * 1000:.0f} ms against llama-cpp-python's first eval {theirs * 1000:.0f} ms ({first / theirs:.2f})")
+        q = parallel(model, args.ngl, fa, args.tools)
+        for slots in (1, 4, 8):
+            oracle = q.get(f"batched-bench B{slots}", float("nan"))
+            print(f"  -np {slots}: decode {q[f'-np {slots} decode']:.1f} tok/s against batched-bench "
+                  f"{oracle:.1f} ({q[f'-np {slots} decode'] / oracle:.2f}); whole process "
+                  f"{q[f'-np {slots} whole process']:.1f} tok/s")
+
+
+if __name__ == "__main__":
+    main()
