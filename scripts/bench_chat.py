@@ -61,7 +61,7 @@ SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "re
 
 def ours_tokens_per_s(session: ChatSession, n: int) -> float:
     session.engine.reset()
-    session.conversation.messages.clear()
+    session.conversation.clear()
     session.options.sampling = Sampling(temp=0.0, seed=0, max_tokens=n)
     session.reply_format = replace(session.reply_format, stop_strings=())
     result = session.turn(STORY, lambda _: None, lambda _: None)

@@ -63,7 +63,7 @@ def _chat(model, turns: list[str], prompts: list[list[int]]) -> list[tuple[float
             prompts.append(list(session.last.prompt_ids))
             out.append((result.generation.ttft_s, result.generation.evaluated, last_answer,
                         len(model.tokenizer.encode(text)), result.reasoning_tokens, len(result.generation.tokens)))
-            last_answer = len(model.tokenizer.encode(session.conversation.messages[-1]["content"]))
+            last_answer = len(model.tokenizer.encode(session.conversation.messages[-1].content))
     finally:
         session.engine.close()
     return out

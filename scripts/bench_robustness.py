@@ -51,8 +51,8 @@ rng = random.Random(int(sys.argv[2]))
 stamp = {"weights": "w", "size": 1, "mtime_ns": 1, "n_ctx": 512}
 while True:
     n = len(conversation.messages)
-    conversation.messages.append({"role": "user" if n % 2 == 0 else "assistant",
-                                  "content": f"message {n} " + "x" * rng.randrange(20000)})
+    conversation.add({"role": "user" if n % 2 == 0 else "assistant",
+                      "content": f"message {n} " + "x" * rng.randrange(20000)})
     conversation.save(chat)
     print(len(conversation.messages), flush=True)  # (confirmed: the file holds this many)
     kv_cache.write_state(state, os.urandom(rng.randrange(1, 4_000_000)), stamp, list(range(n)))
@@ -92,7 +92,7 @@ def kills(count: int, seed: int = 0) -> dict:
             continue
         found["conversation_loads"] += 1
         found["messages_lost"] += max(confirmed - len(messages), 0)
-        if any(not m["content"].startswith(f"message {i} ") for i, m in enumerate(messages)):
+        if any(not m.content.startswith(f"message {i} ") for i, m in enumerate(messages)):
             found["torn_conversations"] += 1
         ids, _, why = kv_cache.read_state(folder / "state.kv", stamp) if (folder / "state.kv").exists() else ([], b"", "x")
         found["states_whole" if not why else "states_refused"] += 1

@@ -10,7 +10,7 @@ import pytest
 from conftest import model_path, oracle
 
 from rml_chat.core.model import ModelError, load_model
-from rml_chat.core.session import ChatError, ChatSession, SessionOptions
+from rml_chat.core.session import ChatError, ChatSession, Conversation, SessionOptions
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
 from tokenizer.chat import segments_text
@@ -29,7 +29,7 @@ def session(request) -> ChatSession:
 def test_prompt_ids_equal_llama_cpp_tokenizing_the_rendered_prompt_and_turn_two_evaluates_only_new_ids(
         session: ChatSession) -> None:
     name = "smollm2" if "SmolLM2" in session.model.name else "gemma3"
-    session.conversation.messages.clear()
+    session.conversation.clear()
     first = session.turn("What is the capital of France? Answer briefly.", lambda _: None, lambda _: None)
     assert first.reply.strip() and len(first.generation.tokens) > 0
     if name == "smollm2":  # Gemma 3 270M is a base model: it never writes its end-of-turn token
@@ -47,7 +47,7 @@ def test_prompt_ids_equal_llama_cpp_tokenizing_the_rendered_prompt_and_turn_two_
 
 
 def test_overflow_error_policy_refuses_and_keeps_the_conversation(session: ChatSession) -> None:
-    session.conversation.messages[:] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    session.conversation = Conversation(None, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
     before = list(session.conversation.messages)
     session.options.context.overflow = "error"
     try:
@@ -60,16 +60,15 @@ def test_overflow_error_policy_refuses_and_keeps_the_conversation(session: ChatS
 
 def test_overflow_drop_oldest_drops_whole_exchanges_keeps_system_and_says_so(session: ChatSession) -> None:
     long = "lorem ipsum dolor " * 120
-    session.conversation.system = "Be brief."
-    session.conversation.messages[:] = [m for _ in range(5) for m in
-                                        ({"role": "user", "content": long}, {"role": "assistant", "content": long})]
+    exchange = ({"role": "user", "content": long}, {"role": "assistant", "content": long})
+    session.conversation = Conversation("Be brief.", [m for _ in range(5) for m in exchange])
     notes: list[str] = []
     result = session.turn("Hi", lambda _: None, notes.append)
     assert notes and "left the model's window" in notes[0] and "oldest exchange" in notes[0]
     assert session.conversation.system == "Be brief."
     assert len(session.conversation.messages) == 12  # nothing left the transcript: 5 exchanges and this one
     start = session.conversation.window_start
-    assert start > 0 and session.conversation.messages[start]["role"] == "user"
+    assert start > 0 and session.conversation.messages[start].role == "user"
     assert result.context_used <= session.engine.n_ctx
     session.conversation.system = None
 

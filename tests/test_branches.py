@@ -12,6 +12,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rml_chat.core.conversation import ChatError, Conversation
+from rml_chat.core.message import Message
 from rml_chat.core.session import ChatSession
 from rml_chat.frontends.repl import Repl
 
@@ -49,26 +50,26 @@ def test_an_edit_three_turns_back_branches_and_evaluates_only_the_difference(ses
     keys = "".join(q + ENTER for q in QUESTIONS) + "/edit 3" + ENTER + CLEAR_LINE + "Name a shape." + ENTER
     out, evaluated = run_repl(session, keys, tmp_path, capsys)
     messages = session.conversation.messages
-    assert [m["content"] for m in messages if m["role"] == "user"] == ["Name a fruit.", "Name a shape."]
+    assert [m.content for m in messages if m.role == "user"] == ["Name a fruit.", "Name a shape."]
     assert len(session.conversation.branches) == 1
     old = session.conversation.branches[0]
-    assert [m["content"] for m in old if m["role"] == "user"] == QUESTIONS and len(old) == 8
+    assert [m.content for m in old if m.role == "user"] == QUESTIONS and len(old) == 8
     assert "the path before this edit is branch 1" in out
     tokenizer = session.model.tokenizer
     edited = len(tokenizer.encode("Name a shape."))
     # the edited turn evaluates its own message (and the few tokens that open it and the reply), nothing before it
     assert edited <= evaluated[-1] <= edited + 8 < session.last.generation.prompt_tokens, evaluated
     saved = json.loads((tmp_path / "chat.json").read_text())
-    assert saved["branches"] == [old] and saved["messages"] == messages
+    assert saved["branches"] == [[m.as_dict() for m in old]] and saved["messages"] == [m.as_dict() for m in messages]
 
     capsys.readouterr()
     out, evaluated = run_repl(session, "/branches" + ENTER + "/branch 1" + ENTER + "Name a river." + ENTER, tmp_path,
                               capsys)
     assert "1  8 messages, parts from this one at message 3: Name a colour." in out
     assert "on branch 1's path (8 messages)" in out and "again from message 3 on" in out
-    users = [m["content"] for m in session.conversation.messages if m["role"] == "user"]
+    users = [m.content for m in session.conversation.messages if m.role == "user"]
     assert users == [*QUESTIONS, "Name a river."]
-    assert [m["content"] for m in session.conversation.branches[0] if m["role"] == "user"] == ["Name a fruit.",
+    assert [m.content for m in session.conversation.branches[0] if m.role == "user"] == ["Name a fruit.",
                                                                                              "Name a shape."]
     # back on the old path, the cache held the other one: messages 3 on are evaluated again, and no more
     shared = len(tokenizer.encode("Name a fruit.")) + 2
@@ -91,7 +92,7 @@ def test_a_file_without_branches_loads_and_a_bad_branch_is_one_line(tmp_path) ->
         {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello", "reasoning": "greet"}]}
     assert Conversation.from_json(old, "old.json").branches == []
     tree = Conversation.from_json({**old, "branches": [old["messages"][:1]]}, "tree.json")
-    assert tree.branches == [[{"role": "user", "content": "hi"}]]
+    assert tree.branches == [[Message("user", "hi")]]
     with pytest.raises(ChatError, match="tree.json: branch 1: message 0 needs a role"):
         Conversation.from_json({**old, "branches": [[{"role": "x"}]]}, "tree.json")
     with pytest.raises(ChatError, match="'branches' must be a list of message lists"):
@@ -100,11 +101,11 @@ def test_a_file_without_branches_loads_and_a_bad_branch_is_one_line(tmp_path) ->
 
 @pytest.mark.offline
 def test_fork_and_switch_keep_every_path_whole() -> None:
-    u1, a1, u2, a2, u3 = ({"role": r, "content": c} for r, c in
+    u1, a1, u2, a2, u3 = (Message(r, c) for r, c in
                           [("user", "1"), ("assistant", "a"), ("user", "2"), ("assistant", "b"), ("user", "3")])
     chat = Conversation(None, [u1, a1, u2, a2])
     chat.fork(2)
-    chat.messages += [u3]
+    chat.add(u3)
     assert chat.branch_list() == [(1, 2, "2")]
     assert chat.switch(1) == 2 and chat.messages == [u1, a1, u2, a2] and chat.branches == [[u1, a1, u3]]
 

@@ -260,9 +260,9 @@ def test_corrupt_load_files_are_one_line_and_the_conversation_survives(session, 
     out = drive(session, [f"/load {p}" + ENTER for p in paths[:-1]] + [f"/load {tmp_path}/missing.json" + ENTER],
                 tmp_path, capsys)
     assert out.count("error: ") == len(paths) and "Traceback" not in out and "internal error" not in out
-    assert [m["content"] for m in session.conversation.messages] == ["keep me", "kept"]
+    assert [m.content for m in session.conversation.messages] == ["keep me", "kept"]
     out = drive(session, [f"/load {paths[-1]}" + ENTER], tmp_path, capsys)  # readable once decoded: loaded
-    assert "not valid UTF-8" in out and session.conversation.messages[0]["content"] == "caf\ufffd"
+    assert "not valid UTF-8" in out and session.conversation.messages[0].content == "caf\ufffd"
 
 
 def test_a_turn_that_fails_unexpectedly_does_not_end_the_session(session, tmp_path, capsys, monkeypatch) -> None:

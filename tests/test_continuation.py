@@ -86,15 +86,15 @@ def test_a_reply_cut_by_n_goes_on_as_the_longer_reply_would_have(tmp_path) -> No
     one assistant message, whole, not marked cut."""
     with smollm_session(2048, 24) as session:
         whole = session.turn(COUNT, _ignore, _ignore).reply
-        session.conversation.messages.clear()
+        session.conversation.clear()
         session.options.sampling.max_tokens = 12
         first = session.turn(COUNT, _ignore, _ignore).reply
         shown: list[str] = []
         result = tool_loop.go_on(session, shown.append, _ignore)
     assert len(first) < len(whole) and whole.startswith(first)
     assert result.reply == whole and first + "".join(shown) == whole  # (the screen: the new text alone)
-    assert [m["role"] for m in session.conversation.messages] == ["user", "assistant"]
-    assert session.conversation.messages[-1]["content"] == whole and "cut" not in session.conversation.messages[-1]
+    assert [m.role for m in session.conversation.messages] == ["user", "assistant"]
+    assert session.conversation.messages[-1].content == whole and not session.conversation.messages[-1].cut
 
 
 def test_there_is_nothing_to_continue_before_a_reply_and_a_continuation_that_fails_loses_nothing() -> None:
@@ -102,7 +102,7 @@ def test_there_is_nothing_to_continue_before_a_reply_and_a_continuation_that_fai
         with pytest.raises(ChatError, match="no reply to continue"):
             tool_loop.go_on(session, _ignore, _ignore)
         session.turn(COUNT, _ignore, _ignore)
-        before = [dict(m) for m in session.conversation.messages]
+        before = list(session.conversation.messages)
         session.engine.n_ctx = len(session.prompt_ids(add_generation_prompt=False)) // 2  # (it no longer fits)
         try:
             with pytest.raises(ChatError, match="context"):
@@ -115,7 +115,7 @@ def test_there_is_nothing_to_continue_before_a_reply_and_a_continuation_that_fai
 def test_the_repl_continues_the_last_reply(tmp_path, capsys) -> None:
     with smollm_session(2048, 24) as session, create_pipe_input() as pipe:
         whole = session.turn(COUNT, _ignore, _ignore).reply
-        session.conversation.messages.clear()
+        session.conversation.clear()
         session.options.sampling.max_tokens = 12
         pipe.send_text("/continue" + ENTER + COUNT + ENTER + "/continue" + ENTER)
         pipe.close()
@@ -123,8 +123,8 @@ def test_the_repl_continues_the_last_reply(tmp_path, capsys) -> None:
         out = capsys.readouterr().out
         messages = session.conversation.messages
     assert "no reply to continue" in out
-    assert [m["role"] for m in messages] == ["user", "assistant"]
-    assert messages[1]["content"] == whole and f"\n{whole[:len(whole) // 2]}\n" in out  # (the first part, then
+    assert [m.role for m in messages] == ["user", "assistant"]
+    assert messages[1].content == whole and f"\n{whole[:len(whole) // 2]}\n" in out  # (the first part, then
     assert f"\n{whole[len(whole) // 2:]}\n" in out  # the rest alone: nothing shown twice)
     assert "/continue goes on" in out
 

@@ -202,7 +202,7 @@ def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family
     ran = result.tool_calls[0]
     assert ran.call.name == "get_weather" and ran.result == f"Sunny, 21 C in {ran.call.arguments['city']}"
     private = (HIDDEN_OPEN, HIDDEN_CLOSE, "\ue000")
-    kept = json.dumps(session.conversation.messages, ensure_ascii=False)
+    kept = json.dumps([m.as_dict() for m in session.conversation.messages], ensure_ascii=False)
     assert not any(p in "".join(thoughts) + kept for p in private)
     messages = session.conversation.for_prompt(model.reasoning)[:-1]  # what the second prompt was made of
     made = next(m for m in messages if m.get("tool_calls"))
@@ -280,7 +280,7 @@ def test_a_thought_whose_markers_are_tokens_is_ended_by_the_budget_and_by_ctrl_c
     assert result.reasoning_tokens == 8 + len(close_ids), result
     assert result.reasoning.strip() and result.reply.strip() and not result.ended_in_thought
     private = (HIDDEN_OPEN, HIDDEN_CLOSE)
-    kept = json.dumps(session.conversation.messages, ensure_ascii=False)
+    kept = json.dumps([m.as_dict() for m in session.conversation.messages], ensure_ascii=False)
     for text in ("".join(shown), "".join(thoughts), kept):
         assert not any(p in text for p in private)
     assert not any(m in "".join(shown) + "".join(thoughts) for m in markers)

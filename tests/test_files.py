@@ -98,7 +98,7 @@ def test_file_goes_with_the_next_message_in_the_chat_and_errors_keep_the_session
                        f"What do I buy?{ENTER}Thanks.{ENTER}")
         pipe.close()
         assert Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history").run() == 0
-        users = [m["content"] for m in session.conversation.messages if m["role"] == "user"]
+        users = [m.content for m in session.conversation.messages if m.role == "user"]
     out = capsys.readouterr().out
     assert f"error: /file {tmp_path / 'nothing.txt'}: no such file" in out
     assert f"{tmp_path / 'notes.txt'}: 1" in out and "held for your next message" in out

@@ -174,3 +174,35 @@ def test_an_install_ships_every_module(tmp_path) -> None:
     shipped = {str(p.relative_to(built)) for p in built.rglob("*.py")}
     present = {str(p.relative_to(ROOT)) for p in modules("tokenizer", "rml_chat")}
     assert len(present) > 50 and sorted(present - shipped) == []
+
+
+def _writes_to_messages(path: Path) -> list[int]:
+    """The lines of ``path`` that change a ``messages`` or ``branches`` list in place (a call of a list
+    method that changes it, an item or slice assigned, ``+=``)."""
+    changing = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        target = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in changing:
+            target = node.func.value
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            target = next((t.value for t in targets if isinstance(t, ast.Subscript)), None)
+            if target is None and isinstance(node, ast.AugAssign):
+                target = node.target
+        if isinstance(target, ast.Attribute) and target.attr in ("messages", "branches"):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_conversation_is_the_only_writer_of_its_messages() -> None:
+    """Everyone else reads a conversation's messages and changes them through its methods (a ``Message`` is
+    frozen besides), so no module but conversation.py changes the lists in place."""
+    writers = {dotted(p): lines for p in modules("rml_chat") if (lines := _writes_to_messages(p))}
+    assert set(writers) == {"rml_chat.core.conversation"}, writers
+    sample = ROOT / "tests" / "layout_sample.py"
+    sample.write_text("def f(c):\n    c.messages.append(1)\n    c.conversation.messages[-1] = 2\n    c.branches += []\n")
+    try:
+        assert sorted(_writes_to_messages(sample)) == [2, 3, 4]  # (the check sees each kind)
+    finally:
+        sample.unlink()

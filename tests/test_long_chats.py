@@ -10,6 +10,7 @@ import pytest
 from conftest import model_path
 
 from rml_chat.core.conversation import Conversation
+from rml_chat.core.message import Message
 from rml_chat.core.model import load_model
 from rml_chat.core.session import ChatSession, ContextOptions, SessionOptions
 from rml_chat.engines.base import Generation, Sampling
@@ -166,12 +167,12 @@ def test_a_cut_evaluation_keeps_the_message_records_no_reply_and_the_next_messag
     try:
         with pytest.raises(KeyboardInterrupt):
             session.turn("word " * 1200, lambda _: None, lambda _: None, interrupt)
-        assert calls and session.conversation.messages == [{"role": "user", "content": "word " * 1200}]
+        assert calls and session.conversation.messages == [Message("user", "word " * 1200)]
         cached = session.engine.cached_ids()
         assert cached == session.prompt_ids()[:len(cached)]  # consistent: a prefix of the prompt
         result = session.turn("Now just say OK.", lambda _: None, lambda _: None)
-        assert [m["role"] for m in session.conversation.messages] == ["user", "assistant"]
-        assert session.conversation.messages[0]["content"].endswith("\n\nNow just say OK.")
+        assert [m.role for m in session.conversation.messages] == ["user", "assistant"]
+        assert session.conversation.messages[0].content.endswith("\n\nNow just say OK.")
         assert result.generation.evaluated < len(result.prompt_ids)  # what was evaluated before the cut stayed
     finally:
         session.engine.close()
@@ -217,8 +218,8 @@ def test_two_hundred_exchanges_through_512_tokens_keep_every_message_and_resume_
             session.turn(f"Item {turn}: say a colour.", lambda _: None, notes.append)
         conversation = session.conversation
         conversation.save(saved)
-        assert len(conversation.messages) == 400 and conversation.messages[0]["content"] == "Item 0: say a colour."
-        assert 0 < conversation.window_start < 400 and conversation.messages[conversation.window_start]["role"] == "user"
+        assert len(conversation.messages) == 400 and conversation.messages[0].content == "Item 0: say a colour."
+        assert 0 < conversation.window_start < 400 and conversation.messages[conversation.window_start].role == "user"
         assert sum("left the model's window" in note for note in notes) >= 2
         window = session.prompt_ids()
     finally:
@@ -253,8 +254,8 @@ def _filled_session(model, context_shift: bool) -> ChatSession:
     session = ChatSession(model, LocalEngine(model.weights, n_ctx=512, n_threads=2),
                           SessionOptions(Sampling(temp=0.0, seed=0, max_tokens=-1), context=ContextOptions(shift=context_shift)))
     for n in (1, 2):
-        session.conversation.messages += [{"role": "user", "content": f"Exchange {n}: list some numbers."},
-                                          {"role": "assistant", "content": " ".join(str(i) for i in range(60))}]
+        session.conversation.add(Message("user", f"Exchange {n}: list some numbers."))
+        session.conversation.add(Message("assistant", " ".join(str(i) for i in range(60))))
     return session
 
 
@@ -267,7 +268,7 @@ def test_a_reply_that_fills_the_context_moves_the_window_and_goes_on_with_contex
         tokens = result.generation.tokens
         assert len(tokens) > 512 - result.generation.prompt_tokens  # more than fitted at first
         assert result.context_used <= 512 and shifted.engine.cached_ids()[:len(result.prompt_ids)] == result.prompt_ids
-        assert shifted.conversation.messages[-1]["content"] == result.reply and len(shifted.conversation.messages) == 6
+        assert shifted.conversation.messages[-1].content == result.reply and len(shifted.conversation.messages) == 6
     finally:
         shifted.engine.close()
     went_on = tokens[len(tokens) - (result.context_used - len(result.prompt_ids)):]  # after the last shift

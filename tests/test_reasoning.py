@@ -14,6 +14,7 @@ import sys
 import pytest
 from conftest import fetch, model_path, smollm_with_template
 
+from rml_chat.core.message import Message
 from rml_chat.core.model import load_model
 from rml_chat.core.session import ChatSession, SessionOptions
 from rml_chat.core.structured import from_grammar
@@ -176,17 +177,17 @@ def test_history_drops_the_thought_as_the_template_does_and_only_the_answer_is_e
         for turn, text in enumerate(["Say hi", "Say hello", "Say bye"]):
             before = session.prompt_ids() if session.conversation.messages else []
             result = session.turn(text, lambda _: None, lambda _: None)
-            assert result.reasoning and session.conversation.messages[-1]["reasoning"].strip() == result.reasoning
-            messages = [model.reasoning.message(m["content"], m["reasoning"]) if "reasoning" in m else
-                        {"role": m["role"], "content": m["content"]} for m in session.conversation.messages]
+            assert result.reasoning and session.conversation.messages[-1].reasoning.strip() == result.reasoning
+            messages = [model.reasoning.message(m.content, m.reasoning) if m.reasoning is not None else
+                        {"role": m.role, "content": m.content} for m in session.conversation.messages]
             rendered = template.render(messages + [{"role": "user", "content": "next"}], True, bos_token="",
                                        eos_token="<|im_end|>")
-            session.conversation.messages.append({"role": "user", "content": "next"})
+            session.conversation.add(Message("user", "next"))
             assert model.tokenizer.decode(session.prompt_ids()) == rendered  # the template's own history
             assert result.reasoning not in rendered  # Qwen3 drops earlier thoughts
-            session.conversation.messages.pop()
+            session.conversation.drop_last()
             if turn:  # evaluated: the last answer, the new message and the template's glue, never the history
-                answer = len(model.tokenizer.encode(session.conversation.messages[-3]["content"]))
+                answer = len(model.tokenizer.encode(session.conversation.messages[-3].content))
                 new = len(model.tokenizer.encode(text))
                 assert result.generation.evaluated <= answer + new + 12, (turn, result.generation.evaluated)
                 assert before  # (the earlier prompt was there to reuse)
@@ -197,7 +198,7 @@ def test_history_drops_the_thought_as_the_template_does_and_only_the_answer_is_e
     from rml_chat.core.conversation import Conversation
 
     back = Conversation.load(saved)
-    assert [m.get("reasoning") for m in back.messages] == [m.get("reasoning") for m in session.conversation.messages]
+    assert [m.reasoning for m in back.messages] == [m.reasoning for m in session.conversation.messages]
     assert back.for_prompt(model.reasoning) == session.conversation.for_prompt(model.reasoning)
 
 

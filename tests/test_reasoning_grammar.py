@@ -279,8 +279,8 @@ def test_a_required_call_follows_a_free_thought_and_a_lazy_trigger_inside_a_thou
         engine.close()
     assert [c.result for c in result.tool_calls] == ["Sunny, 21 C in Paris"]
     user, call, tool, answer = session.conversation.messages
-    assert call["reasoning"].strip() and call["tool_calls"] and call["content"] == ""  # a thought, then the call
-    assert tool["role"] == "tool" and answer["reasoning"].strip() and result.reasoning_tokens > 10  # thought again
+    assert call.reasoning.strip() and call.tool_calls and call.content == ""  # a thought, then the call
+    assert tool.role == "tool" and answer.reasoning.strip() and result.reasoning_tokens > 10  # thought again
     messages = session.conversation.for_prompt(model.reasoning)[:3]
     expected = template.render(messages, True, tools=[t.definition() for t in tools], bos_token="<|im_start|>",
                                eos_token="<|im_end|>", thinking=True)
@@ -324,15 +324,14 @@ def test_the_thought_before_a_call_goes_to_the_template_which_keeps_it_after_the
 
     model = load_model(copies["qwen3"])
     call = ToolCall("get_weather", {"city": "Paris"}, "call00001")
-    conversation = Conversation()
-    conversation.messages = [{"role": "user", "content": "Weather in Paris?"},
-                             {"role": "assistant", "content": "", "reasoning": "\nI should look it up.\n",
-                              "tool_calls": render_calls([call])}, tool_message(call, "Sunny")]
+    conversation = Conversation(None, [{"role": "user", "content": "Weather in Paris?"},
+                                       {"role": "assistant", "content": "", "reasoning": "\nI should look it up.\n",
+                                        "tool_calls": render_calls([call])}, tool_message(call, "Sunny")])
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather.", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
     ours = model.tokenizer.decode(model.encoder.encode(model.encoder.format(conversation.for_prompt(model.reasoning),
                                                                             tools=tools)))
-    handed = [dict(m) for m in conversation.messages]
+    handed = [m.as_dict() for m in conversation.messages]
     handed[1]["reasoning_content"] = handed[1].pop("reasoning").strip()  # as llama-server hands a parsed reply
     theirs = ChatTemplate(model.tokenizer.chat_template).render(handed, True, tools=tools, bos_token="",
                                                                  eos_token="<|im_end|>")

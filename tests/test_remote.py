@@ -165,7 +165,7 @@ def test_ctrl_c_mid_reply_keeps_the_partial_reply_and_the_server_serves_the_next
     with pytest.raises(KeyboardInterrupt):
         session.turn("Write a long story about a lighthouse.", emit, lambda _: None)
     cut = session.conversation.messages[-1]
-    assert cut["role"] == "assistant" and cut["cut"] is True and cut["content"]
+    assert cut.role == "assistant" and cut.cut is True and cut.content
     session.options.sampling.max_tokens = 8
     result = session.turn("Now say hi.", lambda _: None, lambda _: None)
     assert result.reply.strip() and result.generation.evaluated < len(result.prompt_ids)
@@ -187,8 +187,8 @@ def test_a_server_killed_mid_reply_is_one_line_and_the_conversation_is_kept(mode
             session.turn("Write a long story about a lighthouse.", emit, lambda _: None)
     finally:
         alone.stop()
-    assert session.conversation.messages[0]["content"].startswith("Write a long story")
-    assert session.conversation.messages[-1].get("cut") is True
+    assert session.conversation.messages[0].content.startswith("Write a long story")
+    assert session.conversation.messages[-1].cut is True
 
 
 def test_a_server_with_another_model_is_refused_at_connect(model, tmp_path) -> None:

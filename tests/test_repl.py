@@ -34,7 +34,7 @@ def session() -> ChatSession:
 
 
 def drive(session: ChatSession, keys: str, tmp_path, capsys) -> str:
-    session.conversation.messages.clear()
+    session.conversation.clear()
     with create_pipe_input() as pipe:
         pipe.send_text(keys)
         pipe.close()
@@ -48,7 +48,7 @@ def test_alt_enter_fence_and_bracketed_paste_each_make_one_multiline_message(ses
             + '"""' + ENTER + "fenced one" + ENTER + "fenced two" + ENTER + '"""' + ENTER
             + "\x1b[200~pasted one\npasted two\x1b[201~" + ENTER)
     out = drive(session, keys, tmp_path, capsys)
-    users = [m["content"] for m in session.conversation.messages if m["role"] == "user"]
+    users = [m.content for m in session.conversation.messages if m.role == "user"]
     assert users == ["first line\nsecond line", "fenced one\nfenced two", "pasted one\npasted two"]
     assert len(session.conversation.messages) == 6
     assert out.count("prompt tokens evaluated") == 3 and "context " in out
@@ -56,7 +56,7 @@ def test_alt_enter_fence_and_bracketed_paste_each_make_one_multiline_message(ses
 
 def test_a_fenced_block_ended_by_ctrl_d_is_sent_not_lost(session, tmp_path, capsys) -> None:
     drive(session, '"""' + ENTER + "line one" + ENTER + "line two" + ENTER, tmp_path, capsys)
-    assert session.conversation.messages[0]["content"] == "line one\nline two"
+    assert session.conversation.messages[0].content == "line one\nline two"
 
 
 def test_a_ctrl_c_as_a_turn_ends_does_not_end_the_session(session, tmp_path, capsys, monkeypatch) -> None:
@@ -74,7 +74,7 @@ def test_a_ctrl_c_as_a_turn_ends_does_not_end_the_session(session, tmp_path, cap
     monkeypatch.setattr(Repl, "autosave", autosave)
     out = drive(session, "Hi" + ENTER + "Bye" + ENTER, tmp_path, capsys)
     assert "[stopped by Ctrl-C; the conversation is kept]" in out
-    assert [m["content"] for m in session.conversation.messages if m["role"] == "user"] == ["Hi", "Bye"]
+    assert [m.content for m in session.conversation.messages if m.role == "user"] == ["Hi", "Bye"]
     assert saves[:2] == [2, 2] and len(session.conversation.messages) == 4  # saved again at once, then the turn
 
 
@@ -85,7 +85,7 @@ def test_undo_save_load_round_trip(session, tmp_path, capsys) -> None:
     out = drive(session, keys, tmp_path, capsys)
     data = json.loads(saved.read_text())
     assert [m["role"] for m in data["messages"]] == ["user", "assistant"] and data["messages"][0]["content"] == "one"
-    assert [m["content"] for m in session.conversation.messages] == [m["content"] for m in data["messages"]]
+    assert [m.content for m in session.conversation.messages] == [m["content"] for m in data["messages"]]
     assert "last exchange dropped" in out and "loaded 2 messages" in out and "chat format: smollm2" in out
     assert session.options.sampling.temp == 0.2 and session.conversation.system == "Be terse."
     session.options.sampling.temp, session.conversation.system = 0.0, None
@@ -109,7 +109,7 @@ def test_save_on_a_full_disk_keeps_the_old_file_and_says_so(session, tmp_path, c
 def test_a_history_file_that_cannot_be_written_warns_once_and_chat_goes_on(session, tmp_path, capsys) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    session.conversation.messages.clear()
+    session.conversation.clear()
     with create_pipe_input() as pipe:
         pipe.send_text("a" + ENTER + "b" + ENTER)
         pipe.close()
@@ -123,7 +123,7 @@ def test_regen_replaces_the_last_reply_and_help_and_stats_answer(session, tmp_pa
     keys = "/regen" + ENTER + "Name a fruit." + ENTER + "/set temp 1.5" + ENTER + "/set seed 7" + ENTER + "/regen" + ENTER
     out = drive(session, keys + "/stats" + ENTER + "/help" + ENTER, tmp_path, capsys)
     assert "no reply to generate again" in out
-    assert [m["role"] for m in session.conversation.messages] == ["user", "assistant"]
+    assert [m.role for m in session.conversation.messages] == ["user", "assistant"]
     assert out.count(" evaluated · ") == 3  # two replies and /stats
     assert "/regen" in out and "/undo" in out and "drop the last exchange" in out
     session.options.sampling.temp, session.options.sampling.seed = 0.0, -1
@@ -396,7 +396,7 @@ def test_resume_by_name_shows_the_last_exchange_and_brings_back_the_settings(tmp
 def test_leaving_writes_a_state_only_when_worth_it_and_says_saving_when_it_takes_a_while(
         session, tmp_path, capsys, monkeypatch) -> None:
     def leave_after(keys: str, name: str) -> tuple[str, Path]:
-        session.conversation.messages.clear()
+        session.conversation.clear()
         session.engine.reset()
         with create_pipe_input() as pipe:
             pipe.send_text(keys)
@@ -458,7 +458,7 @@ def test_lines_typed_ahead_then_ctrl_d_are_all_answered_on_a_loaded_machine(tmp_
 
 def test_a_chat_with_no_message_is_not_autosaved(session, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("RML_CHAT_SESSIONS", str(tmp_path / "sessions"))
-    session.conversation.messages.clear()
+    session.conversation.clear()
     with create_pipe_input() as pipe:
         pipe.send_text("/set temp 0.5" + ENTER + "/set temp 0" + ENTER)
         pipe.close()

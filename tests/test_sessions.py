@@ -159,7 +159,7 @@ def test_a_calls_message_keeps_a_string_content_and_is_none_only_where_the_templ
     assert chat.for_prompt()[1]["content"] == ""
     saved = tmp_path / "chat.json"
     chat.save(saved)
-    assert Conversation.load(saved).messages[1]["content"] == ""
+    assert Conversation.load(saved).messages[1].content == ""
     old = json.loads(saved.read_text())
     old["messages"][1]["content"] = None
     saved.write_text(json.dumps(old))

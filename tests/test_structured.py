@@ -166,7 +166,7 @@ def test_the_repl_takes_a_schema_and_lets_it_go(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "replies follow a JSON schema now" in out and "replies are free text again" in out
     assert "error: /grammar: the grammar does not parse: Undefined rule identifier 'foo'" in out
-    reply = session.conversation.messages[1]["content"]
+    reply = session.conversation.messages[1].content
     assert set(json.loads(reply)) == {"colour"}
     assert session.options.constraint is None
 

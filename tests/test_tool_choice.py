@@ -52,11 +52,12 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
         session.options.tools = Toolbox(load_functions(copies["functions"]), syntax, choice="auto", approve=lambda call: True)
         for i, city in enumerate(["Oslo", "Rome", "Madrid", "Berlin", "Lisbon"]):
             call = ToolCall("get_weather", {"city": city}, f"call0000{i}")
-            session.conversation.messages += [
+            for message in [
                 {"role": "user", "content": f"What is the weather in {city}?"},
                 {"role": "assistant", "content": "", "tool_calls": render_calls([call])},
                 tool_message(call, f"Sunny, 21 C in {city}"),
-                {"role": "assistant", "content": f"It is sunny and 21 C in {city}."}]
+                {"role": "assistant", "content": f"It is sunny and 21 C in {city}."}]:
+                session.conversation.add(message)
         result = tool_loop.exchange(session, "What is the weather in Paris?", lambda t: None, lambda t: None)
     finally:
         engine.close()
@@ -64,8 +65,8 @@ def test_under_auto_the_model_opens_a_call_itself_and_the_lazy_grammar_holds_it(
         ("get_weather", {"city": "Paris"}, "Sunny, 21 C in Paris")]
     assert isinstance(grammars[0], LazyGrammar) and grammars[0].triggers == (syntax.trigger(),)  # none before it
     call_message, tool, answer = session.conversation.messages[-3:]
-    assert call_message["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Paris"}}
-    assert tool["content"] == "Sunny, 21 C in Paris" and "Paris" in answer["content"]
+    assert call_message.tool_calls[0]["function"] == {"name": "get_weather", "arguments": {"city": "Paris"}}
+    assert tool.content == "Sunny, 21 C in Paris" and "Paris" in answer.content
 
 
 def test_a_required_call_on_gpt_oss_is_a_message_of_its_own_not_after_the_final_channel(copies) -> None:

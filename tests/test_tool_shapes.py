@@ -275,13 +275,14 @@ def test_a_tool_the_template_cant_describe_is_left_out_in_one_line(tmp_path) -> 
     assert "tools: get_forecast (calls written as 'Action:" in done.stderr
 
 
-@pytest.mark.whitebox  # (the toolbox reads the reply as the session recorded it)
 def test_a_call_inside_a_thought_that_never_closes_is_a_call_and_the_thought_ends_where_it_begins(tools) -> None:
     """Kimi K2 Thinking writes its calls inside its thought, which never closes (llama.cpp's own test of the
     template reads them as calls). Call markup in a thought that did close is reasoning, not a call (as
     llama.cpp's "fake tool call marker inside reasoning")."""
     from types import SimpleNamespace
 
+    from rml_chat.core.message import Message
+    from rml_chat.core.tool_round import calls_of_reply
     from rml_chat.tools.toolbox import Toolbox
 
     box = Toolbox(tools, _syntax("Kimi-K2-Thinking"))
@@ -294,20 +295,19 @@ def test_a_call_inside_a_thought_that_never_closes_is_a_call_and_the_thought_end
 
     from rml_chat.core.reply import ReplyFormat, parse_reply
 
-    def recorded(thought: str, answer: str, ended_in_thought: bool) -> SimpleNamespace:
-        message = {"role": "assistant", "content": answer, "reasoning": thought}
+    def recorded(thought: str, answer: str, ended_in_thought: bool) -> tuple[Message, SimpleNamespace]:
         written = f"<think>{thought}" + ("" if ended_in_thought else f"</think>{answer}")  # (as the model wrote it)
         read = parse_reply(ReplyFormat(reasoning, box.syntax), written, schemas=box.schemas(), in_thought=False)
-        return SimpleNamespace(conversation=SimpleNamespace(messages=[message]), last=SimpleNamespace(
-            ended_in_thought=ended_in_thought, generation=SimpleNamespace(stop_reason="stop"), message=read))
+        return Message("assistant", answer, reasoning=thought), SimpleNamespace(
+            ended_in_thought=ended_in_thought, generation=SimpleNamespace(stop_reason="stop"), message=read)
 
-    inside = recorded("I need the weather. " + call, "", True)
-    assert box._calls(inside, print) == [ToolCall("get_weather", {"city": "Oslo"}, "functions.get_weather:0")]  # (its id)
-    message = inside.conversation.messages[0]
-    assert message["reasoning"] == "I need the weather." and message["content"] == ""
-    assert message["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Oslo"}}
-    closed = recorded(f"I could write {call} here.", "Sunny, I think.", False)
-    assert box._calls(closed, print) == [] and closed.conversation.messages[0]["reasoning"].endswith("here.")
+    message, calls = calls_of_reply(*recorded("I need the weather. " + call, "", True), box.syntax, print, box.new_id)
+    assert calls == [ToolCall("get_weather", {"city": "Oslo"}, "functions.get_weather:0")]  # (its id)
+    assert message.reasoning == "I need the weather." and message.content == ""
+    assert message.tool_calls[0]["function"] == {"name": "get_weather", "arguments": {"city": "Oslo"}}
+    closed, last = recorded(f"I could write {call} here.", "Sunny, I think.", False)
+    message, calls = calls_of_reply(closed, last, box.syntax, print, box.new_id)
+    assert calls == [] and message is closed and message.reasoning.endswith("here.")
 
 
 #: templates transformers' sandbox refuses and llama.cpp renders (tokenizer/chat/template.py): Kimi K2's

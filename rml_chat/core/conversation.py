@@ -27,9 +27,7 @@ from .. import text_input
 from ..engines.base import common_prefix
 from ..errors import AppError
 from ..words import counted
-
-ROLES = ("user", "assistant", "tool")
-TOOL_KEYS = ("tool_calls", "tool_call_id", "name")  # a call an assistant made, and the result that answers it
+from .message import Message, MessageError
 
 
 class ChatError(AppError):
@@ -46,54 +44,78 @@ class Conversation:
     message, or 0); it never deletes a message, and both are saved.
 
     With 3 exchanges and ``window_start`` 2, the prompt holds the system message and exchanges 2 and 3;
-    the file holds all 6 messages."""
+    the file holds all 6 messages.
+
+    The conversation is the only writer of its messages (``add``, ``drop_last``, ``replace_last``, ``undo``,
+    ``fork``, ``switch``, ``clear``): everyone else reads them. Messages given as their file form (dicts)
+    are checked and typed as they come in."""
 
     system: str | None = None
-    messages: list[dict] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
     model: str | None = None  # the model it was held with (a path), for --resume
     window_start: int = 0
     name: str | None = None  # given with /name: --resume NAME opens it
     settings: dict[str, object] = field(default_factory=dict)  # /set changes, as NAME: value text
-    branches: list[list[dict]] = field(default_factory=list)  # the other paths, each its whole message list
+    branches: list[list[Message]] = field(default_factory=list)  # the other paths, each its whole message list
+
+    def __post_init__(self) -> None:
+        self.messages = _typed(self.messages, "message")
+        self.branches = [_typed(branch, f"branch {n}: message") for n, branch in enumerate(self.branches, 1)]
+
+    def add(self, message: Message | dict) -> Message:
+        """A message at the end (a dict is checked and typed: a ChatError where it is not a message)."""
+        (typed,) = _typed([message], "the message")
+        self.messages.append(typed)
+        return typed
+
+    def drop_last(self) -> Message:
+        """The last message, out of the conversation."""
+        dropped = self.messages.pop()
+        self.window_start = min(self.window_start, len(self.messages))
+        return dropped
+
+    def replace_last(self, message: Message) -> None:
+        """The last message, changed (a reply's message rewritten as the template takes its calls)."""
+        self.messages[-1] = message
 
     def for_prompt(self, reasoning: Reasoning | None = None, calls_without_content: bool = False) -> list[dict]:
-        """The window: the system message, then the messages from ``window_start`` on; a reply's thought
-        handed to the template the way it takes one (``reasoning``), so that it drops or keeps it.
-        ``calls_without_content``: the template takes a message of calls with its content None (DeepSeek R1's
-        distills), which is written so here alone: the conversation's content is always a string."""
+        """The window as the template takes it: the system message, then the messages from ``window_start``
+        on; a reply's thought handed over the way the template takes one (``reasoning``), so that it drops or
+        keeps it. ``calls_without_content``: the template takes a message of calls with its content None
+        (DeepSeek R1's distills), which is written so here alone: a message's content is always a string."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        shown = [{**(reasoning.message(m["content"], m["reasoning"], "tool_calls" in m)
-                     if reasoning and "reasoning" in m else
-                     {"role": m["role"], "content": m["content"]}), **{k: m[k] for k in TOOL_KEYS if k in m}}
-                 for m in self.messages[self.window_start:]]
-        if calls_without_content:
-            shown = [{**m, "content": None} if m.get("tool_calls") and not m["content"] else m for m in shown]
+        shown = []
+        for m in self.messages[self.window_start:]:
+            written = (reasoning.message(m.content, m.reasoning, bool(m.tool_calls))
+                       if reasoning is not None and m.reasoning is not None else {"role": m.role, "content": m.content})
+            calls = {"tool_calls": list(m.tool_calls), "tool_call_id": m.tool_call_id, "name": m.name}
+            written.update((key, value) for key, value in calls.items() if value or (value is not None and key != "tool_calls"))
+            if calls_without_content and m.tool_calls and not m.content:
+                written["content"] = None
+            shown.append(written)
         return head + shown
 
     def next_window_start(self) -> int | None:
         """Where the window starts once its oldest exchange leaves it (None: one exchange or less is left)."""
-        return next((i for i in range(self.window_start + 1, len(self.messages)) if self.messages[i]["role"] == "user"),
+        return next((i for i in range(self.window_start + 1, len(self.messages)) if self.messages[i].role == "user"),
                     None)
 
     def unanswered(self) -> str | None:
         """The last message's text when it is a user message with no reply (its turn was cut before the
         model wrote anything)."""
-        return self.messages[-1]["content"] if self.messages and self.messages[-1]["role"] == "user" else None
+        return self.messages[-1].content if self.messages and self.messages[-1].role == "user" else None
 
-    def take_last_reply(self) -> dict:
+    def take_last_reply(self) -> Message:
         """The last message, the model's reply, out of the conversation (``/continue`` goes on from it;
-        ``put_back`` returns it); a ChatError where the last message is not the model's."""
-        if not self.messages or self.messages[-1].get("role") != "assistant":
+        ``add`` puts it back); a ChatError where the last message is not the model's."""
+        if not self.messages or self.messages[-1].role != "assistant":
             raise ChatError("there is no reply to continue: the last message is not the model's")
-        return self.messages.pop()
-
-    def put_back(self, message: dict) -> None:
-        self.messages.append(message)
+        return self.drop_last()
 
     def undo(self) -> bool:
         """Drop the last exchange (the last user message and what follows it)."""
         for i in range(len(self.messages) - 1, -1, -1):
-            if self.messages[i]["role"] == "user":
+            if self.messages[i].role == "user":
                 del self.messages[i:]
                 self.window_start = min(self.window_start, len(self.messages))
                 return True
@@ -123,7 +145,7 @@ class Conversation:
         listed = []
         for number, branch in enumerate(self.branches, 1):
             parted = common_prefix(self.messages, branch)
-            first = branch[parted]["content"].strip().split("\n")[0] if parted < len(branch) else ""
+            first = branch[parted].content.strip().split("\n")[0] if parted < len(branch) else ""
             listed.append((number, parted, first))
         return listed
 
@@ -134,9 +156,10 @@ class Conversation:
         self.branches.clear()
 
     def to_json(self) -> dict:
-        return {"format": "rml-chat conversation", "version": 1, "system": self.system, "messages": self.messages,
-                "model": self.model, "window_start": self.window_start, "name": self.name, "settings": self.settings,
-                "branches": self.branches}
+        return {"format": "rml-chat conversation", "version": 1, "system": self.system,
+                "messages": [m.as_dict() for m in self.messages], "model": self.model, "window_start": self.window_start,
+                "name": self.name, "settings": self.settings,
+                "branches": [[m.as_dict() for m in branch] for branch in self.branches]}
 
     @classmethod
     def from_json(cls, data: object, source: str) -> Conversation:
@@ -165,7 +188,7 @@ class Conversation:
 
     def called_tools(self) -> list[str]:
         """The names of the tools the assistant called, in the order of their first call."""
-        names = (c["function"].get("name") for m in self.messages for c in m.get("tool_calls") or ())
+        names = (c["function"].get("name") for m in self.messages for c in m.tool_calls)
         return list(dict.fromkeys(n for n in names if isinstance(n, str)))
 
     def save(self, path: Path) -> None:
@@ -202,22 +225,16 @@ class Conversation:
         return cls.from_json(parsed, str(path))
 
 
-def _checked(listed: list, source: str) -> list[dict]:
+def _checked(listed: list, source: str) -> list[Message]:
     """A file's message list, each message checked (what is wrong: one line naming the file)."""
-    messages = []
-    for i, m in enumerate(listed):
-        if isinstance(m, dict) and m.get("content") is None and m.get("role") == "assistant" and m.get("tool_calls"):
-            m = {**m, "content": ""}  # (a call's message saved with content None by an earlier version)
-        if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
-            raise ChatError(f"{source}: message {i} needs a role user/assistant/tool and a string content")
-        if m.get("reasoning") is not None and not (m["role"] == "assistant" and isinstance(m["reasoning"], str)):
-            raise ChatError(f"{source}: message {i}: 'reasoning' is an assistant's thought, a string")
-        calls = m.get("tool_calls")
-        if calls is not None and not (m["role"] == "assistant" and isinstance(calls, list) and all(
-                isinstance(c, dict) and isinstance(c.get("function"), dict) for c in calls)):
-            raise ChatError(f"{source}: message {i}: 'tool_calls' is an assistant's list of calls")
-        messages.append({k: v for k, v in m.items() if k in ("role", "content", "cut", "reasoning", *TOOL_KEYS)})
-    return messages
+    return _typed(listed, f"{source}: message")
+
+
+def _typed(listed: list, what: str) -> list[Message]:
+    try:
+        return [Message.of(m, f"{what} {i}") for i, m in enumerate(listed)]
+    except MessageError as err:
+        raise ChatError(str(err)) from None
 
 
 def window_note(conversation: Conversation) -> str:

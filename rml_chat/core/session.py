@@ -37,6 +37,7 @@ from .continuation import Prefill
 from .conversation import ChatError, Conversation
 from .gbnf import ThoughtThenCall, for_reply, thought_free
 from .loop_guard import LoopGuard
+from .message import Message
 from .model import Model
 from .read_reply import ReplyFormat
 from .reply import AnswerText, ReplyEvent, ReplyParser, ThoughtText
@@ -160,14 +161,17 @@ class ChatSession:
         box, messages = self.options.tools, self.conversation.messages
         if box is None or self.last is None or not messages:
             return []
-        return calls_of_reply(messages[-1], self.last, box.syntax, notify, new_id)
+        message, calls = calls_of_reply(messages[-1], self.last, box.syntax, notify, new_id)
+        if message is not messages[-1]:
+            self.conversation.replace_last(message)
+        return calls
 
     def answer_calls(self, results: Sequence[ToolResult]) -> None:
         """The results of the last reply's calls into the conversation, as the template's tool messages. The
         next turn's prompt keeps the model's own ids for the call (``tool_round.own_ids``), so only the call's
         end and the results are evaluated."""
         for result in results:
-            self.conversation.messages.append(tool_message(result.call, result.result))
+            self.conversation.add(tool_message(result.call, result.result))
         self._after_calls = self.engine.cached_ids()
 
     def reply_room(self) -> int:
@@ -236,15 +240,15 @@ class ChatSession:
             pending = self.conversation.unanswered()
             if pending is not None:  # a message whose evaluation was cut: it goes with this one
                 text = pending + "\n\n" + text
-                self.conversation.messages.pop()
-            self.conversation.messages.append({"role": "user", "content": text})
+                self.conversation.drop_last()
+            self.conversation.add(Message("user", text))
         window_start = self.conversation.window_start
         try:
             ids, dropped = self._fit(notify)
         except ChatError:
             self.conversation.window_start = window_start  # the window stays where it was
             if text is not None:
-                self.conversation.messages.pop()  # not lost: the caller still holds it and shows it back
+                self.conversation.drop_last()  # not lost: the caller still holds it and shows it back
             raise
         gen = Generation()
         thought = self._thought_at_end(ids)
@@ -255,7 +259,7 @@ class ChatSession:
             ids = ids + prefilled
             if len(ids) >= self.engine.n_ctx:
                 if text is not None:
-                    self.conversation.messages.pop()  # (the caller holds it, as for any ChatError)
+                    self.conversation.drop_last()  # (the caller holds it, as for any ChatError)
                 raise ChatError(f"the reply to continue fills the context ({len(ids)}/{self.engine.n_ctx} tokens); "
                                 "-c/--ctx-size gives a larger one")
         self._think = think
@@ -315,12 +319,8 @@ class ChatSession:
     def _record(self, reply: ReplyParser, ids: list[int], gen: Generation, dropped: int, cut: bool,
                 moves: Sequence[str] = ()) -> TurnResult:
         """The reply into the conversation, as written (the thought apart), and the turn's result."""
-        message = {"role": "assistant", "content": reply.raw_answer}
-        if reply.thought_raw or reply.in_thought:
-            message["reasoning"] = reply.thought_raw
-        if cut:
-            message["cut"] = True
-        self.conversation.messages.append(message)
+        thought = reply.thought_raw if reply.thought_raw or reply.in_thought else None
+        self.conversation.add(Message("assistant", reply.raw_answer, reasoning=thought, cut=cut))
         self.last = TurnResult(reply.text, gen, ids, dropped, shifts=len(moves), reasoning=reply.thought,
                                reasoning_tokens=reply.thought_tokens, ended_in_thought=reply.in_thought,
                                written=reply.written, message=reply.message, opened_in_thought=reply.opened_in_thought,

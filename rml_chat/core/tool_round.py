@@ -16,35 +16,35 @@ from dataclasses import replace
 
 from tokenizer.chat.tool_calls import CallSyntax, ToolCall, render_calls
 
+from .message import Message
 from .turn_result import TurnResult
 
 
-def calls_of_reply(message: dict, last: TurnResult, syntax: CallSyntax, notify: Callable[[str], None],
-                   new_id: Callable[[], str]) -> list[ToolCall]:
-    """The calls of the reply ``message`` records (as the reply parser read them: ``last.message``), the
-    message rewritten as the template takes a call; a call the model gave no id gets ``new_id()``. None
-    where the reply was cut inside a call or wrote a broken one (``notify`` says which), or made none."""
-    if message.get("role") != "assistant" or message.get("cut") or last.message is None:
-        return []
+def calls_of_reply(message: Message, last: TurnResult, syntax: CallSyntax, notify: Callable[[str], None],
+                   new_id: Callable[[], str]) -> tuple[Message, list[ToolCall]]:
+    """The calls of the reply ``message`` records (as the reply parser read them: ``last.message``) and
+    the message as the template takes a call (``message`` itself where it makes none); a call the model
+    gave no id gets ``new_id()``. No calls where the reply was cut inside a call or wrote a broken one
+    (``notify`` says which), or made none."""
+    if message.role != "assistant" or message.cut or last.message is None:
+        return message, []
     read = last.message
     if last.generation.stop_reason not in ("stop", "stop_string") and (read.tool_calls or read.problem):
         notify(f"tools: the reply was cut ({last.generation.stop_reason}) inside a call, which is not run")
-        return []
+        return message, []
     if read.problem:
         notify(f"tools: {read.problem}; the reply is kept as text")
-        return []
+        return message, []
     if not read.tool_calls:
-        return []
+        return message, []
     # A call nested in a thought that never closed: the thought ends where the call begins.
-    if last.ended_in_thought and not read.ended_in_thought:
-        message["reasoning"] = read.reasoning
+    reasoning = read.reasoning if last.ended_in_thought and not read.ended_in_thought else message.reasoning
     calls = [c if c.id else replace(c, id=new_id()) for c in read.tool_calls]
     # The message as the template takes a call: OpenAI's shape where CallSyntax asks for it, else the call in
     # the content too (tool_table.py).
-    if not syntax.in_content:
-        message["content"] = "" if syntax.content_none else read.content  # (None at rendering)
-    message["tool_calls"] = render_calls(calls, syntax.string_arguments)
-    return calls
+    content = message.content if syntax.in_content else "" if syntax.content_none else read.content
+    return replace(message, content=content, reasoning=reasoning,
+                   tool_calls=tuple(render_calls(calls, syntax.string_arguments))), calls
 
 
 

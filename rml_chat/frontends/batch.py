@@ -37,6 +37,7 @@ from typing import TextIO
 
 from .. import text_input
 from ..core.conversation import ChatError, Conversation
+from ..core.message import Message
 from ..core.session import ChatSession
 from ..core.settings import SAMPLING, SETTINGS, SettingError, sampling_value, settable
 from ..core.structured import Constraint, check, from_schema
@@ -60,7 +61,7 @@ class Job:
     overrides: dict
     constraint: Constraint | None
     prompt_settings: dict | None = None
-    history: list[dict] = field(default_factory=list)  # a ``messages`` line's conversation before the prompt
+    history: list[Message] = field(default_factory=list)  # a ``messages`` line's conversation before the prompt
 
 
 def _lines(path: str) -> Iterator[tuple[int, str]]:
@@ -90,7 +91,7 @@ def parse_job(number: int, text: str, session: ChatSession, constraints: dict[st
     prompt, system = data.get("prompt"), data.get("system")
     if system is not None and not isinstance(system, str):
         raise AppError("'system' must be a string", "input")
-    history: list[dict] = []
+    history: list[Message] = []
     if "messages" in data:
         prompt, system, history = _conversation(data, system)
     if not isinstance(prompt, str) or not prompt.strip():
@@ -120,7 +121,7 @@ def parse_job(number: int, text: str, session: ChatSession, constraints: dict[st
     return Job(number, data.get("id", number), prompt, system, overrides, constraint, prompt_settings, history)
 
 
-def _conversation(data: dict, system: str | None) -> tuple[str, str | None, list[dict]]:
+def _conversation(data: dict, system: str | None) -> tuple[str, str | None, list[Message]]:
     """A ``messages`` line: (the last user message, the system text, the history before it). The messages
     are a ``/save`` file's (a leading system message, OpenAI's way, is taken as the system text)."""
     if "prompt" in data:
@@ -134,9 +135,9 @@ def _conversation(data: dict, system: str | None) -> tuple[str, str | None, list
         conversation = Conversation.from_json({"messages": messages, "system": system}, "'messages'")
     except ChatError as err:
         raise AppError(str(err), "input") from None
-    if not conversation.messages or conversation.messages[-1]["role"] != "user":
+    if not conversation.messages or conversation.messages[-1].role != "user":
         raise AppError("'messages' must end with the user message to answer", "input")
-    return conversation.messages[-1]["content"], conversation.system, conversation.messages[:-1]
+    return conversation.messages[-1].content, conversation.system, conversation.messages[:-1]
 
 
 def _constraint(data: dict, session: ChatSession, constraints: dict[str, Constraint]) -> Constraint | None:
@@ -162,7 +163,7 @@ def _constraint(data: dict, session: ChatSession, constraints: dict[str, Constra
 
 
 def run_job(session: ChatSession, job: Job, base) -> dict:  # type: ignore[no-untyped-def]
-    session.conversation = Conversation(job.system, [dict(m) for m in job.history])
+    session.conversation = Conversation(job.system, list(job.history))
     options = session.options
     options.sampling = replace(base, **job.overrides)
     before = replace(options.reasoning)

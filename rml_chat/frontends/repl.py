@@ -32,6 +32,7 @@ from tokenizer.chat import ChatFormatError
 from .. import text_input
 from ..core.attachments import Attachment, message_with
 from ..core.conversation import ChatError
+from ..core.message import Message
 from ..core.session import ChatSession
 from ..core.sessions import new_autosave_path, prune_states, release_claim, sessions_dir, size_text, state_worth_it
 from ..engines.kv_cache import state_path
@@ -199,15 +200,15 @@ class Repl:
         """On --resume: where the chat stopped (its last exchange, each message to a few lines)."""
         messages = self.session.conversation.messages
         self._say(dim(f"resumed: {counted(len(messages), 'message')}; the last exchange:"))
-        start = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=0)
+        start = max((i for i, m in enumerate(messages) if m.role == "user"), default=0)
         for m in messages[start:]:
-            content = m["content"].strip()
+            content = m.content.strip()
             shown = content[:chars].split("\n")[:lines]
             rest = len(content) - sum(len(line) + 1 for line in shown) + 1
             if rest > 0:
                 shown.append(f"… ({rest} more characters)")
-            mark = "> " if m["role"] == "user" else ""
-            self._say(dim("\n".join(mark + line for line in shown) + (" [cut]" if m.get("cut") else "")))
+            mark = "> " if m.role == "user" else ""
+            self._say(dim("\n".join(mark + line for line in shown) + (" [cut]" if m.cut else "")))
 
     def guarded(self, action: Callable[[], object]) -> object:
         """Run a command or a turn; an error is one line and the session goes on."""
@@ -309,8 +310,8 @@ class Repl:
             self._say(f"error: {one_line(str(err))}" if known else
                       f"internal error ({type(err).__name__}: {one_line(str(err))}); the conversation is kept")
             if text is not None:
-                if self.session.conversation.messages[-1:] == [{"role": "user", "content": message}]:
-                    self.session.conversation.messages.pop()
+                if self.session.conversation.messages[-1:] == [Message("user", message)]:
+                    self.session.conversation.drop_last()
                 self.prompt.history.append_string(text)
                 self.files = files
                 self._say(dim("your message was not sent; it is in the history (press Up)" +

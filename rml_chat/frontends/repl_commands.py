@@ -158,13 +158,13 @@ class Commands:
         if not messages:
             self.say("no reply to generate again")
             return
-        if messages[-1]["role"] == "assistant":
-            messages.pop()
+        if messages[-1].role == "assistant":
+            self.session.conversation.drop_last()
         self.repl.reply(None)  # or the first reply to a message whose evaluation was cut
 
     def _continue(self, _: str) -> None:
         messages = self.session.conversation.messages
-        if not messages or messages[-1]["role"] != "assistant":
+        if not messages or messages[-1].role != "assistant":
             self.say("no reply to continue: the last message is not the model's (/regen answers a message)")
             return
         self.repl.reply(None, go_on=True)
@@ -172,7 +172,7 @@ class Commands:
     def _edit(self, rest: str) -> None:
         conversation = self.session.conversation
         messages = conversation.messages
-        yours = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        yours = [i for i, m in enumerate(messages) if m.role == "user"]
         if not yours:
             self.say("/edit: no message of yours yet")
             return
@@ -181,8 +181,8 @@ class Commands:
             self.say(f"/edit N: N is one of your messages as /history numbers them ({', '.join(str(i + 1) for i in yours)})")
             return
         at = number - 1 if number is not None else yours[-1]
-        text = self.repl.edited(messages[at]["content"])
-        if text is None or not text.strip() or text == messages[at]["content"]:
+        text = self.repl.edited(messages[at].content)
+        if text is None or not text.strip() or text == messages[at].content:
             self.say("/edit: unchanged; nothing generated")
             return
         conversation.fork(at)
@@ -318,10 +318,10 @@ class Commands:
         for i, message in enumerate(conversation.messages):
             if i == conversation.window_start and i:
                 self.say(f"      ── the model's window starts here ({counted(i, 'message')} above are out of it) ──")
-            lines = message["content"].strip().split("\n")
+            lines = message.content.strip().split("\n")
             first = lines[0] if len(lines[0]) <= 72 else lines[0][:71] + "…"
             more = f" (+{counted(len(lines) - 1, 'line')})" if len(lines) > 1 else ""
-            self.say(f"{i + 1:>5} {message['role']:9} {first}{more}{' [cut]' if message.get('cut') else ''}")
+            self.say(f"{i + 1:>5} {message.role:9} {first}{more}{' [cut]' if message.cut else ''}")
 
     def _name(self, text: str) -> None:
         conversation = self.session.conversation
@@ -354,8 +354,8 @@ class Commands:
         self.say(self.repl.stats_line())
 
     def _thought(self, _: str) -> None:
-        replies = [m for m in self.session.conversation.messages if m["role"] == "assistant"]
-        thought = replies[-1].get("reasoning", "").strip() if replies else ""
+        replies = [m for m in self.session.conversation.messages if m.role == "assistant"]
+        thought = (replies[-1].reasoning or "").strip() if replies else ""
         self.say(thought or ("the last reply has no thought" if replies else "no reply yet"))
 
     def _raw(self, _: str) -> None:
@@ -363,9 +363,8 @@ class Commands:
         self.say("no reply yet" if reply is None else reply.rstrip("\n"))  # (made visible, never drawn)
 
     def _last_reply(self) -> str | None:
-        replies = [m for m in self.session.conversation.messages if m["role"] == "assistant"]
-        content = replies[-1].get("content") if replies else None
-        return content if isinstance(content, str) else None
+        replies = [m for m in self.session.conversation.messages if m.role == "assistant"]
+        return replies[-1].content if replies else None
 
     def _copy(self, rest: str) -> None:
         reply = self._last_reply()

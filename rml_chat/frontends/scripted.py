@@ -14,6 +14,7 @@ from .. import text_input
 from ..core.attachments import Attachment, files_note, message_with
 from ..core.continuation import Prefill
 from ..core.conversation import ChatError
+from ..core.message import Message
 from ..core.sampling_sources import as_json
 from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint, Outcome
@@ -86,7 +87,7 @@ def _tokens_per_s(steps: list[Generation]) -> float:
 def show_prompt(session: ChatSession, text: str, as_json: bool) -> int:
     """--show-prompt: the prompt the model would see for ``text``, special tokens marked (or, with --json,
     its text, ids and control tokens as one object)."""
-    session.conversation.messages.append({"role": "user", "content": text})
+    session.conversation.add(Message("user", text))
     ids = session.prompt_ids()
     tok, detection = session.model.tokenizer, session.model.detection
     if as_json:

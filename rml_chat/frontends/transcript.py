@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ..core import fences
+from ..core.message import Message
 
 OSC52_LIMIT = 100_000  # bytes of base64 (xterm's and many others' cap; tmux's is about the same)
 def code_blocks(text: str) -> list[str]:
@@ -46,7 +47,7 @@ def osc52(text: str, tmux: bool) -> str:
     return "\x1bPtmux;" + sequence.replace("\x1b", "\x1b\x1b") + "\x1b\\" if tmux else sequence
 
 
-def as_markdown(system: str | None, messages: Sequence[Mapping[str, object]], title: str) -> str:
+def as_markdown(system: str | None, messages: Sequence[Message], title: str) -> str:
     """A chat as Markdown: a heading a message, numbered (a reply's own ``## You`` is told apart); a thought
     folded in ``<details>``; a call as fenced JSON; a tool's result fenced as text. The texts are the
     messages' own, as the model wrote them; a fence a text leaves open is closed after it, so that the next
@@ -55,23 +56,22 @@ def as_markdown(system: str | None, messages: Sequence[Mapping[str, object]], ti
     if system:
         parts.append(f"## System\n\n{_closed(system)}")
     for number, message in enumerate(messages, 1):
-        role, content = message.get("role"), message.get("content")
-        text = _closed(content) if isinstance(content, str) else ""
-        if role == "user":
+        text = _closed(message.content)
+        if message.role == "user":
             parts.append(f"## {number} · You\n\n{text}")
-        elif role == "assistant":
-            parts.append(f"## {number} · Assistant" + (" (cut)" if message.get("cut") else ""))
-            thought = message.get("reasoning")
-            if isinstance(thought, str) and thought.strip():
+        elif message.role == "assistant":
+            parts.append(f"## {number} · Assistant" + (" (cut)" if message.cut else ""))
+            thought = message.reasoning
+            if thought is not None and thought.strip():
                 parts.append(f"<details><summary>Thought</summary>\n\n{_closed(thought.strip())}\n\n</details>")
             if text.strip():
                 parts.append(text)
-            for call in message.get("tool_calls") or ():  # type: ignore[attr-defined]
+            for call in message.tool_calls:
                 function = call.get("function", {}) if isinstance(call, Mapping) else {}
                 shown = {"name": function.get("name"), "arguments": function.get("arguments"), "id": call.get("id")}
                 parts.append(_fenced(json.dumps(shown, ensure_ascii=False, indent=2), "json"))
-        elif role == "tool":
-            parts.append(f"## {number} · Tool result ({message.get('name') or message.get('tool_call_id') or 'a tool'})")
+        elif message.role == "tool":
+            parts.append(f"## {number} · Tool result ({message.name or message.tool_call_id or 'a tool'})")
             parts.append(_fenced(text, "text"))
     return "\n\n".join(parts) + "\n"
 

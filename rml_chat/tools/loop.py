@@ -80,10 +80,10 @@ def go_on(session: ChatSession, emit: Emit, notify: Emit, progress: Progress | N
     conversation, and the model goes on from it (``continuation.Prefill``); the reply recorded is the
     whole. A ChatError (the reply can't go on) leaves the conversation as it was."""
     last = session.conversation.take_last_reply()
-    prefill = Prefill(str(last.get("content") or ""), str(last.get("reasoning") or ""))
+    prefill = Prefill(last.content, last.reasoning or "")
     try:
         return exchange(session, None, emit, notify, progress, think=think, ctrl_c_ends_thought=ctrl_c_ends_thought,
                         prefill=prefill)
     except ChatError:
-        session.conversation.put_back(last)
+        session.conversation.add(last)
         raise
