@@ -122,6 +122,21 @@ def read_in_bulk(monkeypatch: pytest.MonkeyPatch, from_count: int) -> None:
 
 
 @contextmanager
+def busy_machine(processes: int):
+    """``processes`` cores taken by processes started here, ended after: a loaded machine, made, not hoped
+    for (a context manager)."""
+    import subprocess
+
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
 def smollm_session(n_ctx: int, max_tokens: int, **sampling):
     """A chat session on SmolLM2 with greedy sampling, its engine closed afterwards."""
     from rml_chat.core.model import load_model

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import model_path, smollm_session
+from conftest import busy_machine, model_path, smollm_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
@@ -419,18 +419,6 @@ def test_leaving_writes_a_state_only_when_worth_it_and_says_saving_when_it_takes
     assert state_path(chat).stat().st_size > 1_000_000
 
 
-@contextlib.contextmanager
-def _busy_machine(processes: int = 3):
-    """Every core taken by processes started here (and ended after): a loaded machine, made, not hoped for."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
-    try:
-        yield
-    finally:
-        for process in busy:
-            process.kill()
-            process.wait()
-
-
 @pytest.mark.parametrize("run", range(3))
 def test_lines_typed_ahead_then_ctrl_d_are_all_answered_on_a_loaded_machine(tmp_path, run) -> None:
     """14 lines typed while replies stream through a small context (the window moves), at uneven moments,
@@ -439,7 +427,7 @@ def test_lines_typed_ahead_then_ctrl_d_are_all_answered_on_a_loaded_machine(tmp_
     import random
 
     chance = random.Random(run)
-    with _busy_machine():
+    with busy_machine(3):
         term = Terminal(tmp_path, "--temp", "0", "-n", "6", "-c", "256", "--sessions-max", "0")
         term.prompt_ready()
         for n in range(14):

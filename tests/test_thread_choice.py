@@ -11,11 +11,10 @@ import json
 import os
 import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import model_path
+from conftest import busy_machine, model_path
 
 from rml_chat.engines.thread_choice import CpuTimes, ThreadChoice, cores_taken, read_cpu_times
 
@@ -32,15 +31,17 @@ def _proc(tmp_path: Path, cpu_lines: list[str], own_utime: int, own_stime: int, 
 
 
 def test_busy_time_is_read_per_cpu_of_this_process_and_its_own_time_apart(tmp_path) -> None:
-    """user, system, irq, softirq and steal are busy; idle, iowait and niced time are not; only the CPUs
-    named count; the process's name may hold spaces and parentheses."""
+    """user, system, irq, softirq and steal are busy; idle and iowait are not, nor niced time unless the
+    chat is niced itself; only the CPUs named count; the process's name may hold spaces and parentheses."""
     tick = os.sysconf("SC_CLK_TCK")
     proc = _proc(tmp_path, ["cpu0 100 50 30 900 20 5 5 10 0 0", "cpu1 7 0 3 990 0 0 0 0 0 0",
                             "cpu2 1000 0 0 0 0 0 0 0 0 0"], own_utime=40, own_stime=2, name="a (b) c")
-    reading = read_cpu_times([0, 1], proc)
+    reading = read_cpu_times([0, 1], proc, count_nice=False)
     assert reading is not None
     assert reading.busy == pytest.approx((100 + 30 + 5 + 5 + 10 + 7 + 3) / tick)
     assert reading.ours == pytest.approx(42 / tick)
+    niced = read_cpu_times([0, 1], proc, count_nice=True)  # (a niced chat: its own time is niced time)
+    assert niced is not None and niced.busy == pytest.approx(reading.busy + 50 / tick)
     assert read_cpu_times([0], str(tmp_path / "nowhere")) is None
 
 
@@ -84,18 +85,6 @@ def test_a_fixed_count_or_no_counters_means_no_reading() -> None:
     assert (blind.auto, blind.now(), blind.describe()) == (False, 3, "3")
 
 
-@contextmanager
-def _busy(processes: int):
-    """Cores taken by processes started here, ended after (a loaded machine, made, not hoped for)."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
-    try:
-        yield
-    finally:
-        for process in busy:
-            process.kill()
-            process.wait()
-
-
 def _run(*flags: str, tokens: int = 96) -> dict:
     done = subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "-p",
                            "Write a long story about a cat.", "-n", str(tokens), "--temp", "0", "--json",
@@ -113,7 +102,7 @@ def test_a_core_taken_by_another_process_costs_about_its_share_not_the_whole_spe
     fixed = sorted({1, max(1, cores - 1)})
     speeds: dict[str, list[float]] = {"auto": [], **{str(n): [] for n in fixed}}
     replies = set()
-    with _busy(1):
+    with busy_machine(1):
         for _ in range(2):
             for name in speeds:
                 report = _run(*(() if name == "auto" else ("-t", name)))

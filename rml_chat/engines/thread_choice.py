@@ -62,10 +62,11 @@ def we_are_niced() -> bool:
         return False
 
 
-def read_cpu_times(cpus: list[int], proc: str = "/proc") -> CpuTimes | None:
+def read_cpu_times(cpus: list[int], proc: str = "/proc", count_nice: bool | None = None) -> CpuTimes | None:
     """The kernel's counters now, or None where it has no ``/proc`` to read them from. Niced time counts
-    only when we are niced ourselves (our own time is counted there then)."""
-    fields_read = (*_BUSY_FIELDS, _NICE_FIELD) if we_are_niced() else _BUSY_FIELDS
+    only when we are niced ourselves (our own time is counted there then; ``count_nice`` None: look)."""
+    count_nice = we_are_niced() if count_nice is None else count_nice
+    fields_read = (*_BUSY_FIELDS, _NICE_FIELD) if count_nice else _BUSY_FIELDS
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     wanted = {f"cpu{n}" for n in cpus}
     try:
