@@ -107,6 +107,28 @@ class SessionOptions:
     sampling_sources: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class _Turn:
+    """One turn's own state while it runs (the session outlives its turns, and keeps none of this): where
+    the answer and the thought stream, the prompt ids of the reply's last call (the window's, after a
+    shift), the tokens generated since the window last moved, and the loop guard's count when it ended the
+    reply."""
+
+    emit: Callable[[str], None]
+    think: Callable[[str], None] | None
+    call_ids: list[int] = field(default_factory=list)
+    since_shift: list[int] = field(default_factory=list)
+    looped: int = 0
+
+    def deliver(self, events: list[ReplyEvent]) -> None:
+        """A reply's events to the front end: the answer's text to ``emit``, the thought's to ``think``."""
+        for event in events:
+            if isinstance(event, AnswerText):
+                self.emit(event.text)
+            elif isinstance(event, ThoughtText) and self.think is not None:
+                self.think(event.text)
+
+
 class ChatSession:
     """A model, an engine and a conversation; ``turn`` runs one exchange."""
 
@@ -116,10 +138,6 @@ class ChatSession:
         self.options = options
         #: the model's reply format, its stop strings after the user's (with the call syntax in a tool turn)
         self.reply_format = ReplyFormat.of_model(model, None, options.stop_strings)
-        self._ids: list[int] = []  # the prompt ids of the reply's last call (the window's, after a shift)
-        self._looped = 0  # the last reply's repeated tokens when the loop guard ended it
-        self._since_shift: list[int] = []  # the reply's tokens generated since the window last moved
-        self._think: Callable[[str], None] | None = None
         self.conversation = Conversation()
         self.last: TurnResult | None = None
         self._after_calls: list[int] | None = None  # the cache's ids when tool results came: the call's own kept
@@ -138,7 +156,7 @@ class ChatSession:
         options = self.options  # (its own settings: a batch line changes them for its turn alone)
         other.options = replace(options, sampling=replace(options.sampling), reasoning=replace(options.reasoning),
                                 context=replace(options.context), sampling_sources=dict(options.sampling_sources))
-        other.engine, other.conversation, other.last, other._ids, other._since_shift = engine, Conversation(), None, [], []
+        other.engine, other.conversation, other.last = engine, Conversation(), None
         return other
 
     def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
@@ -262,27 +280,27 @@ class ChatSession:
                     self.conversation.drop_last()  # (the caller holds it, as for any ChatError)
                 raise ChatError(f"the reply to continue fills the context ({len(ids)}/{self.engine.n_ctx} tokens); "
                                 "-c/--ctx-size gives a larger one")
-        self._think = think
+        turn = _Turn(emit, think)
         moves: list[str] = []  # notes of shifts mid-reply, given once the reply is done (not inside it)
         try:
-            self._generate(ids, gen, reply, emit, progress, constraint, moves, ctrl_c_ends_thought, prefilled)
-            self._deliver(reply.finish(), emit)
+            self._generate(ids, gen, reply, turn, progress, constraint, moves, ctrl_c_ends_thought, prefilled)
+            turn.deliver(reply.finish())
         except AppError:  # the engine failed mid-reply (a server that went away): what came stays, cut
-            self._deliver(reply.finish(), emit)
+            turn.deliver(reply.finish())
             if gen.tokens:
-                self._record(reply, ids, gen, dropped, cut=True, moves=moves)
+                self._record(reply, ids, gen, dropped, turn, cut=True, moves=moves)
             raise
         except KeyboardInterrupt:
-            self._deliver(reply.finish(), emit)
+            turn.deliver(reply.finish())
             if gen.tokens or gen.first_token_at or prefilled:  # (a prefilled reply is kept, cut or not)
-                self._record(reply, ids, gen, dropped, cut=True, moves=moves)
+                self._record(reply, ids, gen, dropped, turn, cut=True, moves=moves)
             else:  # cut during the prompt's evaluation: the message stays, unanswered; no reply is made up
                 self.last = TurnResult("", gen, ids, dropped)
             raise
         finally:
             for note in moves:
                 notify(note)
-        result = self._record(reply, ids, gen, dropped, cut=False, moves=moves)
+        result = self._record(reply, ids, gen, dropped, turn, cut=False, moves=moves)
         result.outcome = None if constraint is None else judge(constraint, result.reply, gen.stop_reason)
         result.max_tokens = self.options.sampling.max_tokens
         if reply.stopped_by in self.options.stop_strings:
@@ -308,15 +326,7 @@ class ChatSession:
         text = prefill.written(self.model.reasoning, opened)
         return self.model.tokenizer.encode(text, parse_special=True) if text else []
 
-    def _deliver(self, events: list[ReplyEvent], emit: Callable[[str], None]) -> None:
-        """A reply's events to the front end: the answer's text to ``emit``, the thought's to ``think``."""
-        for event in events:
-            if isinstance(event, AnswerText):
-                emit(event.text)
-            elif isinstance(event, ThoughtText) and self._think is not None:
-                self._think(event.text)
-
-    def _record(self, reply: ReplyParser, ids: list[int], gen: Generation, dropped: int, cut: bool,
+    def _record(self, reply: ReplyParser, ids: list[int], gen: Generation, dropped: int, turn: _Turn, cut: bool,
                 moves: Sequence[str] = ()) -> TurnResult:
         """The reply into the conversation, as written (the thought apart), and the turn's result."""
         thought = reply.thought_raw if reply.thought_raw or reply.in_thought else None
@@ -324,30 +334,30 @@ class ChatSession:
         self.last = TurnResult(reply.text, gen, ids, dropped, shifts=len(moves), reasoning=reply.thought,
                                reasoning_tokens=reply.thought_tokens, ended_in_thought=reply.in_thought,
                                written=reply.written, message=reply.message, opened_in_thought=reply.opened_in_thought,
-                               looped=self._looped if gen.stop_reason == "repetition" else 0)
+                               looped=turn.looped if gen.stop_reason == "repetition" else 0)
         if moves:  # the context in use is the last call's prompt and what came after it
-            self.last.prompt_ids, self.last.context_tokens = self._ids, len(self._ids) + len(self._since_shift)
+            self.last.prompt_ids, self.last.context_tokens = turn.call_ids, len(turn.call_ids) + len(turn.since_shift)
         return self.last
 
-    def _generate(self, ids: list[int], gen: Generation, reply: ReplyParser, emit: Callable[[str], None],
+    def _generate(self, ids: list[int], gen: Generation, reply: ReplyParser, turn: _Turn,
                   progress: Progress | None, constraint: Constraint | None, moves: list[str],
                   ctrl_c_ends_thought: bool = False, prefilled: Sequence[int] = ()) -> None:
         """Stream the reply to ``ids`` (``prefilled``: the reply's start they end with) into ``gen``. When it
         fills the context (and context_shift allows), the window moves and the same reply goes on; when a
         thought reaches the reasoning budget (or the REPL's Ctrl-C), it is closed and the reply goes on
-        (``_ids``: the prompt ids of the last call), under the answer's grammar alone where there is one
+        (``turn.call_ids``: the prompt ids of the last call), under the answer's grammar alone where there is one
         (``gbnf.for_reply``)."""
         # A random seed (-1) is drawn here, once a turn, so that every call of the turn (a thought ended by
         # hand, a moved window) goes on with it, and --json can say which it was: the reply can be made again.
         seed = self.options.sampling.seed if self.options.sampling.seed >= 0 else random.randrange(RANDOM_SEED)
         gen.seed = seed
-        sampling, self._ids, ended = replace(self.options.sampling, seed=seed), ids, False
-        guard, self._looped = LoopGuard(sampling.repeat_guard), 0
+        sampling, turn.call_ids, ended = replace(self.options.sampling, seed=seed), ids, False
+        guard, turn.looped = LoopGuard(sampling.repeat_guard), 0
         prompt_len: int | None = len(ids)  # each call's ids: this prompt, then reply tokens (None: moved)
         stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
         free = thought_free(constraint and constraint.gbnf, self.model.reasoning)  # a thought to end by hand
         if reply.in_thought and sampling.reasoning_budget == 0 and free:  # the prompt opened one: end it
-            ids, ended = self._end_thought(ids, gen, reply, emit, constraint), True
+            ids, ended = self._end_thought(ids, gen, reply, turn, constraint), True
         while True:
             part = Generation()
             try:
@@ -358,13 +368,13 @@ class ChatSession:
                         part.tokens.pop()
                         part.stop_reason = "stop"
                         break
-                    self._deliver(reply.feed(token), emit)
+                    turn.deliver(reply.feed(token))
                     if reply.stopped_by is not None:
                         part.stop_reason = "stop_string"
                         break
                     looped = guard.tripped(reply.stream, len(gen.tokens) + len(part.tokens))
                     if looped:
-                        part.stop_reason, self._looped = "repetition", looped
+                        part.stop_reason, turn.looped = "repetition", looped
                         break
                     if not ended and free and reply.in_thought \
                             and 0 <= sampling.reasoning_budget <= reply.thought_tokens:
@@ -378,9 +388,9 @@ class ChatSession:
                 if prompt_len is not None:  # reply tokens fed back (a thought's close) are no prompt tokens
                     part.count_prompt_alone(prompt_len)
                 gen.absorb(part)
-                self._since_shift = part.tokens
+                turn.since_shift = part.tokens
             if part.stop_reason == "thought ended":
-                ids, ended = self._end_thought(ids + part.tokens, gen, reply, emit, constraint), True
+                ids, ended = self._end_thought(ids + part.tokens, gen, reply, turn, constraint), True
             elif part.stop_reason != "context" or not self.options.context.shift or constraint is not None \
                     or self.options.context.overflow != "drop-oldest":
                 return
@@ -388,14 +398,14 @@ class ChatSession:
                 moved = self._move_window_mid_reply([*prefilled, *gen.tokens])
                 if moved is None:
                     return
-                ids = self._ids = moved[0]
+                ids = turn.call_ids = moved[0]
                 prompt_len = None
                 moves.append(moved[1])
             if sampling.max_tokens >= 0:
                 sampling = replace(self.options.sampling, seed=seed,
                                    max_tokens=max(self.options.sampling.max_tokens - len(gen.tokens), 0))
 
-    def _end_thought(self, ids: list[int], gen: Generation, reply: ReplyParser, emit: Callable[[str], None],
+    def _end_thought(self, ids: list[int], gen: Generation, reply: ReplyParser, turn: _Turn,
                      constraint: Constraint | None) -> list[int]:
         """The close marker, tokenized as the template writes it, into the reply and the context: the model
         answers next (llama.cpp's reasoning budget; the REPL's first Ctrl-C in a thought); or, before a
@@ -405,10 +415,10 @@ class ChatSession:
         close_ids = (self.model.tokenizer.encode(gbnf.close, parse_special=True) if isinstance(gbnf, ThoughtThenCall)
                      else self._close_ids)
         for token in close_ids:
-            self._deliver(reply.feed(token), emit)
+            turn.deliver(reply.feed(token))
         gen.tokens.extend(close_ids)
-        self._ids = ids + close_ids
-        return self._ids
+        turn.call_ids = ids + close_ids
+        return turn.call_ids
 
     def _thought_at_end(self, ids: Sequence[int]) -> str:
         """How the prompt ``ids`` ends: "open", inside a thought (its generation prompt opens one: DeepSeek
