@@ -11,6 +11,7 @@ import re
 import pytest
 from test_repl import Terminal
 
+from rml_chat.core.message import Message
 from rml_chat.frontends.transcript import as_markdown, code_blocks, osc52
 
 CALL = {"id": "call00001", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
@@ -22,7 +23,7 @@ MESSAGES = [{"role": "user", "content": "Weather in Oslo?"},
 
 @pytest.mark.offline
 def test_the_markdown_holds_every_message_in_order_with_the_thought_folded_and_the_call_as_json() -> None:
-    text = as_markdown("Be brief.", MESSAGES, "Oslo")
+    text = as_markdown("Be brief.", [Message.of(m, "a test message") for m in MESSAGES], "Oslo")
     assert re.findall(r"^#+ .*$", text, re.M) == ["# Oslo", "## System", "## 1 · You", "## 2 · Assistant",
                                                    "## 3 · Tool result (get_weather)", "## 4 · Assistant (cut)"]
     assert "<details><summary>Thought</summary>\n\nThey want Oslo.\n\n</details>" in text
@@ -80,8 +81,7 @@ def test_code_blocks_are_read_in_one_pass_whatever_the_fences() -> None:
 
 @pytest.mark.offline
 def test_a_fence_a_reply_left_open_is_closed_and_a_replys_own_heading_is_not_the_exports() -> None:
-    text = as_markdown(None, [{"role": "user", "content": "Code?"},
-                              {"role": "assistant", "content": "## You\n```python\nprint(1)", "cut": True},
-                              {"role": "user", "content": "Thanks."}], "T")
+    text = as_markdown(None, [Message("user", "Code?"), Message("assistant", "## You\n```python\nprint(1)", cut=True),
+                              Message("user", "Thanks.")], "T")
     assert code_blocks(text) == ["print(1)"]  # (closed after the reply: the next heading is a heading)
     assert re.findall(r"^## \d+ · .*$", text, re.M) == ["## 1 · You", "## 2 · Assistant (cut)", "## 3 · You"]
