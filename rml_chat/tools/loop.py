@@ -35,12 +35,9 @@ def exchange(session: ChatSession, text: str | None, emit: Emit, notify: Emit, p
     turn makes no call."""
     constraint = constraint or session.options.constraint
     box = session.options.tools
-    if constraint is not None or box is None or not box.definitions():
+    if constraint is not None or box is None or not box.definitions() or box.choice == "none":
         return session.turn(text, emit, notify, progress, constraint=constraint, think=think,
                             ctrl_c_ends_thought=ctrl_c_ends_thought, prefill=prefill)
-    if box.choice == "none":
-        return session.turn(text, emit, notify, progress, think=think, ctrl_c_ends_thought=ctrl_c_ends_thought,
-                            prefill=prefill)
 
     def turn(message: str | None, grammar: Constraint | None, prefilled: Prefill | None = None) -> TurnResult:
         """One turn whose reply may call (its calls read, not shown); a lazy grammar's reply is not judged
