@@ -88,12 +88,7 @@ class Conversation:
         for m in self.messages[self.window_start:]:
             written = (reasoning.message(m.content, m.reasoning, bool(m.tool_calls))
                        if reasoning is not None and m.reasoning is not None else {"role": m.role, "content": m.content})
-            if m.tool_calls:
-                written["tool_calls"] = list(m.tool_calls)
-            if m.tool_call_id is not None:
-                written["tool_call_id"] = m.tool_call_id
-            if m.name is not None:
-                written["name"] = m.name
+            written.update(m.call_fields())
             if calls_without_content and m.tool_calls and not m.content:
                 written["content"] = None
             shown.append(written)

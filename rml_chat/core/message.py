@@ -64,12 +64,17 @@ class Message:
         out: dict = {"role": self.role, "content": self.content}
         if self.reasoning is not None:
             out["reasoning"] = self.reasoning
-        if self.tool_calls:
-            out["tool_calls"] = list(self.tool_calls)
-        if self.name is not None:
-            out["name"] = self.name
-        if self.tool_call_id is not None:
-            out["tool_call_id"] = self.tool_call_id
+        out.update(self.call_fields())
         if self.cut:
             out["cut"] = True
         return out
+
+    def call_fields(self) -> dict:
+        """The fields of a call and of its result that are set, as templates read them: an assistant's
+        ``tool_calls``, a tool message's ``tool_call_id`` and ``name``."""
+        fields: dict = {"tool_calls": list(self.tool_calls)} if self.tool_calls else {}
+        if self.tool_call_id is not None:
+            fields["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            fields["name"] = self.name
+        return fields
