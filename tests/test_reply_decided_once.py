@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import replace
 
 import pytest
 from conftest import fetch
@@ -261,22 +260,26 @@ def test_each_kind_reads_the_same_when_the_markers_are_tokens(vocabularies, kind
 # ----- llama.cpp's parser suite, streamed ------------------------------------------------------------------
 
 def test_the_screen_is_the_message_for_every_llama_cpp_case_at_every_chunking() -> None:
-    """Every case of llama.cpp's ``test-chat.cpp`` with a counterpart here, streamed whole, in ones and in
-    threes: the answer and thought the events showed, and the calls they closed, are the message's."""
+    """Every case of llama.cpp's ``test-chat.cpp`` that reads a whole reply, streamed whole, in ones and in
+    threes, with the case's own options (llama-server's ``reasoning_format: none`` shows the thought in the
+    answer; a JSON answer shown without its fence): the answer and thought the events showed, and the
+    calls they closed, are the message's."""
+    from test_llama_chat_suite import _reading
+
     cases, unreadable = extract(fetch.llama_chat_tests().read_text(encoding="utf-8"))
     assert not unreadable
-    checked = 0
+    checked, with_options = 0, 0
     for case in (c for c in cases if not c.continuation and not c.is_partial):
-        reply_format = _format(case.template)
-        if not case.tools or case.tool_choice == "NONE":
-            reply_format = replace(reply_format, calls=None)
+        reply_format, text, options = _reading(case)
         r = reply_format.reasoning
-        schemas = {t["name"]: t["parameters"] for t in case.tools}
-        for size in (len(case.input) or 1, 1, 3):
-            pieces = [case.input[i:i + size] for i in range(0, len(case.input), size)]
-            _streamed(ReplyParser(reply_format, in_thought=bool(r and r.prefilled), schemas=schemas), pieces)
+        in_thought = options["in_thought"] if options["in_thought"] is not None else bool(r and r.prefilled)
+        with_options += options["thought_in_content"] or options["json_answer"]
+        for size in (len(text) or 1, 1, 3):
+            parser = ReplyParser(reply_format, in_thought=in_thought, schemas=options["schemas"],
+                                 thought_in_content=options["thought_in_content"], json_answer=options["json_answer"])
+            _streamed(parser, [text[i:i + size] for i in range(0, len(text), size)])
             checked += 1
-    assert checked >= 1100
+    assert checked >= 1100 and with_options >= 150
 
 
 # ----- in the REPL, in a real pty ---------------------------------------------------------------------------
@@ -325,6 +328,58 @@ def test_the_repl_shows_exactly_the_message_it_saves(template: str, tmp_path) ->
         rest = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", rest)
         assert "<think>" not in reply and "</think>" not in reply and "<|" not in reply, reply
         assert _words(dim) == _words(thought) and _words(rest) == _words(answer), (reply, answer, thought)
+
+
+CALLERS = ["Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B", "mistralai-Mistral-Nemo-Instruct-2407"]
+
+
+@pytest.mark.parametrize("markers_are_tokens", [False, True], ids=["markers as text", "markers as tokens"])
+@pytest.mark.parametrize("template", CALLERS)
+def test_the_repl_shows_exactly_the_calls_and_answer_it_saves(template: str, markers_are_tokens: bool,
+                                                             tmp_path) -> None:
+    """A call written for real by SmolLM2 (``--tool-choice required``: the grammar writes the call, the
+    model its arguments), run with consent, and the answer after it, in the REPL in a real pty, on the
+    family's markers as plain text and as the tokens the real vocabulary has: the screen shows each call
+    the saved message holds, with its result, then the saved answer, and no call markup."""
+    from conftest import smollm_with_template
+    from test_repl import Terminal
+    from test_tools import CITY_WEATHER
+
+    if markers_are_tokens:
+        control, user = MARKERS[template]
+        model = str(vocabulary_with_markers(tmp_path / "model.gguf", template, control + user, weights=True,
+                                            user_defined=frozenset(user)))
+    else:
+        model = smollm_with_template(tmp_path / "model.gguf", template)
+    (tmp_path / "fns.py").write_text(CITY_WEATHER)
+    term = Terminal(tmp_path, model, "--functions", str(tmp_path / "fns.py"), "--tool-choice", "required",
+                    "--temp", "0", "-n", "96", "--markdown", "off", model=False)
+    term.prompt_ready()
+    start = len(term.output)
+    term.send(b"What is the weather in Paris?\r")
+    term.read_until(lambda out: b"[a]lways for get_weather: " in out[start:])
+    term.send(b"a\r")  # (always: a second call in the turn runs without asking)
+    term.read_until(lambda out: b"stop: " in out[start:].split(b"[a]lways")[-1] and out.endswith(b"> "))
+    term.prompt_ready()
+    drawn = term.output[start:].decode("utf-8", "replace")
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn)
+    assert term.finish() == 0
+    (chat,) = (tmp_path / "sessions").glob("*.json")
+    messages = json.loads(chat.read_text())["messages"]
+    results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    saved = [(c["function"]["name"], json.dumps(c["function"]["arguments"]), results[c["id"]])
+             for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    assert saved and re.findall(r"tool call: (\w+)\((\{.*?\})\) -> (.*)\r", screen) == saved
+    answer = messages[-1]
+    assert answer["role"] == "assistant" and not answer.get("tool_calls")
+    last = drawn.split("tool call:")[-1].split("\n", 1)[1]  # (the last reply, as drawn)
+    last = re.sub(r"\x1b\[2m(?:evaluating the prompt|prompt): [^\x1b]*\x1b\[0m", "", last)  # (progress, cleared)
+    last = re.split(r"\r?\n(?:\x1b\[2m)?(?:\[the reply|\[reply cut|[^\n]*prompt tokens evaluated)", last)[0]
+    dim = "".join(re.findall(r"\x1b\[2m(.*?)\x1b\[0m", last, re.DOTALL))  # the thought, as drawn
+    rest = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", re.sub(r"\x1b\[2m.*?\x1b\[0m", "", last, flags=re.DOTALL))
+    assert (_words(dim), _words(rest)) == (_words(answer.get("reasoning", "")), _words(answer["content"])), last
+    calls_shown = screen.rsplit("tool call:", 1)[0]
+    assert not any(m in calls_shown for m in ("<tool_call>", "[TOOL_CALLS]", '{"name"')), screen
 
 
 def _words(text: str) -> list[str]:

@@ -20,12 +20,12 @@ def parse_reply(reply_format: ReplyFormat, text: str, **options) -> reply.Parsed
     time and in threes, the events shown are the message (its answer, its thought, its calls), and the
     message is the one read whole."""
     whole = reply.parse_reply(reply_format, text, **options)
-    if options.get("thought_in_content") or options.get("json_answer"):  # (readings of the whole message for
-        return whole  # llama-server's options: the stream shows the reply as written, thought and fence apart)
     r, in_thought = reply_format.reasoning, options.get("in_thought")
     opened = r.prefilled if in_thought is None and r is not None else bool(in_thought)
     for size in (1, 3):
-        parser = reply.ReplyParser(reply_format, in_thought=opened, schemas=options.get("schemas"))
+        parser = reply.ReplyParser(reply_format, in_thought=opened, schemas=options.get("schemas"),
+                                   thought_in_content=options.get("thought_in_content", False),
+                                   json_answer=options.get("json_answer", False))
         events = [e for i in range(0, len(text), size) for e in parser.feed_text(text[i:i + size])]
         events += parser.finish()
         assert parser.message == whole, size

@@ -163,7 +163,8 @@ def message_of(reply_format: ReplyFormat, split: ThoughtSplit, written: str, *,
         return replace(read, content=kept + read.content, reasoning="")
     answer, thought, ended_in_thought = split.answer, split.thought, split.in_thought
     if r is not None and thought_in_content:
-        answer = written if ended_in_thought or not split.closed else _with_thought(split, answer, r)
+        answer = written if ended_in_thought or not split.closed else \
+            with_thought(split.thought_raw, split.answer_lead, split.opened_in_thought, r) + answer
         thought, ended_in_thought = "", False
     answer = answer[:_stopped_at(answer, reply_format)]
     if json_answer:
@@ -181,15 +182,19 @@ def _unfenced(answer: str) -> str:
     return fenced.group(1) if fenced else answer
 
 
-def _with_thought(split: ThoughtSplit, answer: str, r: Reasoning) -> str:
-    """The answer after its thought, markers and all, as llama.cpp leaves a closed thought in the content:
-    the opening as the prompt wrote it, the close less the answer's opening (which is taken off as it
-    always is), the whitespace between as the model wrote it."""
-    if not split.thought_raw.strip():
-        return answer
-    opening = r.open_written if split.opened_in_thought and r.open_written else r.open
+def with_thought(thought_raw: str, answer_lead: str, opened_in_thought: bool, r: Reasoning) -> str:
+    """What goes before the answer when a closed thought stays in the content, as llama.cpp leaves it:
+    the opening as the prompt wrote it, the thought, the close less the answer's opening (which is taken
+    off as it always is), the whitespace before the answer as the model wrote it ("" for no thought)::
+
+        >>> with_thought("hm", "\\n", False, Reasoning("<think>", "</think>"))
+        '<think>hm</think>\\n'
+    """
+    if not thought_raw.strip():
+        return ""
+    opening = r.open_written if opened_in_thought and r.open_written else r.open
     close = r.close[:-len(r.answer_open)] if r.answer_open and r.close.endswith(r.answer_open) else r.close
-    return f"{opening}{split.thought_raw}{close}{split.answer_lead}{answer}"
+    return f"{opening}{thought_raw}{close}{answer_lead}"
 
 
 def _channelled(reply_format: ReplyFormat, split: ThoughtSplit, json_answer: bool,

@@ -48,7 +48,7 @@ from .answer_stage import AnswerStage
 from .call_reader import call_triggers, opened_calls, undecided_from, unfinished_call
 from .channels import CallForm, Channels, ChannelSplitter
 from .continuation import Prefill
-from .read_reply import ParsedReply, ReplyFormat, ThoughtSplit, channel_calls, message_of, read_calls
+from .read_reply import ParsedReply, ReplyFormat, ThoughtSplit, channel_calls, message_of, read_calls, with_thought
 from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, ThoughtSplitter, as_written, shown_as_text, without_hidden
 
 __all__ = ["AnswerText", "CallArguments", "CallClosed", "CallOpened", "ParsedReply", "ReplyEnded", "ReplyEvent",
@@ -139,12 +139,22 @@ class ReplyParser:
     tool's parameters by its name; ``markers``: the call syntax's special tokens (the calls are read with
     them, and outside a call they are never shown); ``unmarked_thought``: the model may think without
     writing the thought's opening (the prompt neither opened nor closed one), so a close with no opening
-    makes the reply's start the thought (``thoughts.UNMARKED_HOLD``)."""
+    makes the reply's start the thought (``thoughts.UNMARKED_HOLD``).
+
+    Two options are llama-server's readings (``read_reply.message_of``), and the stream shows what they
+    read: ``thought_in_content`` (the thought shown in the answer with its markers, once it closes) and
+    ``json_answer`` (an answer that opens a Markdown fence is held and shown without it at the end).
+    A channelled reply's (gpt-oss) thoughts in the content are shown at its end, where they are joined."""
 
     def __init__(self, reply_format: ReplyFormat, *, tokenizer: Tokenizer | None = None, in_thought: bool = False,
                  schemas: Mapping[str, Mapping] | None = None, markers: Iterable[str] = (),
-                 unmarked_thought: bool = False):
+                 unmarked_thought: bool = False, thought_in_content: bool = False, json_answer: bool = False):
         self.format = reply_format
+        self._thought_in_content = thought_in_content and reply_format.reasoning is not None
+        self._json_answer = json_answer
+        self._shown = ""           # the answer's text the events gave so far
+        self._held = ""            # the answer's text held back by an option until it is decided
+        self._thought_given = False  # thought_in_content: the thought went out as the answer's start
         self._stream = TokenStream(tokenizer) if tokenizer is not None else None
         self._schemas = dict(schemas or {})
         self._markers = frozenset(markers)
@@ -175,7 +185,8 @@ class ReplyParser:
 
     @property
     def text(self) -> str:
-        return self._answer.text
+        """The answer as the events showed it so far (at the end: the message's content, as shown)."""
+        return self._shown
 
     @property
     def raw_answer(self) -> str:
@@ -227,9 +238,9 @@ class ReplyParser:
         form: control tokens between ``HIDDEN_OPEN`` and ``HIDDEN_CLOSE``)."""
         self._whole += piece
         if self._splitter is None:
-            return self._answer_events(piece, [])
+            return self._given(self._answer_events(piece, []))
         answer = self._splitter.feed(piece)
-        return self._answer_events(answer, self._thought_events())
+        return self._given(self._answer_events(answer, self._thought_events()))
 
     def go_on_from(self, written: str | Sequence[int]) -> None:
         """Read the start of the reply that the prompt already holds (``continuation.Prefill.written``, as
@@ -246,7 +257,7 @@ class ReplyParser:
         """The message so far of a reply still coming, as llama.cpp's partial parse reads one: the answer
         and thought as shown (a tail that may start a stop string or a call is not yet either), the calls
         written whole, and the call still being written (``open_call``, its arguments' text so far)."""
-        content = self._unshown(self.text) if self._unshown is not None else self.text
+        content = self._unshown(self._answer.text) if self._unshown is not None else self._answer.text
         calls: tuple[ToolCall, ...] = ()
         open_call = None
         syntax = self.format.calls
@@ -260,9 +271,9 @@ class ReplyParser:
             calls = tuple(channel_calls(self._splitter.calls, []))
         return ParsedReply(content.strip(), self.thought, calls, "", self.in_thought, open_call)
 
-    def finish(self, *, thought_in_content: bool = False, json_answer: bool = False) -> list[ReplyEvent]:
+    def finish(self) -> list[ReplyEvent]:
         """The rest of the reply (a held stop string's start, an unfinished character replaced), each call
-        read whole, and the message (``read_reply.message_of`` for the two options); [] when called again."""
+        read whole, and the message (``read_reply.message_of``); [] when called again."""
         if self.message is not None:
             return []
         rest = self._stream.finish() if self._stream is not None else ""
@@ -279,21 +290,53 @@ class ReplyParser:
                              closed=s is None or s.thought_closed,
                              channel_calls=tuple(s.calls) if isinstance(s, ChannelSplitter) else None)
         self.message = message_of(self.format, split, self.written, schemas=self._schemas,
-                                  thought_in_content=thought_in_content, json_answer=json_answer)
+                                  thought_in_content=self._thought_in_content, json_answer=self._json_answer)
         if self._unshown is not None:  # (a call syntax's markers outside a call: shown nowhere, kept nowhere)
             self.message = replace(self.message, content=self._unshown(self.message.content).strip())
-        events += self._call_events(final=True) if self.in_call else []
-        events += self._after_calls(self.message.content)
+        events = self._given(events)
+        events += self._given(self._call_events(final=True)) if self.in_call else []
+        events += self._rest_of(self.message.content)
         events += [CallClosed(call) for call in self.message.tool_calls]
         return [*events, ReplyEnded(self.message, self.stopped_by)]
 
-    def _after_calls(self, content: str) -> list[ReplyEvent]:
-        """The answer's text after its calls (Ling writes a line after its call), shown once the calls are
-        read, so that the answer shown is the message's content."""
-        shown = self._answer.text.strip()
-        if not self.in_call or len(content) <= len(shown) or not content.startswith(shown):
+    def _rest_of(self, content: str) -> list[ReplyEvent]:
+        """The message's content the stream has not shown yet, shown at the end: the answer's text after its
+        calls (Ling writes a line after its call, shown once the calls are read), the held answer of an
+        option (a thought in the content that never closed, a fenced JSON answer's inside). What was shown
+        is always the content's start, so the answer shown is the message's content."""
+        shown = self._shown.lstrip()
+        if len(content) <= len(shown) or not content.startswith(shown):
             return []
-        return self._shown_events(content[len(shown):])
+        self._shown += content[len(shown):]
+        return [AnswerText(content[len(shown):])]
+
+    def _given(self, events: list[ReplyEvent]) -> list[ReplyEvent]:
+        """The events as the stream gives them: with ``thought_in_content`` the thought waits until it
+        closes and goes out as the answer's start, markers and all; with ``json_answer`` an answer that
+        opens a fence waits for the end (``_rest_of`` shows what the message holds of it)."""
+        given: list[ReplyEvent] = []
+        for event in events:
+            if isinstance(event, ThoughtText) and self._thought_in_content:
+                continue
+            if not isinstance(event, AnswerText):
+                given.append(event)
+                continue
+            text = event.text
+            if self._thought_in_content and not self._thought_given:
+                r, s = self.format.reasoning, self._splitter
+                if r is None or not isinstance(s, ThoughtSplitter):
+                    continue  # (gpt-oss's channels: their thoughts are put together at the end, shown then)
+                self._thought_given = True
+                text = with_thought(as_written(s.thought_raw), s.answer_lead, self.opened_in_thought, r) + text
+            if self._json_answer and not self._shown:
+                self._held += text
+                lead = self._held.lstrip()
+                if not lead or lead.startswith("```") or "```".startswith(lead):
+                    continue  # (a fence may be opening: its inside is shown at the end)
+                text, self._held = self._held, ""
+            self._shown += text
+            given.append(AnswerText(text))
+        return given
 
     def _thought_events(self) -> list[ReplyEvent]:
         thought = self._splitter.take_thought() if self._splitter is not None else ""
@@ -389,7 +432,8 @@ def parse_reply(reply_format: ReplyFormat, reply: str | Sequence[int], *, tokeni
     r = reply_format.reasoning
     opened = r.prefilled if in_thought is None and r is not None else bool(in_thought)
     parser = ReplyParser(reply_format, tokenizer=tokenizer, in_thought=opened, schemas=schemas, markers=markers,
-                         unmarked_thought=unmarked_thought)
+                         unmarked_thought=unmarked_thought, thought_in_content=thought_in_content,
+                         json_answer=json_answer)
     if prefill is not None:
         before = prefill.written(r, opened)
         parser.go_on_from(before if tokenizer is None else tokenizer.encode(before, parse_special=True))
@@ -401,6 +445,6 @@ def parse_reply(reply_format: ReplyFormat, reply: str | Sequence[int], *, tokeni
             parser.feed(token_id)
     if partial:
         return parser.partial()
-    parser.finish(thought_in_content=thought_in_content, json_answer=json_answer)
+    parser.finish()
     assert parser.message is not None
     return parser.message

@@ -39,10 +39,12 @@ def exchange(session: ChatSession, text: str | None, emit: Emit, notify: Emit, p
         return session.turn(text, emit, notify, progress, constraint=constraint, think=think,
                             ctrl_c_ends_thought=ctrl_c_ends_thought, prefill=prefill)
 
-    def turn(message: str | None, grammar: Constraint | None, prefilled: Prefill | None = None) -> TurnResult:
-        """One turn whose reply may call (its calls read, not shown); a lazy grammar's reply is not judged
-        (free text until a call opens)."""
-        result = session.turn(message, emit, notify, progress, constraint=grammar, think=think, calls=True,
+    def turn(message: str | None, grammar: Constraint | None, prefilled: Prefill | None = None,
+             calls: bool = True) -> TurnResult:
+        """One turn whose reply may call (its calls read, not shown; ``calls`` False: past the limit, a call
+        the model still writes is its answer's text, shown and kept as such); a lazy grammar's reply is not
+        judged (free text until a call opens)."""
+        result = session.turn(message, emit, notify, progress, constraint=grammar, think=think, calls=calls,
                               ctrl_c_ends_thought=ctrl_c_ends_thought, prefill=prefilled)
         if grammar is not None and triggers_of(grammar.gbnf):
             result.outcome = None
@@ -60,12 +62,12 @@ def exchange(session: ChatSession, text: str | None, emit: Emit, notify: Emit, p
         answered = []
         for call in calls:
             outcome = box.run(call) if len(records) < MAX_CALLS else \
-                f"error: this turn's limit of {MAX_CALLS} tool calls is reached; answer without more calls"
+                box.run(call, f"this turn's limit of {MAX_CALLS} tool calls is reached; answer without more calls")
             answered.append(ToolResult(call, capped(outcome, session.model.tokenizer.encode,
                                                     session.engine.n_ctx // MAX_RESULT_SHARE)))
             records.append(answered[-1])
         session.answer_calls(answered)
-        result = turn(None, lazy if len(records) < MAX_CALLS else None)
+        result = turn(None, lazy, calls=True) if len(records) < MAX_CALLS else turn(None, None, calls=False)
         steps.append(result.generation)
     result.tool_calls, result.steps = records, steps
     return result

@@ -102,9 +102,12 @@ class Toolbox:
         self._next_id += 1
         return f"call{self._next_id:05d}"
 
-    def run(self, call: ToolCall) -> str:
-        """The call's result as text: the tool's, or an error text (unknown, refused, raised, timed out)."""
+    def run(self, call: ToolCall, refused: str = "") -> str:
+        """The call's result as text: the tool's, or an error text (unknown, refused, raised, timed out);
+        ``refused``: why the call is not run at all (its error text, shown as every call's outcome is)."""
         line = f"{call.name}({json.dumps(call.arguments, ensure_ascii=False)})"
+        if refused:
+            return self._said(line, f"error: {refused}")
         tool = self.tools.get(call.name)
         if tool is None or call.name not in self.enabled:
             return self._said(line, f"error: there is no tool {call.name!r}; the tools are {', '.join(sorted(self.enabled))}")
