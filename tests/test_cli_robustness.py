@@ -85,7 +85,10 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5", str(2*
               "dry_sequence_breakers": [""], "dynatemp_range": ["-1"], "dynatemp_exp": ["-2"],
               "mirostat": ["3", "on"], "mirostat_lr": ["0"], "mirostat_ent": ["-5"],
               "logit_bias": ["15043", "15043*2", "x+1", "15043+nan", f"{2**32}+1"], "samplers": ["top_k;hot", "kqz", ""],
-              "ignore_eos": ["yes"], "repeat_guard": ["-1", "lots"]}
+              "ignore_eos": ["yes"], "repeat_guard": ["-1", "lots"], "spec_type": ["eagle", "NGRAM-MOD"],
+              "spec_default": ["yes"], "spec_draft_n_max": ["-2", "many"], "spec_draft_n_min": ["-1"],
+              "spec_ngram_simple_size_n": ["0", "1025"], "spec_ngram_simple_size_m": ["0"],
+              "spec_ngram_mod_n_match": ["0", "x"], "spec_ngram_mod_n_min": ["-1"], "spec_ngram_mod_n_max": ["2000"]}
 
 
 @pytest.mark.offline
@@ -363,7 +366,11 @@ _VALID = {"--temp": ["0", "0.7", "2"], "--top-k": ["0", "1", "40"], "--top-p": [
           "--threads-batch": ["-1", "1"], "--think": ["on", "off"], "--context-shift": ["on", "off"],
           "--flash-attn": ["on", "off", "auto"], "--batch-size": ["1", "64", "2048"], "--ubatch-size": ["1", "512"],
           "--reasoning-budget": ["-1", "0", "5"], "--hidethinking": ["on", "off"],
-          "--stop": ["\n", "a", "Hello"],
+          "--stop": ["\n", "a", "Hello"], "--spec-type": ["none", "ngram-simple", "ngram-mod"],
+          "--spec-default": ["on", "off"], "--spec-draft-n-max": ["-1", "0", "3"], "--spec-draft-n-min": ["0", "2"],
+          "--spec-ngram-simple-size-n": ["1", "12"], "--spec-ngram-simple-size-m": ["1", "48"],
+          "--spec-ngram-mod-n-match": ["1", "24"], "--spec-ngram-mod-n-min": ["0", "48"],
+          "--spec-ngram-mod-n-max": ["0", "64"],
           "--chat-format": ["chatml", "raw", "llama2", "gemma", "phi3"], "-sys": ["Be brief.", "\udcff\x01", ""],
           "-p": ["hi", "<|im_end|>", "\x1b[2J", ""]}
 

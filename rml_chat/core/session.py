@@ -465,6 +465,11 @@ class ChatSession:
             self.options.reasoning.effort = str(value)
         elif name == "context_shift":
             self.options.context.shift = value == "on"
+        elif name == "spec_type":
+            speculation = getattr(self.engine, "speculation", None)
+            if speculation is None:
+                return "spec-type does not apply: a llama-server speculates with its own flags"
+            self.engine.speculation = replace(speculation, spec_type=str(value))  # type: ignore[attr-defined]
         else:  # a sampler setting
             value = sampling_value(name, value)
             problem = bias_problem(value, self.model.tokenizer.vocab_size) if name == "logit_bias" else ""
@@ -482,6 +487,9 @@ class ChatSession:
             return self.options.reasoning.effort or "the template's"
         if name == "context_shift":
             return "on" if self.options.context.shift else "off"
+        if name == "spec_type":
+            speculation = getattr(self.engine, "speculation", None)
+            return speculation.describe() if speculation is not None else "llama-server's own"
         if name == "ignore_eos":
             return "on" if self.options.sampling.ignore_eos else "off"
         if name == "samplers":

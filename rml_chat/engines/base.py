@@ -86,6 +86,8 @@ class Generation:
     started: float = 0.0
     first_token_at: float = 0.0
     finished: float = 0.0
+    drafted: int = 0             # speculative decoding: tokens drafted and checked (speculative.py)
+    accepted: int = 0            # ... and those of them the model wrote
 
     def begin(self, ids: Sequence[int], n_ctx: int, sampling: Sampling) -> int:
         """Start timing a call for prompt ``ids``: the reply's token budget (the context left, capped by
@@ -135,6 +137,7 @@ class Generation:
         self.evaluated += part.evaluated
         self.to_evaluate += part.to_evaluate
         self.tokens.extend(part.tokens)
+        self.drafted, self.accepted = self.drafted + part.drafted, self.accepted + part.accepted
         self.stop_reason, self.finished = part.stop_reason, part.finished
         self.first_token_at = self.first_token_at or part.first_token_at
 

@@ -19,8 +19,9 @@ from ..errors import ModelError
 from . import kv_cache
 from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix, context_size
 from .prompt_cache import PromptCache
-from .runtime import ContextTooLarge, LlamaModel, LoadError, llama_log, ubatches
+from .runtime import ContextTooLarge, LlamaModel, LoadError, Sampler, llama_log, ubatches
 from .sampler_chain import stages
+from .speculative import NO_SPECULATION, Speculation
 from .thread_choice import TURN_WINDOW, ThreadChoice
 
 
@@ -31,13 +32,17 @@ class LocalEngine:
 
     def __init__(self, weights: Path, *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_threads_batch: int | None = None, verbose: bool = False, gpu: tuple[int, str] = (-1, "layer"),
-                 parallel: int = 1, flash_attn: str = "auto", n_batch: int = 2048, n_ubatch: int = 512):
+                 parallel: int = 1, flash_attn: str = "auto", n_batch: int = 2048, n_ubatch: int = 512,
+                 speculation: Speculation = NO_SPECULATION):
         """Load the weights (llama.cpp's chatter caught unless verbose). ``n_ctx`` 0: the model's training
         context; ``n_threads`` None: the cores other processes leave free (thread_choice.py);
         ``n_threads_batch`` None: the same as ``n_threads``; ``gpu``:
         the layers to offload (-1: all) and the split mode; ``parallel``: the lines ``lines`` may run
-        together; ``flash_attn``, ``n_batch``, ``n_ubatch``: llama.cpp's ``-fa``, ``-b``, ``-ub``. A file
+        together; ``flash_attn``, ``n_batch``, ``n_ubatch``: llama.cpp's ``-fa``, ``-b``, ``-ub``;
+        ``speculation``: how replies are drafted ahead (speculative.py; ``/set`` may change it). A file
         llama.cpp can't load is a ModelError with llama.cpp's reason."""
+        self.speculation = speculation
+        self._check_alone = False  # tests: a draft checked one position at a time (the same logits as without it)
         self._threads = ThreadChoice(n_threads)
         self._threads_batch = n_threads_batch
         log = llama_log()
@@ -67,12 +72,14 @@ class LocalEngine:
 
     def report(self) -> dict[str, object]:
         """For --json: the threads the last decode used and how they were chosen, flash attention (what
-        ``auto`` resolved to) and the batch sizes."""
+        ``auto`` resolved to), the batch sizes and speculative decoding."""
         choice = self._threads
         return {"threads": {"generation": choice.current, "prompt_evaluation": self._threads_batch or choice.current,
                             "chosen": "auto" if choice.auto else "-t" if choice.fixed else "all cores",
                             "cores": len(choice.cpus), "cores_used_by_others": round(choice.taken, 2)},
-                "flash_attn": self.flash_attn, "batch_size": self._llama.n_batch, "ubatch_size": self._llama.n_ubatch}
+                "flash_attn": self.flash_attn, "batch_size": self._llama.n_batch, "ubatch_size": self._llama.n_ubatch,
+                "speculative": self.speculation.describe() if self._llama.drops_part else
+                "none (this model's memory can't drop a rejected draft)"}
 
     def lines(self, n: int) -> list:
         """``n`` engines that decode together (parallel.py): one context, a sequence each. The context
@@ -127,6 +134,9 @@ class LocalEngine:
                                  f"weights' is {their_id}; use the tokenizer of the same model")
 
     def close(self) -> None:
+        draft = self.speculation.draft_model
+        if draft is not None:
+            draft.close()  # type: ignore[attr-defined]
         self._llama.close()
 
     def reset(self) -> None:
@@ -174,6 +184,28 @@ class LocalEngine:
             return 0, "llama.cpp refused its state"
         return len(ids), ""
 
+    def _checked(self, token: int, draft: list[int], sampler: Sampler, gen: Generation) -> list[int]:
+        """A draft checked: ``token`` and the draft evaluated in one batch, then the sampler chain run at
+        each position in turn, as it would have run one token at a time, until it samples other than the
+        draft. The tokens it sampled (the draft's accepted start, then the one it wrote instead, or the one
+        after the whole draft); the cache keeps ``token`` and the accepted start, the rejected rest dropped.
+        The chain samples once per token written, as without a draft, so a seeded reply draws the same."""
+        llama = self._llama
+        base = len(llama.cached)
+        if not self._check_alone:
+            llama.eval([token, *draft], every=True)
+        written = []
+        for i in range(len(draft) + 1):
+            if self._check_alone:  # (each position evaluated alone: the logits the model gives without drafts)
+                llama.eval([token, *draft][i:i + 1])
+            written.append(llama.sample(sampler, i if not self._check_alone else -1))
+            if i == len(draft) or written[-1] != draft[i]:
+                break
+        gen.drafted += len(draft)
+        gen.accepted += len(written) - 1
+        llama.keep(base + len(written))
+        return written
+
     def grammar_problem(self, gbnf: str) -> str:
         return self._llama.grammar_problem(gbnf)
 
@@ -212,14 +244,36 @@ class LocalEngine:
             llama = self._llama
             sampler = llama.sampler(stages(replace(sampling, seed=seed), grammar=grammar is not None,
                                            stop_ids=stop_ids), grammar, history=ids)
+            drafter = self.speculation.drafter() if llama.drops_part else None
+            history = list(ids)  # (the drafts' source: the prompt and the reply before ``token``)
+            token = llama.sample(sampler)
             while True:
-                token = llama.sample(sampler)
                 if not gen.record(token, stops):
                     return
                 yield token
                 if len(gen.tokens) >= budget:
                     return
-                llama.eval([token])
+                room = min(budget - len(gen.tokens) - 1, self.n_ctx - len(llama.cached) - 2,
+                           llama.n_ubatch - 1)  # (the draft and the token before it: one micro-batch)
+                draft = self.speculation.cap(drafter.draft(history, token), room) if drafter is not None else []
+                history.append(token)
+                if not draft:
+                    llama.eval([token])
+                    token = llama.sample(sampler)
+                    continue
+                written = self._checked(token, draft, sampler, gen)
+                drafter.accepted(len(draft), len(written) - 1)  # type: ignore[union-attr]
+                for accepted in written[:-1]:
+                    ended = not gen.record(accepted, stops)
+                    if ended or len(gen.tokens) >= budget:  # (the cache as it is without a draft: each token
+                        llama.keep(len(ids) + len(gen.tokens) - (not ended))  # written before the last, evaluated)
+                    if ended:
+                        return
+                    yield accepted
+                    history.append(accepted)
+                    if len(gen.tokens) >= budget:
+                        return
+                token = written[-1]
         except KeyboardInterrupt:
             gen.stop_reason = "interrupted"
             raise

@@ -254,14 +254,27 @@ class LlamaModel:
         self.cached = []
         self._lib.llama_memory_seq_rm(self._memory, -1, 0, -1)
 
-    def eval(self, ids: Sequence[int], logits: bool = True) -> None:
+    def eval(self, ids: Sequence[int], logits: bool = True, every: bool = False) -> None:
         """Decode ``ids`` after the cached ones in one ``llama_decode`` (at most ``n_ubatch`` of them:
         ``ubatches`` says how a longer run is cut as llama.cpp cuts it), logits for the last where
-        ``logits``."""
+        ``logits``, for each of them where ``every`` (a draft's check: ``sample`` at each index)."""
         self._lib.llama_memory_seq_rm(self._memory, 0, len(self.cached), -1)  # as Llama.eval: nothing stale after
         n, past = len(ids), len(self.cached)
-        self.decode_seqs(ids, range(past, past + n), [0] * n, [False] * (n - 1) + [logits])
+        self.decode_seqs(ids, range(past, past + n), [0] * n, [True] * n if every else [False] * (n - 1) + [logits])
         self.cached.extend(ids)
+
+    def logits(self):  # type: ignore[no-untyped-def]
+        """The last decoded id's logits (a numpy view: copy it to keep it past the next decode)."""
+        import numpy as np
+
+        return np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,))
+
+    @property
+    def drops_part(self) -> bool:
+        """Whether the memory can drop its last ids alone (a draft's rejected tokens): not a recurrent or
+        hybrid model's, whose state holds every token it read."""
+        lib = self._lib
+        return not (lib.llama_model_is_recurrent(self.model) or lib.llama_model_is_hybrid(self.model))
 
     def sampler(self, chain: Sequence[Stage], grammar: str | None = None, history: Sequence[int] = ()) -> Sampler:
         """llama.cpp's sampler chain for ``chain`` (sampler_chain.py: the stages, seeds resolved), the

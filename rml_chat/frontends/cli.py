@@ -143,6 +143,9 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     model.add_argument("--chat-format", metavar="NAME", type=_format_name,
                        help="use this prompt format instead of the one established from the template"
                             + (f": {_format_names()}" if full_help else ""))
+    model.add_argument("-md", "--model-draft", metavar="FILE", default=None,
+                       help="a smaller model with the same vocabulary that drafts the reply ahead "
+                            "(--spec-type draft-simple; docs/performance.md)")
     run = p.add_argument_group("one turn and scripts")
     run.add_argument("-p", "--prompt", metavar="TEXT", help="one turn: print the reply and exit (stdin works too)")
     run.add_argument("--prefill", metavar="TEXT", help="-p: the reply starts with TEXT and the model goes on from "

@@ -13,7 +13,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from ..core.structured import Constraint, check, from_grammar, from_schema
 from ..engines.base import Engine, context_size
 from ..engines.kv_cache import state_path
 from ..engines.sampler_chain import describe, stages
+from ..engines.speculative import SPEC_DEFAULT, Speculation, vocabulary_difference
 from ..errors import UsageError
 from ..terminal import visible
 from ..words import counted
@@ -67,6 +68,17 @@ def _threads(value: int) -> int | None:
     return None if value == -1 else value
 
 
+def speculation_of(args: argparse.Namespace) -> Speculation:
+    """The speculative settings the flags ask for: ``--spec-default`` is llama.cpp's (ngram-mod and its
+    sizes) unless a ``--spec-*`` flag says otherwise."""
+    base = SPEC_DEFAULT if args.spec_default == "on" else Speculation()
+    flag = {"spec_type": "spec_type"}  # each field's settings row: spec_<field>, the type's own name aside
+    chosen = {f.name: getattr(args, flag.get(f.name, f"spec_{f.name}")) for f in fields(Speculation)
+              if f.name != "draft_model"
+              and (flag.get(f.name, f"spec_{f.name}") in args.given_settings or args.spec_default != "on")}
+    return replace(base, **chosen)
+
+
 def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = None) -> Callable[[], Engine]:
     """Start loading the weights in a thread (two C calls that need no GIL, so our tokenizer loads
     meanwhile: runtime.py); the returned function waits for the engine, or raises what the load raised."""
@@ -85,7 +97,8 @@ def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = No
                                    n_threads_batch=_threads(args.threads_batch) or threads, verbose=args.verbose,
                                    gpu=(args.n_gpu_layers, args.split_mode), flash_attn=args.flash_attn,
                                    n_batch=args.batch_size, n_ubatch=args.ubatch_size,
-                                   parallel=args.parallel if getattr(args, "batch", None) is not None else 1))
+                                   parallel=args.parallel if getattr(args, "batch", None) is not None else 1,
+                                   speculation=speculation_of(args)))
         except BaseException as err:  # handed to the caller, in its thread
             box.append(err)
 
@@ -101,6 +114,34 @@ def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = No
     return wait
 
 
+def _attach_draft(engine, model, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
+    """``-md FILE``: the draft model's weights in a context of its own beside the model's, for
+    ``--spec-type draft-simple`` (the type it implies where no other is given); refused in one line where
+    its vocabulary is not the model's (``speculative.vocabulary_difference``, on the tokenizers we build)."""
+    import tokenizer
+
+    from ..engines.runtime import LlamaModel, LoadError
+    from ..engines.thread_choice import ThreadChoice
+    from ..errors import ModelError
+
+    path = Path(args.model_draft).expanduser()
+    try:
+        draft_vocabulary = tokenizer.load(str(path))
+    except (OSError, ValueError) as err:
+        raise ModelError(f"-md {args.model_draft}: {err}") from None
+    difference = vocabulary_difference(model.tokenizer, draft_vocabulary)
+    if difference:
+        raise ModelError(f"-md {args.model_draft}: this draft model can't draft for {model.name}: {difference}")
+    try:
+        draft = LlamaModel(path, n_ctx=engine.n_ctx, n_batch=512, threads=ThreadChoice(_threads(args.threads)),
+                           threads_batch=None, gpu=(args.n_gpu_layers, args.split_mode))
+    except (LoadError, OSError) as err:
+        raise ModelError(f"-md {args.model_draft}: llama.cpp could not load it: {err}") from None
+    chosen = engine.speculation
+    engine.speculation = replace(chosen, spec_type="draft-simple" if not chosen.on else chosen.spec_type,
+                                 draft_model=draft)
+
+
 def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_ctx: int | None = None,
                 loading: Callable[[], Engine] | None = None) -> Engine:
     """llama.cpp over the model's weights (``loading``: a load already started), or the server of
@@ -111,11 +152,15 @@ def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_c
         server = ServerEngine(args.server)
         server.check_vocabulary(model.tokenizer, model.source)
         say(f"note: {server.url} serves {server.model_id} ({server.n_ctx}-token context)")
+        if speculation_of(args).on:
+            say("note: --spec-type is for a model loaded here; a llama-server speculates as its own --spec-type says")
         return server
     requested = args.ctx_size if n_ctx is None else n_ctx
     engine = (loading or start_engine(model.weights, args, n_ctx))()
     try:
         engine.check_vocabulary(model.tokenizer, model.source)
+        if args.model_draft:
+            _attach_draft(engine, model, args)
     except BaseException:
         engine.close()
         raise

@@ -55,7 +55,7 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "sampling": _with_seed(as_json(session.options.sampling, session.options.sampling_sources),
                                result.generation.seed),
         "sampler_chain": describe(stages(session.options.sampling, stop_ids=session.model.stop_ids)),
-        **_engine_report(session.engine),
+        **_engine_report(session.engine, steps),
         "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
                     "total_ms": round((steps[-1].finished - steps[0].started) * 1000, 2)},
         **({"steps": [{**_counts([step]), "stop_reason": step.stop_reason,
@@ -64,11 +64,15 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
     }
 
 
-def _engine_report(engine: object) -> dict[str, object]:
-    """The threads, flash attention and batch sizes llama.cpp ran with in this process (none for a server:
-    its own)."""
+def _engine_report(engine: object, steps: list[Generation]) -> dict[str, object]:
+    """The threads, flash attention, batch sizes and speculative decoding llama.cpp ran with in this process
+    (none for a server: its own), with the tokens drafted and accepted over the steps."""
     report = getattr(engine, "report", None)
-    return report() if report is not None else {}
+    made = report() if report is not None else {}
+    if "speculative" in made:
+        made["speculative"] = {"type": made["speculative"], "drafted": sum(s.drafted for s in steps),
+                               "accepted": sum(s.accepted for s in steps)}
+    return made
 
 
 def _counts(steps: list[Generation]) -> dict[str, int]:

@@ -1,0 +1,220 @@
+"""Speculative decoding's drafts: tokens guessed ahead from the reply's own history, checked by the model
+in one batched evaluation (``local.LocalEngine.generate`` verifies them).
+
+A draft costs one evaluation of several positions instead of one evaluation per token: where the model
+goes on as the draft says (a rewrite of code it was shown, a quote, a list that repeats), several tokens
+come out of one evaluation. Where it doesn't, the first position still gives the token the model would
+have written, so nothing is lost but the evaluation of the rejected positions.
+
+The drafters are llama.cpp's n-gram ones (``common/ngram-map.cpp``, ``common/ngram-mod.cpp``,
+``common/speculative.cpp``), with its names and defaults:
+
+- ``ngram-simple``: the last ``size_n`` tokens (the last one just sampled) looked for, latest first, in
+  the history before them; the ``size_m`` tokens that followed the match are the draft (no draft where
+  fewer than ``size_n`` follow it). A worked example with ``size_n=2, size_m=3``::
+
+      >>> NgramSimple(size_n=2, size_m=3).draft([9, 5, 6, 7, 8, 9, 1, 2, 5], 6)
+      [7, 8, 9]
+
+- ``draft-simple``: a smaller model with the same vocabulary (``-md``) writes the draft greedily,
+  ``--spec-draft-n-max`` tokens (3, llama.cpp's default), in a context of its own that follows the chat
+  (``DraftModel``); a draft model whose vocabulary differs is refused (``vocabulary_difference``).
+
+- ``ngram-mod``: every ``n_match``-gram of the history maps to the token that followed it (the latest
+  wins); from the last ``n_match`` tokens the map is followed up to ``n_max`` steps; a chain shorter than
+  ``n_min`` is no draft. Five rounds in a row that accept under a quarter of their draft clear the map,
+  as llama.cpp's does. llama.cpp keeps the map in a fixed hash table whose collisions overwrite; here it
+  is exact, so a draft here is never one a collision made up.
+
+Every draft is capped by the room left (the reply's budget less one, the context less two, as
+llama-server caps it). ``--spec-draft-n-max`` and ``--spec-draft-n-min`` (llama.cpp's sizes of a draft
+model's drafts) cap and floor the n-gram drafts too, where given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .base import common_prefix
+
+#: the types, with llama.cpp's names: two draft from the token history, one with a smaller model
+TYPES = ("none", "ngram-simple", "ngram-mod", "draft-simple")
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """llama.cpp's speculative settings (``common_params_speculative``), its names and defaults;
+    ``spec_type`` "none": every token costs one evaluation."""
+
+    spec_type: str = "none"
+    draft_n_max: int = -1           # --spec-draft-n-max: a draft's longest (-1: the type's own size)
+    draft_n_min: int = 0            # --spec-draft-n-min: a shorter draft is not checked
+    ngram_simple_size_n: int = 12   # --spec-ngram-simple-size-n: the n-gram looked up
+    ngram_simple_size_m: int = 48   # --spec-ngram-simple-size-m: the m-gram after it, drafted
+    ngram_mod_n_match: int = 24     # --spec-ngram-mod-n-match
+    ngram_mod_n_min: int = 48       # --spec-ngram-mod-n-min
+    ngram_mod_n_max: int = 64       # --spec-ngram-mod-n-max
+    draft_model: object = None      # -md: the draft model's llama.cpp context (runtime.LlamaModel), loaded
+
+    @property
+    def on(self) -> bool:
+        return self.spec_type != "none"
+
+    def drafter(self) -> Drafter | None:
+        """A fresh drafter for one reply (None: speculation is off)."""
+        if self.spec_type == "ngram-simple":
+            return NgramSimple(self.ngram_simple_size_n, self.ngram_simple_size_m)
+        if self.spec_type == "ngram-mod":
+            return NgramMod(self.ngram_mod_n_match, self.ngram_mod_n_min, self.ngram_mod_n_max)
+        if self.spec_type == "draft-simple" and self.draft_model is not None:
+            return DraftModel(self.draft_model, self.draft_n_max if self.draft_n_max >= 0 else 3)
+        return None
+
+    def cap(self, draft: list[int], room: int) -> list[int]:
+        """The draft as checked: at most ``draft_n_max`` and ``room`` tokens, none under ``draft_n_min``."""
+        longest = room if self.draft_n_max < 0 else min(self.draft_n_max, room)
+        draft = draft[:max(0, longest)]
+        return draft if draft and len(draft) >= self.draft_n_min else []
+
+    def describe(self) -> str:
+        """One line for /info and --json: the type and the sizes it uses."""
+        if self.spec_type == "ngram-simple":
+            sizes = f"size_n={self.ngram_simple_size_n}, size_m={self.ngram_simple_size_m}"
+        elif self.spec_type == "ngram-mod":
+            sizes = f"n_match={self.ngram_mod_n_match}, n_min={self.ngram_mod_n_min}, n_max={self.ngram_mod_n_max}"
+        elif self.spec_type == "draft-simple":
+            n = self.draft_n_max if self.draft_n_max >= 0 else 3
+            return f"draft-simple (a draft model, {n} tokens a draft)" if self.draft_model is not None else \
+                "none (draft-simple needs -md FILE)"
+        else:
+            return "none"
+        bounds = f"; drafts of {self.draft_n_min}-{self.draft_n_max} tokens" if self.draft_n_max >= 0 else \
+            f"; drafts of at least {self.draft_n_min} tokens" if self.draft_n_min > 0 else ""
+        return f"{self.spec_type} ({sizes}{bounds})"
+
+
+#: speculation off, as llama.cpp's default
+NO_SPECULATION = Speculation()
+
+#: llama.cpp's --spec-default: ngram-mod with these sizes
+SPEC_DEFAULT = Speculation("ngram-mod", ngram_mod_n_match=24, ngram_mod_n_min=48, ngram_mod_n_max=64)
+
+
+class Drafter(Protocol):
+    def draft(self, history: Sequence[int], last: int) -> list[int]:
+        """The tokens guessed to follow ``history`` and then ``last`` (the token just sampled)."""
+        ...
+
+    def accepted(self, drafted: int, accepted: int) -> None:
+        """How many of the last draft's tokens the model wrote."""
+        ...
+
+
+class NgramSimple:
+    """llama.cpp's ``ngram-simple`` (``common_ngram_simple_draft``): the latest earlier place where the
+    last ``size_n`` tokens occur, and the ``size_m`` tokens after it."""
+
+    def __init__(self, size_n: int, size_m: int):
+        self.size_n, self.size_m = size_n, size_m
+
+    def draft(self, history: Sequence[int], last: int) -> list[int]:
+        n, m, length = self.size_n, self.size_m, len(history)
+        if length <= n + m + 1:
+            return []
+        pattern = [*history[length - n + 1:], last]
+        first = pattern[0]
+        for start in range(length - n - 1, 0, -1):  # (latest first; position 0 is "no match", as llama.cpp's)
+            if history[start] == first and list(history[start:start + n]) == pattern:
+                after = min(m, length - (start + n))
+                return list(history[start + n:start + n + after]) if after >= n else []
+        return []
+
+    def accepted(self, drafted: int, accepted: int) -> None:
+        pass
+
+
+class NgramMod:
+    """llama.cpp's ``ngram-mod``: n-gram -> next token, followed from the last ``n_match`` tokens."""
+
+    def __init__(self, n_match: int, n_min: int, n_max: int):
+        self.n_match, self.n_min, self.n_max = n_match, n_min, n_max
+        self._next: dict[tuple[int, ...], int] = {}
+        self._added = 0  # the history's n-grams in the map so far: those starting before this index
+        self._low = 0    # rounds in a row that accepted under a quarter of their draft
+
+    def draft(self, history: Sequence[int], last: int) -> list[int]:
+        n = self.n_match
+        if len(history) < n:
+            return []
+        if self._added + 32 < len(history):  # (new n-grams added in chunks, as llama.cpp does)
+            for i in range(self._added, len(history) - n):
+                self._next[tuple(history[i:i + n])] = history[i + n]
+            self._added = len(history) - n
+        window = [*history[len(history) - n + 1:], last]
+        drafted: list[int] = []
+        for _ in range(self.n_max):
+            token = self._next.get(tuple(window[-n:]))
+            if token is None:
+                break
+            drafted.append(token)
+            window.append(token)
+        return drafted if len(drafted) >= self.n_min else []
+
+    def accepted(self, drafted: int, accepted: int) -> None:
+        if drafted <= 0:
+            return
+        self._low = self._low + 1 if accepted / drafted < 0.25 else 0
+        if self._low >= 5:
+            self._next.clear()
+            self._added, self._low = 0, 0
+
+
+class DraftModel:
+    """llama.cpp's ``draft-simple``: the draft model's own context follows the chat (the ids it holds that
+    the history still starts with are kept, the rest evaluated), then it writes ``n_max`` tokens greedily,
+    each evaluated for the next. Its cache keeps them; the next draft keeps what the reply accepted."""
+
+    def __init__(self, llama: object, n_max: int):
+        self.llama, self.n_max = llama, n_max
+
+    def draft(self, history: Sequence[int], last: int) -> list[int]:
+        import numpy as np
+
+        llama = self.llama
+        ids = [*history, last]
+        # (the last id is evaluated again: its logits are the draft's start)
+        llama.keep(min(common_prefix(llama.cached, ids), len(ids) - 1))
+        if len(ids) + self.n_max >= llama.n_ctx:
+            return []
+        todo = ids[len(llama.cached):]
+        for start in range(0, len(todo), llama.n_ubatch):
+            llama.eval(todo[start:start + llama.n_ubatch])
+        drafted: list[int] = []
+        for _ in range(self.n_max):
+            token = int(np.argmax(llama.logits()))
+            drafted.append(token)
+            if len(drafted) < self.n_max:
+                llama.eval([token])
+        return drafted
+
+    def accepted(self, drafted: int, accepted: int) -> None:
+        pass
+
+
+def vocabulary_difference(target: object, draft: object) -> str:
+    """Why a draft model can't draft for the target, as llama.cpp checks it (``common_speculative_are_
+    compatible``), on the two tokenizers we built: the same BOS and EOS, sizes within 128, and the same
+    token text from id 5 on; "" when it can."""
+    if (target.add_bos, target.bos_id) != (draft.add_bos, draft.bos_id):  # type: ignore[attr-defined]
+        return f"its BOS is {draft.bos_id} where the model's is {target.bos_id}"  # type: ignore[attr-defined]
+    if target.eos_id != draft.eos_id:  # type: ignore[attr-defined]
+        return f"its EOS is {draft.eos_id} where the model's is {target.eos_id}"  # type: ignore[attr-defined]
+    ours, theirs = target.vocab, draft.vocab  # type: ignore[attr-defined]
+    if abs(len(ours) - len(theirs)) > 128:
+        return f"its vocabulary has {len(theirs)} tokens where the model's has {len(ours)}"
+    for i in range(5, min(len(ours), len(theirs))):
+        if ours[i] != theirs[i]:
+            return f"its token {i} is {theirs[i]!r} where the model's is {ours[i]!r}"
+    return ""
