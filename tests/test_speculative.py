@@ -11,8 +11,11 @@ a reply may part from the other at a near tie, as llama-server's do; the tests h
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
+from dataclasses import replace
 
 import pytest
 from conftest import model_path
@@ -125,6 +128,57 @@ def test_the_reply_is_the_one_written_without_drafts(smollm, sampling: str) -> N
         engine._check_alone = False
 
 
+@pytest.mark.whitebox
+def test_a_reader_that_stops_mid_draft_leaves_the_cache_as_without_drafts(smollm) -> None:
+    """The session stops reading a reply (a stop string, the thought budget) wherever it likes; stopped at
+    a token of an accepted draft, whose later tokens are already evaluated, the cache drops them."""
+    model, engine = smollm
+    ids = _ids(model, PROMPTS[0])
+    engine._check_alone = True
+    try:
+        engine.speculation, stopped_at = DRAFTS[0], 0
+        engine.reset()
+        replies = engine.generate(ids, SAMPLINGS["greedy"], model.stop_ids, Generation())
+        for count, _ in enumerate(replies, 1):
+            if len(engine.cached_ids()) > len(ids) + count - 1:  # (ahead of the reader: a draft's later tokens)
+                stopped_at = count
+                break
+        replies.close()
+        drafted = engine.cached_ids()
+        engine.speculation = Speculation()
+        engine.reset()
+        replies = engine.generate(ids, SAMPLINGS["greedy"], model.stop_ids, Generation())
+        for count, _ in enumerate(replies, 1):
+            if count == stopped_at:
+                break
+        replies.close()
+        assert stopped_at and drafted == engine.cached_ids() and len(drafted) == len(ids) + stopped_at - 1
+    finally:
+        engine._check_alone = False
+
+
+@pytest.mark.whitebox
+def test_gemma_3_writes_the_same_reply_with_drafts() -> None:
+    """The same on Gemma 3 (a SentencePiece vocabulary of 262k, and another architecture): greedy, seeded,
+    and seeded with penalties and DRY, each drafted position checked alone."""
+    model = load_model(str(model_path("gemma3")))
+    engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2, flash_attn="off")
+    engine._check_alone = True
+    try:
+        accepted = 0
+        for sampling in (SAMPLINGS["greedy"], SAMPLINGS["seeded"], replace(SAMPLINGS["seeded, penalties"], dry_multiplier=0.8)):
+            for prompt in PROMPTS[:2]:
+                ids = _ids(model, prompt)
+                plain, plain_gen, plain_cache = _run(model, engine, ids, sampling, Speculation())
+                for speculation in DRAFTS:
+                    tokens, gen, cache = _run(model, engine, ids, sampling, speculation)
+                    assert (tokens, gen.stop_reason, cache) == (plain, plain_gen.stop_reason, plain_cache), (prompt, sampling)
+                    accepted += gen.accepted
+        assert accepted > 50
+    finally:
+        engine.close()
+
+
 def test_a_batched_check_parts_from_the_reply_only_where_the_kernels_do(smollm) -> None:
     """The check as it runs (one batch): llama.cpp's CPU kernels give a batch's logits a little otherwise
     than one token's, so a reply may part from the one written without drafts, at a near tie, as
@@ -163,6 +217,85 @@ def test_a_model_whose_memory_cannot_drop_a_draft_is_not_drafted_for() -> None:
         assert engine.report()["speculative"] == SPEC_DEFAULT.describe()
     finally:
         engine.close()
+
+
+# ----- a whole turn: stops, the reasoning budget, tool calls ----------------------------------------------
+
+CITY_WEATHER = '''
+def get_weather(city: str) -> str:
+    """The weather of a city."""
+    return f"Sunny, 21 C in {city}"
+'''
+
+
+@pytest.fixture(scope="module")
+def qwq(tmp_path_factory) -> str:
+    """SmolLM2 under QwQ's template: its prompt opens a thought, and it writes Qwen's tool calls."""
+    from conftest import smollm_with_template
+
+    return smollm_with_template(tmp_path_factory.mktemp("speculative") / "qwq.gguf", "Qwen-QwQ-32B")
+
+
+def _turn(path: str, speculation: Speculation, message: str, sampling: Sampling, tmp_path, *,
+          stop_strings: tuple[str, ...] = (), think: bool | None = None, tools: bool = False):  # type: ignore[no-untyped-def]
+    """One exchange through the session and the tool loop, each drafted position checked alone: the
+    messages it recorded, each step's stop reason, the drafts, the ids the cache holds after it, and the
+    thought's tokens."""
+    from rml_chat.core.session import ChatSession, ReasoningOptions, SessionOptions
+    from rml_chat.tools import loop as tool_loop
+    from rml_chat.tools.functions import load_functions
+    from rml_chat.tools.toolbox import Toolbox
+    from tokenizer.chat.template import ChatTemplate
+    from tokenizer.chat.tool_calls import derive as derive_calls
+
+    model = load_model(path)
+    engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2, flash_attn="off", speculation=speculation)
+    engine._check_alone = True
+    try:
+        session = ChatSession(model, engine, SessionOptions(sampling, ReasoningOptions(thinking=think),
+                                                            stop_strings=stop_strings))
+        if tools:
+            (tmp_path / "weather.py").write_text(CITY_WEATHER)
+            syntax, _ = derive_calls(ChatTemplate(model.tokenizer.chat_template), ["<|im_end|>"],
+                                     thought_close=model.reasoning.close)
+            session.options.tools = Toolbox(load_functions(str(tmp_path / "weather.py")), syntax, choice="required",
+                                            approve=lambda call: True)
+        result = tool_loop.exchange(session, message, lambda text: None, lambda line: None)
+        steps = result.steps or [result.generation]
+        return (session.conversation.messages, [step.stop_reason for step in steps],
+                sum(step.drafted for step in steps), sum(step.accepted for step in steps), engine.cached_ids(),
+                result.reasoning_tokens)
+    finally:
+        engine.close()
+
+
+@pytest.mark.whitebox
+def test_a_turn_cut_by_a_stop_string_or_the_thought_budget_or_calling_a_tool_is_the_same_with_drafts(qwq, tmp_path) -> None:
+    """A whole turn, each way the session ends or splits a reply, with drafts and without: the same messages
+    (content, thought, calls, results), the same stop reasons, and the same cache afterwards (a reply the
+    session stopped reading leaves no drafted token in it)."""
+    greedy = Sampling(temp=0.0, max_tokens=200)
+    cases = {
+        "a stop string": (str(model_path("smollm2")), PROMPTS[0], greedy, {"stop_strings": ("f7",)}),
+        "the reasoning budget": (qwq, PROMPTS[1], replace(greedy, reasoning_budget=24), {"think": True}),
+        "a tool call, then the answer": (qwq, "What is the weather in Paris and in Rome? Repeat the answers.",
+                                         Sampling(seed=11, max_tokens=120), {"tools": True}),
+    }
+    drafted = 0
+    for name, (path, message, sampling, how) in cases.items():
+        plain = _turn(path, Speculation(), message, sampling, tmp_path, **how)
+        for speculation in DRAFTS:
+            with_drafts = _turn(path, speculation, message, sampling, tmp_path, **how)
+            assert (with_drafts[:2], with_drafts[4:]) == (plain[:2], plain[4:]), (name, speculation)
+            drafted += with_drafts[3]
+        if name == "a stop string":
+            assert plain[1] == ["stop_string"] and "f7" not in plain[0][-1].content
+        elif name == "the reasoning budget":
+            closing = len(load_model(qwq).tokenizer.encode("</think>", parse_special=True))
+            assert plain[0][-1].reasoning and plain[5] == 24 + closing  # (left alone, the thought runs longer)
+        else:
+            assert plain[0][1].tool_calls and plain[0][2].role == "tool"
+    assert drafted > 20
 
 
 # ----- the chat ------------------------------------------------------------------------------------------
@@ -263,3 +396,37 @@ def test_a_draft_model_drafts_in_a_chat(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)["speculative"]
     assert report["type"] == "draft-simple (a draft model, 3 tokens a draft)" and report["accepted"] > 0
+
+
+def test_ctrl_c_cuts_a_drafted_reply_and_the_chat_goes_on(tmp_path) -> None:
+    """In a real terminal with drafts on: Ctrl-C mid-reply keeps what was shown, marked cut; the stats line
+    counts the drafts; the next message is answered."""
+    from test_repl import Terminal
+
+    saved = tmp_path / "cut.json"
+    code = "\n".join(f"def f{i}(x):\n    return x * {i} + {i * i}" for i in range(60))
+    term = Terminal(tmp_path, "--temp", "0", "-n", "3000", "-c", "4096", "--spec-type", "ngram-simple",
+                    "--spec-ngram-simple-size-n", "3")
+    term.prompt_ready()
+    start = len(term.output)
+    term.send(b"\x1b[200~Repeat this code exactly:\n```python\n" + code.encode() + b"\n```\x1b[201~\r")  # pasted
+    # the prompt evaluated (the line was taken), the reply streaming, and the terminal back in cooked mode,
+    # where Ctrl-C is a signal again
+    term.read_until(lambda out: re.search(rb"evaluating the prompt: (\d+)/\1 tokens", out[start:]) is not None)
+    accepted = len(term.output)
+    time.sleep(0.8)
+    term.read_until(lambda out: len(out) - accepted > 300)
+    term.send(b"\x03")
+    term.read_until(lambda out: b"reply cut by Ctrl-C" in out)
+    term.prompt_ready()
+    term.send(b"/stats\r")
+    term.read_until(lambda out: re.search(rb"drafts: \d+/\d+ accepted", out[accepted:]) is not None)
+    term.prompt_ready()
+    term.ask(b"Say hi.", b"stop: stop")
+    term.send(f"/save {saved}\r".encode())
+    term.read_until(lambda out: b"saved 4 messages" in out)
+    term.prompt_ready()
+    assert term.finish() == 0
+    messages = json.loads(saved.read_text())["messages"]
+    assert messages[1]["cut"] is True and len(messages[1]["content"]) > 100
+    assert messages[3]["role"] == "assistant" and messages[3]["content"] and "cut" not in messages[3]

@@ -277,6 +277,9 @@ class LocalEngine:
         except KeyboardInterrupt:
             gen.stop_reason = "interrupted"
             raise
+        except GeneratorExit:  # the reader stopped (a stop string, the reasoning budget): the cache as it is
+            self._llama.keep(min(len(self._llama.cached), len(ids) + len(gen.tokens) - 1))  # without a draft
+            raise
         finally:
             if sampler is not None:
                 sampler.close()
