@@ -32,6 +32,7 @@ DEL too, which JSON allows raw: a ``--json`` line read on a terminal drives noth
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import unicodedata
@@ -125,6 +126,17 @@ def is_terminal(stream: TextIO) -> bool:
         return False
 
 
+def known_width(stream: TextIO) -> int:
+    """The width in columns of the terminal ``stream`` writes to; 0 where there is none or it says none (a
+    pipe, a pty nobody sized): there, lines are left to whatever reads them."""
+    if not is_terminal(stream):
+        return 0
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError):
+        return 0
+
+
 def json_text(value: Any) -> str:
     """``json.dumps`` with non-ASCII text kept as is, but DEL and C1 controls (and U+2028/9) escaped too."""
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
@@ -146,3 +158,63 @@ def _cell(char: str) -> int:
     if unicodedata.combining(char) or char in "\u200b\u200c\u200d\ufe0f":
         return 0
     return 2 if unicodedata.east_asian_width(char) in "WF" else 1
+
+
+_SGR = re.compile(r"(\x1b\[[0-9;]*m)")
+
+
+def wrapped(text: str, width: int) -> str:
+    """``text``'s lines folded at spaces to fit ``width`` columns, less one (a line that fills the row would
+    leave the cursor in a pending wrap), as a reply is folded: rml-chat's own lines (/help, /info, notes).
+    A line's continuation starts under its text: under the second column of a "label  text" line, where
+    the label's gap (two spaces or more) is in the row's first half, else under its indentation. A word
+    wider than a row is cut where the row ends. Style sequences take no room and go on over the break::
+
+        >>> print(wrapped("  /regen   answer the last message again", 30))
+          /regen   answer the last
+                   message again
+    """
+    room = width - 1
+    return "\n".join(_folded(line, room) if cells(_SGR.sub("", line)) > room else line for line in text.split("\n"))
+
+
+def _folded(line: str, room: int) -> str:
+    """One line folded (``wrapped``): the plain text's rows, then the style sequences put back where they
+    were, closed at each break and opened again after the continuation's indentation."""
+    parts = _SGR.split(line)
+    plain = "".join(parts[0::2])
+    sequences, at = [], 0  # (where in the plain text each sequence stood)
+    for i, part in enumerate(parts):
+        if i % 2:
+            sequences.append((at, part))
+        else:
+            at += len(part)
+    indent = len(plain) - len(plain.lstrip(" "))
+    gap = re.search(r"\S {2,}(?=\S)", plain)
+    hang = gap.end() if gap is not None and cells(plain[:gap.end()]) <= room // 2 else indent
+    if hang >= room // 2:
+        hang = 0
+    rows, start, first = [], 0, True
+    while start < len(plain):
+        limit = room - (0 if first else hang)
+        end, used = start, 0
+        while end < len(plain) and used + _cell(plain[end]) <= limit:
+            used, end = used + _cell(plain[end]), end + 1
+        if end < len(plain):
+            space = plain.rfind(" ", start + (indent if first else 0) + 1, end + 1)
+            end = space if space > start else max(end, start + 1)
+        rows.append((start, end))
+        start, first = end, False
+        while start < len(plain) and plain[start] == " ":
+            start += 1
+    out: list[str] = []
+    active: list[str] = []  # (the sequences in force: opened again after a break)
+    for number, (start, end) in enumerate(rows):
+        following = rows[number + 1][0] if number + 1 < len(rows) else len(plain) + 1
+        row, at = " " * hang + "".join(active) if number else "", start
+        while sequences and sequences[0][0] < following:  # (one in the spaces skipped at a break: this row's end)
+            where, code = sequences.pop(0)
+            row, at = row + plain[at:max(at, min(where, end))] + code, max(at, min(where, end))
+            active = [] if code == RESET else [*active, code]
+        out.append(row + plain[at:end] + (RESET if active and number < len(rows) - 1 else ""))
+    return "\n".join(out)

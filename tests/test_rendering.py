@@ -268,3 +268,36 @@ def test_hostile_and_random_replies_end_in_bounded_time_and_drive_nothing() -> N
         shown = _screen_safe(out.getvalue())
         raw = [c for c in shown if c != "\n" and (unicodedata.category(c) in ("Cc", "Cf") and c not in "\u200c\u200d")]
         assert not raw, (n, reply[:40], raw[:5])
+
+
+def _block(rows: list[str], command: str) -> list[str]:
+    """The rows a command printed: after the prompt's row that typed it, up to the next prompt."""
+    start = max(i for i, row in enumerate(rows) if row == f"> {command}") + 1
+    end = next(i for i in range(start, len(rows)) if rows[i].startswith(">"))
+    return rows[start:end]
+
+
+def test_the_apps_own_lines_fold_at_spaces_as_a_reply_does(tmp_path) -> None:
+    """/help and /info, and a note, at 40 columns: every row fits, and the words are those a 200-column
+    terminal shows, in order and each whole but one wider than a row (a terminal left to fold them cuts
+    words where its rows end)."""
+    commands = {"/help": b"Ctrl-D     leave", "/info": b"autosave:", "/set top-k lots": b"'lots'"}
+    blocks = {}
+    for columns in (200, 40):
+        term = SizedTerminal(tmp_path, columns, "-n", "8", lines=400)
+        term.prompt_ready()
+        for command, said in commands.items():
+            term.ask(command.encode(), said)
+        rows = term.drawn()
+        blocks[columns] = {command: _block(rows, command) for command in commands}
+        assert term.finish() == 0
+    for command in commands:
+        narrow, wide = ([re.sub(r"\d", "0", row) for row in blocks[size][command]] for size in (40, 200))  # (the
+        # autosave's name holds the time)
+        assert all(len(row) < 40 for row in narrow), narrow
+        assert "".join(" ".join(narrow).split()) == "".join(" ".join(wide).split()), command  # (nothing lost)
+        whole, too_wide = set(" ".join(wide).split()), [word for word in " ".join(wide).split() if len(word) > 39]
+        assert all(word in whole or any(word in wider for wider in too_wide) for word in " ".join(narrow).split())
+        assert len(narrow) > len(wide)
+    said = blocks[40]["/help"]
+    assert said[said.index(next(row for row in said if row.strip().startswith("/regen"))) + 1].startswith("    ")

@@ -38,7 +38,7 @@ from ..core.sessions import new_autosave_path, prune_states, release_claim, sess
 from ..engines.kv_cache import state_path
 from ..errors import AppError, one_line
 from ..terminal import dim as styled_dim
-from ..terminal import visible
+from ..terminal import known_width, visible, wrapped
 from ..tools import loop as tool_loop
 from ..words import counted
 from .history import FENCE, BlockHistory, SafeFileHistory, block_closed, history_path
@@ -393,7 +393,8 @@ class Repl:
         if self._prompting:
             self._pending.append(line)
             return
-        print(visible(line), flush=True)  # (our own styling is Styled: kept; anything else made visible)
+        width = known_width(sys.stdout)  # (our own styling is Styled: kept; anything else made visible; folded
+        print(wrapped(visible(line), width) if width else visible(line), flush=True)  # at spaces, as a reply is)
 
     def stats_line(self) -> str:
         last = self.session.last
