@@ -320,6 +320,35 @@ def test_json_reports_the_drafts_and_the_reply_is_the_same(tmp_path) -> None:
     assert default["speculative"]["type"].startswith("ngram-mod (n_match=24, n_min=48, n_max=64")
 
 
+def test_parallel_lines_draft_too_and_part_from_the_undrafted_replies_only_where_the_kernels_do() -> None:
+    """``--batch -np``: each line drafts from its own history, in the step's one batch; the replies are the
+    undrafted ones but where a batch's logits part at a near tie (as in ``test_a_batched_check_parts...``),
+    a line under a schema still follows it, and a draft model is left out with a note."""
+    schema = {"type": "object", "properties": {"days": {"type": "array", "items": {"type": "string"}, "maxItems": 7}},
+              "required": ["days"]}
+    lines = [{"id": i, "prompt": prompt} for i, prompt in enumerate(PROMPTS)]
+    lines.append({"id": "schema", "prompt": "The days of the week as JSON.", "schema": schema, "max_tokens": 120})
+
+    def run(*flags: str) -> tuple[list[dict], str]:
+        done = subprocess.run([sys.executable, "-m", "rml_chat", "--batch", "-", "-np", "3", "--temp", "0", "-n", "100",
+                               "-fa", "off", "--prompt-cache", "off", *flags], input="\n".join(map(json.dumps, lines)),
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()], done.stderr
+
+    plain, _ = run()
+    drafted, _ = run("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-draft-n-max", "5")
+    assert [o["id"] for o in drafted] == [line["id"] for line in lines]
+    assert all(o["speculative"]["drafted"] >= o["speculative"]["accepted"] for o in drafted)
+    assert drafted[0]["speculative"]["accepted"] > 20 and plain[0]["speculative"]["drafted"] == 0
+    assert sum(d["reply"] == p["reply"] for d, p in zip(drafted, plain)) >= len(lines) // 2
+    assert all(d["reply"][:24] == p["reply"][:24] for d, p in zip(drafted, plain))
+    assert set(json.loads(drafted[-1]["reply"])) == {"days"}
+    with_model, said = run("-md", str(model_path("smollm2")))
+    assert "-np 3 decodes the lines together, without the draft model" in said
+    assert all(o["speculative"]["drafted"] == 0 for o in with_model)
+
+
 def test_bad_speculation_flags_are_one_line_usage_errors() -> None:
     for flags, said in ((["--spec-type", "eagle"], "--spec-type: must be one of"),
                         (["--spec-ngram-simple-size-n", "0"], "--spec-ngram-simple-size-n: must be")):

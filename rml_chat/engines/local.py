@@ -87,7 +87,7 @@ class LocalEngine:
         from .parallel import Decoder, Slot
 
         self._llama.reset()
-        decoder = Decoder(self._llama, n)
+        decoder = Decoder(self._llama, n, self.speculation)
         return [Slot(decoder, self) for _ in range(n)]
 
     def use_prompt_cache(self, cache: PromptCache | None) -> None:

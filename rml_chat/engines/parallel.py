@@ -13,6 +13,11 @@ sampler chain (its settings, seed and grammar)::
     seq 2   [system prompt][line 2 ...] -> token    } one batch a step
     seq 3   [system prompt][line 3 ...] -> token   /
 
+With n-gram speculation on (``--spec-type ngram-simple|ngram-mod``), a line whose history offers a draft
+puts the draft after its token in the same batch and is sampled position by position as a single reply is
+(``LocalEngine._checked``); its rejected cells are dropped at once. A draft model drafts for one sequence
+only: with ``-np`` above 1 it drafts for none.
+
 When a line is done its cells are dropped and the next line starts there. The shared prefix (seq 0) is
 the common prefix of the first two prompts, when 16 tokens or more. Sequences share every cell of the
 context (``kv_unified``); each line may use (n_ctx - the shared prefix) / N of it.
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix
 from .runtime import LlamaModel, Sampler
 from .sampler_chain import stages
+from .speculative import NO_SPECULATION, Drafter, Speculation
 
 SHARED_AT_LEAST = 16
 _DONE = object()
@@ -50,13 +56,16 @@ class _Stream:
     budget: int = 0
     sampler: Sampler | None = None
     last: int | None = None  # the id sampled last, to decode next
+    drafter: Drafter | None = None
+    history: list[int] = field(default_factory=list)  # the drafts' source: the prompt, the reply before ``last``
 
 
 class Decoder:
     """The context's owner: streams in, one batch a step, ids out (module docstring)."""
 
-    def __init__(self, llama: LlamaModel, slots: int):
+    def __init__(self, llama: LlamaModel, slots: int, speculation: Speculation = NO_SPECULATION):
         self.llama, self.slots = llama, slots
+        self.speculation = speculation if speculation.draft_model is None and llama.drops_part else NO_SPECULATION
         self._incoming: queue.Queue = queue.Queue()
         self._active: list[_Stream] = []
         self._free = list(range(1, slots + 1))
@@ -111,6 +120,7 @@ class Decoder:
         stream.sampler = self.llama.sampler(stages(replace(s, seed=seed), grammar=stream.grammar is not None,
                                                    stop_ids=sorted(stream.stops)), stream.grammar,
                                             history=prompt)
+        stream.drafter, stream.history = self.speculation.drafter(), list(prompt)
         if stream.budget <= 0:
             self._finish(stream)
             return
@@ -123,14 +133,19 @@ class Decoder:
         self._shared = list(ids)
 
     def _step(self) -> None:
-        tokens, positions, seqs, logits, owners = [], [], [], [], []
+        tokens, positions, seqs, logits = [], [], [], []
+        owners: list[tuple[_Stream, int, list[int]]] = []  # (a stream to sample, its first logits' index, its draft)
         room = self.llama.n_batch
         for stream in list(self._active):
             if stream.cancelled:
                 self._finish(stream)
                 continue
+            draft: list[int] = []
             if stream.last is not None:
-                take = [stream.last]
+                if stream.drafter is not None:
+                    draft = self.speculation.cap(stream.drafter.draft(stream.history, stream.last), min(
+                        stream.budget - len(stream.gen.tokens) - 1, room - 1, self.llama.n_ubatch - 1))
+                take = [stream.last, *draft]
             else:
                 take = stream.pending[:max(room - 1, 1)] if room > 0 else []
                 stream.pending = stream.pending[len(take):]
@@ -138,27 +153,54 @@ class Decoder:
             if not take or room < len(take):
                 continue
             room -= len(take)
+            if stream.last is not None and stream.drafter is not None:
+                stream.history.append(stream.last)
             wants = stream.last is not None or not stream.pending
             for i, token in enumerate(take):
                 tokens.append(token)
                 positions.append(stream.position + i)
                 seqs.append(stream.seq)
-                logits.append(wants and i == len(take) - 1)
+                logits.append(wants and i >= len(take) - 1 - len(draft))
             stream.position += len(take)
             if wants:
-                owners.append((stream, len(tokens) - 1))
+                owners.append((stream, len(tokens) - 1 - len(draft), draft))
         if not tokens:
             return
         self.llama.decode_seqs(tokens, positions, seqs, logits)
-        for stream, index in owners:
-            token = self.llama.sample(stream.sampler, index)
+        for stream, index, draft in owners:
+            self._written(stream, self._checked(stream, index, draft))
+
+    def _checked(self, stream: _Stream, index: int, draft: list[int]) -> list[int]:
+        """The ids sampled for a stream from the batch, its logits from ``index`` on: one, or with a draft,
+        the draft's accepted start and the id after it, the rejected rest dropped from its cells."""
+        written = []
+        for i in range(len(draft) + 1):
+            written.append(self.llama.sample(stream.sampler, index + i))  # type: ignore[arg-type]
+            if i == len(draft) or written[-1] != draft[i]:
+                break
+        if draft:
+            stream.gen.drafted += len(draft)
+            stream.gen.accepted += len(written) - 1
+            stream.drafter.accepted(len(draft), len(written) - 1)  # type: ignore[union-attr]
+            stream.position -= len(draft) + 1 - len(written)
+            if len(written) <= len(draft):
+                self.llama.seq_drop(stream.seq, stream.position)
+        return written
+
+    def _written(self, stream: _Stream, written: list[int]) -> None:
+        """The ids sampled for a stream handed to its reader until a stop id or its budget ends it; the last
+        one is decoded next (the others, an accepted draft, are decoded already)."""
+        for n, token in enumerate(written, 1):
             if not stream.gen.record(token, stream.stops):
                 self._finish(stream)
-                continue
+                return
             stream.out.put(token)
-            stream.last = token
             if len(stream.gen.tokens) >= stream.budget:
                 self._finish(stream)
+                return
+            if n < len(written):
+                stream.history.append(token)
+        stream.last = written[-1]
 
     def _finish(self, stream: _Stream) -> None:
         if stream in self._active:

@@ -360,8 +360,9 @@ class LlamaModel:
     def seq_copy(self, source: int, target: int, n: int) -> None:
         self._lib.llama_memory_seq_cp(self._memory, source, target, 0, n)
 
-    def seq_drop(self, seq: int) -> None:
-        self._lib.llama_memory_seq_rm(self._memory, seq, -1, -1)
+    def seq_drop(self, seq: int, start: int = -1) -> None:
+        """Drop a sequence's cells from position ``start`` on (-1: all of them)."""
+        self._lib.llama_memory_seq_rm(self._memory, seq, start, -1)
 
     def can_shift(self) -> bool:
         """Whether this model's memory can move cached cells to other positions (a context shift)."""

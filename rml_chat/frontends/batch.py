@@ -229,9 +229,9 @@ def run_parallel(session: ChatSession, args: argparse.Namespace) -> int:
     """``-np N``: N worker threads, each a twin of the session over one of the engine's lines (decoded
     together: engines/parallel.py); lines are parsed here, in order, and written in input order."""
     speculation = getattr(session.engine, "speculation", None)
-    if speculation is not None and speculation.on:  # (one context's sequences step together: no room for drafts)
-        print(f"rml-chat: note: -np {args.parallel} decodes the lines together, without speculative decoding "
-              "(--spec-type applies with -np 1)", file=sys.stderr)
+    if speculation is not None and speculation.draft_model is not None:  # (its one context drafts for one line)
+        print(f"rml-chat: note: -np {args.parallel} decodes the lines together, without the draft model "
+              "(-md drafts with -np 1; the n-gram types draft for every line)", file=sys.stderr)
     twins = [session.twin(engine) for engine in session.engine.lines(args.parallel)]
     progress = _Progress(_count_lines(args.batch), sys.stderr)
     base, constraints = session.options.sampling, {}
