@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -42,6 +43,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    # a suite started in the background by a shell without job control (``nohup … &``, some CI runners)
+    # inherits SIGINT ignored, and so would every rml-chat it starts: the Ctrl-C tests need it delivered
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
