@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import hf_files, model_path
-from hub_mirror import ORG, Olah, Relay, build_mirror, sha256
+from conftest import hf_files, model_path, smollm_with_template
+from hub_mirror import ORG, Olah, Relay, build_mirror, git_repo, sha256
 
+from rml_chat.frontends.tools_setup import SMALL_TOOL_MODEL
 from tokenizer.loaders.gguf_reader import read_metadata
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +32,10 @@ def hub(tmp_path_factory):
     template = read_metadata(smollm, ("tokenizer.chat_template",))["tokenizer.chat_template"][1]
     sources = build_mirror(work / "mirrors", smollm, model_path("gemma3"),
                            hf_files.out_dir() / "smollm2" / "tokenizer.json", template)
+    # the small tool-calling model rml-chat names where a model can't call tools: SmolLM2's weights under
+    # Qwen 2.5's template, which calls them
+    git_repo(work / "mirrors" / "models" / SMALL_TOOL_MODEL, {
+        "qwen2.5-0.5b-instruct-q4_k_m.gguf": Path(smollm_with_template(work / "qwen.gguf", "Qwen-Qwen2.5-7B-Instruct"))})
     server = Olah(work / "mirrors", work)
     server.sources = sources
     yield server
@@ -129,6 +134,24 @@ def test_hf_works_in_the_repl_with_a_progress_bar_and_in_a_batch(hub, tmp_path) 
     done = _cli("-hf", f"{SMOL}:Q4_1", "--batch", str(batch), "--temp", "0", "-n", "6", env=env)
     assert done.returncode == 0 and json.loads(done.stdout.splitlines()[0])["reply"], done.stderr
     assert "B/s" not in done.stderr  # (no bar where stderr is not a terminal)
+
+
+def test_a_model_that_cant_call_tools_names_one_that_can_and_it_calls_them(hub, tmp_path) -> None:
+    """Tools on the default model: one line that names a small model that calls tools; that command, as
+    it is, fetches it through the hub and the call runs."""
+    from test_tools import CITY_WEATHER
+
+    env = _env(tmp_path, hub.url)
+    (tmp_path / "fns.py").write_text(CITY_WEATHER)
+    tools = ("--functions", str(tmp_path / "fns.py"), "-p", "What is the weather in Paris?")
+    line = _one_line_error(_cli(str(model_path("smollm2")), *tools, env=env))
+    named = re.search(r"rml-chat (-hf \S+)", line)
+    assert named and "can't call tools" in line, line
+    done = _cli(*named.group(1).split(), *tools, "--tools-approve", "--tool-choice", "required", "--temp", "0",
+                "-n", "60", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    (call,) = json.loads(done.stdout)["tool_calls"]
+    assert call["name"] == "get_weather" and call["result"] == f"Sunny, 21 C in {call['arguments']['city']}"
 
 
 def test_bad_names_and_repositories_are_one_line_each(hub, tmp_path) -> None:

@@ -273,7 +273,7 @@ def test_a_template_that_renders_no_calls_is_refused_at_start_in_one_line(tmp_pa
                            "-p", "x"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert "--functions: SmolLM2-135M-Instruct.Q4_1 can't call tools: the template renders no tool calls; a model " \
-           "whose template does can (Qwen 2.5 and 3" in done.stderr
+           "whose template does can, a small one: rml-chat -hf Qwen/Qwen2.5-0.5B-Instruct-GGUF" in done.stderr
 
 
 def test_the_repl_asks_before_each_call_and_always_means_this_tool_this_session(copies, tmp_path) -> None:

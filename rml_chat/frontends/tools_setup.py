@@ -22,6 +22,9 @@ from ..tools.grammar import call_grammar, syntax_markers
 from ..tools.mcp_tools import McpError, McpServer
 from ..tools.toolbox import Toolbox
 
+#: a small model whose template calls tools, named where the model given can't
+SMALL_TOOL_MODEL = "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
+
 
 def tools_for(model: Model, args: argparse.Namespace, say: Callable[[str], None]) -> Toolbox | None:
     """The session's tools (None: none could be given), or UsageError where the model's template can't take
@@ -37,8 +40,8 @@ def tools_for(model: Model, args: argparse.Namespace, say: Callable[[str], None]
         say(f"note: the chat template renders no tool calls; calls are read as {known} "
             f"({syntax.trigger()}…), from the table of known syntaxes")
     if syntax is None:  # (the model, not the flags: one line saying which models can)
-        raise AppError(f"{flag}: {model.name} can't call tools: {why}; a model whose template does can "
-                       "(Qwen 2.5 and 3, Llama 3.1 and 3.2, Mistral Nemo, gpt-oss …: docs/tools.md)", "tools")
+        raise AppError(f"{flag}: {model.name} can't call tools: {why}; a model whose template does can, a "
+                       f"small one: rml-chat -hf {SMALL_TOOL_MODEL} (others in docs/tools.md)", "tools")
     required = args.tool_choice == "required"
     for command in args.mcp:
         try:
