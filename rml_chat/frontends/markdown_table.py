@@ -137,8 +137,7 @@ def wrap_runs(runs: list[Run], width: int) -> list[list[Run]]:
             head = _fitting(word, width - used)
             lines[-1].append((style, head))
             lines.append([])
-            word, used = word[len(head):], 0
-            size = cells(word)
+            word, used, size = word[len(head):], 0, size - cells(head)
         lines[-1].append((style, word))
         used += size
     _trim(lines[-1])
@@ -151,12 +150,13 @@ def _words(runs: list[Run]) -> list[Run]:
 
 
 def _fitting(word: str, room: int) -> str:
-    taken = ""
-    for char in word:
-        if cells(taken + char) > room:
-            break
-        taken += char
-    return taken or word[:1]
+    """The start of ``word`` that fits ``room`` columns (at least its first character)."""
+    used = 0
+    for end, char in enumerate(word):
+        used += cells(char)
+        if used > room:
+            return word[:end] or word[:1]
+    return word
 
 
 def _trim(line: list[Run]) -> None:
