@@ -21,7 +21,7 @@ from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_p
 from .prompt_cache import PromptCache
 from .runtime import ContextTooLarge, LlamaModel, LoadError, Sampler, llama_log, ubatches
 from .sampler_chain import stages
-from .speculative import NO_SPECULATION, Speculation
+from .speculative import NO_SPECULATION, Speculation, checked
 from .thread_choice import TURN_WINDOW, ThreadChoice
 
 
@@ -194,13 +194,12 @@ class LocalEngine:
         base = len(llama.cached)
         if not self._check_alone:
             llama.eval([token, *draft], every=True)
-        written = []
-        for i in range(len(draft) + 1):
-            if self._check_alone:  # (each position evaluated alone: the logits the model gives without drafts)
-                llama.eval([token, *draft][i:i + 1])
-            written.append(llama.sample(sampler, i if not self._check_alone else -1))
-            if i == len(draft) or written[-1] != draft[i]:
-                break
+
+        def alone(i: int) -> int:  # (each position evaluated alone: the logits the model gives without drafts)
+            llama.eval([token, *draft][i:i + 1])
+            return llama.sample(sampler)
+
+        written = checked(draft, alone if self._check_alone else lambda i: llama.sample(sampler, i))
         gen.drafted += len(draft)
         gen.accepted += len(written) - 1
         llama.keep(base + len(written))

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix
 from .runtime import LlamaModel, Sampler
 from .sampler_chain import stages
-from .speculative import NO_SPECULATION, Drafter, Speculation
+from .speculative import NO_SPECULATION, Drafter, Speculation, checked
 
 SHARED_AT_LEAST = 16
 _DONE = object()
@@ -173,11 +173,7 @@ class Decoder:
     def _checked(self, stream: _Stream, index: int, draft: list[int]) -> list[int]:
         """The ids sampled for a stream from the batch, its logits from ``index`` on: one, or with a draft,
         the draft's accepted start and the id after it, the rejected rest dropped from its cells."""
-        written = []
-        for i in range(len(draft) + 1):
-            written.append(self.llama.sample(stream.sampler, index + i))  # type: ignore[arg-type]
-            if i == len(draft) or written[-1] != draft[i]:
-                break
+        written = checked(draft, lambda i: self.llama.sample(stream.sampler, index + i))  # type: ignore[arg-type]
         if draft:
             stream.gen.drafted += len(draft)
             stream.gen.accepted += len(written) - 1

@@ -33,7 +33,7 @@ model's drafts) cap and floor the n-gram drafts too, where given.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -93,6 +93,22 @@ class Speculation:
         bounds = f"; drafts of {self.draft_n_min}-{self.draft_n_max} tokens" if self.draft_n_max >= 0 else \
             f"; drafts of at least {self.draft_n_min} tokens" if self.draft_n_min > 0 else ""
         return f"{self.spec_type} ({sizes}{bounds})"
+
+
+def checked(draft: list[int], sample: Callable[[int], int]) -> list[int]:
+    """What the sampler chain writes over a drafted batch, position by position (``sample(i)``: the token
+    at batch position ``i``, the one before the draft first), as it would one token at a time: the draft's
+    accepted start, then the token it wrote instead, or the one after the whole draft::
+
+        >>> checked([5, 6, 7], lambda i: [5, 6, 9, 1][i]), checked([5, 6], lambda i: [5, 6, 8][i])
+        ([5, 6, 9], [5, 6, 8])
+    """
+    written = []
+    for i in range(len(draft) + 1):
+        written.append(sample(i))
+        if i == len(draft) or written[-1] != draft[i]:
+            break
+    return written
 
 
 #: speculation off, as llama.cpp's default
