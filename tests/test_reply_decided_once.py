@@ -320,14 +320,50 @@ def test_the_repl_shows_exactly_the_message_it_saves(template: str, tmp_path) ->
     assert len(turns) == len(saved) == len(REPL_KINDS[template]), term.output[-3000:]
     for turn, message, (_, (answer, thought)) in zip(turns, saved, REPL_KINDS[template]):
         assert (message["content"].strip(), message.get("reasoning", "").strip()) == (answer, thought)
-        reply = re.split(r"\r*\n[^\n]*prompt tokens evaluated", turn)[0]
-        reply = re.sub(r"\x1b\[2m(?:evaluating the prompt|prompt): [^\x1b]*\x1b\[0m", "", reply)  # (the progress
-        # line a slow evaluation draws, then clears: not the reply)
-        dim = "".join(re.findall(r"\x1b\[2m(.*?)\x1b\[0m", reply, re.DOTALL))  # the thought, as drawn
-        rest = re.sub(r"\x1b\[2m.*?\x1b\[0m", "", reply, flags=re.DOTALL)
-        rest = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", rest)
-        assert "<think>" not in reply and "</think>" not in reply and "<|" not in reply, reply
-        assert _words(dim) == _words(thought) and _words(rest) == _words(answer), (reply, answer, thought)
+        _assert_drawn(turn, answer, thought)
+
+
+def _assert_drawn(turn: str, answer: str, thought: str) -> None:
+    """The turn's reply as the pty drew it: the thought dim, then the answer, word for word, and no marker."""
+    reply = re.split(r"\r*\n[^\n]*prompt tokens evaluated", turn)[0]
+    reply = re.sub(r"\x1b\[2m(?:evaluating the prompt|prompt): [^\x1b]*\x1b\[0m", "", reply)  # (the progress
+    # line a slow evaluation draws, then clears: not the reply)
+    dim = "".join(re.findall(r"\x1b\[2m(.*?)\x1b\[0m", reply, re.DOTALL))  # the thought, as drawn
+    rest = re.sub(r"\x1b\[2m.*?\x1b\[0m", "", reply, flags=re.DOTALL)
+    rest = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", rest)
+    assert not any(m in reply for m in ("<think>", "</think>", "<|", "[THINK]", "[/THINK]")), reply
+    assert _words(dim) == _words(thought) and _words(rest) == _words(answer), (reply, answer, thought)
+
+
+SCRIPTED_THOUGHTS = [  # (template, the reply's pieces (a marker: its token; each piece once), (answer, thought))
+    ("Qwen3.5-4B", ["<think>", "\nd\n", "</think>", "\n\nAgain hi"], ("Again hi", "d")),
+    ("Qwen3.5-4B", ["e is it", "</think>", "\n\nClosed hi"], ("Closed hi", "e is it")),
+    ("Qwen-Qwen3-0.6B", ["</think>", "\n\nPlain hello"], ("Plain hello", "")),
+    ("mistralai-Ministral-3-14B-Reasoning-2512", ["Simple.", "[/THINK]", "Four."], ("Four.", "Simple.")),
+]
+
+
+@pytest.mark.parametrize(("template", "script", "saved"), SCRIPTED_THOUGHTS,
+                         ids=[f"{t}: {''.join(s)[:24]!r}" for t, s, _ in SCRIPTED_THOUGHTS])
+def test_the_repl_shows_exactly_the_thought_it_saves_when_the_markers_are_tokens(template, script, saved,
+                                                                                tmp_path) -> None:
+    """The thought kinds again, on a vocabulary whose markers are the tokens the real one has (user-defined
+    ``<think>``, control ``[/THINK]``), written by a model whose reply is set in its weights
+    (scripted_model.py), in the REPL in a real pty."""
+    from scripted_model import scripted_model
+    from test_repl import Terminal
+
+    control, user = MARKERS[template]
+    model = scripted_model(tmp_path / "model.gguf", template, script, ["(not reached)"],
+                           control=tuple(m for m in control if m in script), user_defined=tuple(m for m in user if m in script))
+    term = Terminal(tmp_path, str(model), "--temp", "0", "-n", "32", "--markdown", "off", model=False)
+    term.prompt_ready()
+    term.ask(b"Say it", b" evaluated")
+    assert term.finish() == 0
+    (chat,) = (tmp_path / "sessions").glob("*.json")
+    (message,) = [m for m in json.loads(chat.read_text())["messages"] if m["role"] == "assistant"]
+    assert (message["content"].strip(), (message.get("reasoning") or "").strip()) == saved
+    _assert_drawn(re.split(r"Say it\r*\n", term.output.decode("utf-8", "replace"))[1], *saved)
 
 
 CALLERS = ["Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B", "mistralai-Mistral-Nemo-Instruct-2407"]

@@ -161,7 +161,8 @@ def lazy_after_thought(grammar: LazyGrammar, reasoning: Reasoning, in_thought: b
         return grammar
     close, opening = ecma_escaped(reasoning.close.strip()), ecma_escaped(reasoning.open.strip())
     before = f"{close}[\\s\\S]*?" if in_thought else f"^(?:\\s*{opening}[\\s\\S]*?{close}|(?!\\s*{opening}))[\\s\\S]*?"
-    return LazyGrammar(grammar, grammar.triggers, tuple(f"{before}({ecma_escaped(t)})" for t in grammar.triggers))
+    return LazyGrammar(grammar, grammar.triggers, tuple(f"{before}({ecma_escaped(t)})" for t in grammar.triggers),
+                       grammar.ends)
 
 
 def for_reply(gbnf: str | None, reasoning: Reasoning | None, in_thought: bool, thought_over: bool) -> str | None:

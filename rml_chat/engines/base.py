@@ -164,14 +164,17 @@ class LazyGrammar(str):
     """GBNF that applies from the first of its trigger texts on, the text before it free (llama.cpp's lazy
     grammar sampler; a tool call's opening): ``LazyGrammar(gbnf, ("<tool_call>",))`` is still the GBNF text.
     ``patterns``, where given, say where instead: ECMAScript regexes over the reply so far, the grammar
-    starting at their first group (a call's opening only after a thought's close, say)."""
+    starting at their first group (a call's opening only after a thought's close, say); ``ends``: the texts
+    a match of theirs ends with, where those are not the triggers (trigger_guard.py watches for them)."""
 
     triggers: tuple[str, ...]
     patterns: tuple[str, ...]
+    ends: tuple[str, ...]
 
-    def __new__(cls, gbnf: str, triggers: Sequence[str], patterns: Sequence[str] = ()) -> LazyGrammar:
+    def __new__(cls, gbnf: str, triggers: Sequence[str], patterns: Sequence[str] = (),
+                ends: Sequence[str] = ()) -> LazyGrammar:
         made = super().__new__(cls, gbnf)
-        made.triggers, made.patterns = tuple(triggers), tuple(patterns)
+        made.triggers, made.patterns, made.ends = tuple(triggers), tuple(patterns), tuple(ends) or tuple(triggers)
         return made
 
 

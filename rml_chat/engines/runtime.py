@@ -34,6 +34,7 @@ from . import cpu_quirks, memory
 from .base import trigger_patterns
 from .sampler_chain import Stage
 from .thread_choice import ThreadChoice
+from .trigger_guard import TriggerGuard, ends_of, holding, piece
 
 _COMPLETING = threading.Lock()
 _FLASH_ATTN = {"on": "ENABLED", "off": "DISABLED", "auto": "AUTO"}
@@ -170,6 +171,8 @@ class LlamaModel:
         if not self.model:
             raise LoadError(f"failed to load model from file: {weights}")
         self.vocab = lib.llama_model_get_vocab(self.model)
+        self._pieces: list[bytes] | None = None  # (every token's text, read the first time a lazy grammar needs it)
+        self._held: dict[tuple[bytes, ...], frozenset[int]] = {}
         self.n_ctx_train = lib.llama_model_n_ctx_train(self.model)
         n_ctx = n_ctx or self.n_ctx_train
         need = memory.MemoryNeed.of(self.kv_bytes_per_token(), lib.llama_model_n_head(self.model),
@@ -288,7 +291,20 @@ class LlamaModel:
                 for token in history[-stage.get("last_n"):]:
                     self._lib.llama_sampler_accept(sampler, token)
             made.add(sampler)
+        if grammar is not None and trigger_patterns(grammar):
+            held = self._holding(ends_of(grammar))
+            made.guard = TriggerGuard(self._lib, self.vocab, grammar, self._pieces or [], held,
+                                      lambda text: _tokenize(self._lib, self.vocab, text, True))
         return made
+
+    def _holding(self, ends: tuple[bytes, ...]) -> frozenset[int]:
+        """The tokens whose text holds one of ``ends`` whole and more (trigger_guard.holding), kept per
+        ``ends``; every token's piece is read once, the first time (~50 ms for 50k tokens)."""
+        if ends not in self._held:
+            if self._pieces is None:
+                self._pieces = [piece(self._lib, self.vocab, t) for t in range(self.n_vocab)]
+            self._held[ends] = holding(self._pieces, ends)
+        return self._held[ends]
 
     def _stage(self, stage: Stage, grammar: str | None) -> object:
         lib, get = self._lib, stage.get
@@ -332,8 +348,38 @@ class LlamaModel:
 
     def sample(self, sampler: Sampler, index: int = -1) -> int:
         """The next id, from the logits of the last id decoded (``index``: of that batch position; the
-        chain accepts it)."""
-        return self._lib.llama_sampler_sample(sampler.chain, self.ctx, index)
+        chain accepts it). Where a lazy grammar waits for its trigger and some token could fire it now, the
+        steps of ``llama_sampler_sample`` are taken here, so that a token the trigger guard refuses is left
+        out and the step drawn again before the chain accepts it (trigger_guard.py)."""
+        guard = sampler.guard
+        if guard is None or not guard.waiting or not guard.may_fire():
+            token = self._lib.llama_sampler_sample(sampler.chain, self.ctx, index)
+            if guard is not None:
+                guard.accepted(token)
+            return token
+        lib = self._lib
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(self.ctx, index), shape=(self.n_vocab,))
+        if sampler.candidates is None:
+            sampler.candidates = (lib.llama_token_data * self.n_vocab)()
+        view = np.ctypeslib.as_array(sampler.candidates).view(np.dtype([("id", np.int32), ("logit", np.float32),
+                                                                        ("p", np.float32)]))
+        left_out: list[int] = []
+        while True:
+            view["id"], view["logit"], view["p"] = np.arange(self.n_vocab, dtype=np.int32), logits, 0.0
+            view["logit"][left_out] = -np.inf
+            array = lib.llama_token_data_array(sampler.candidates, self.n_vocab, -1, False)
+            lib.llama_sampler_apply(sampler.chain, ctypes.byref(array))
+            token = int(array.data[array.selected].id)
+            if not guard.refuses(token):
+                break
+            left_out.append(token)
+            if len(left_out) > 64:
+                raise RuntimeError("the tool call's grammar refuses every token the model writes")
+        lib.llama_sampler_accept(sampler.chain, token)
+        guard.accepted(token)
+        return token
 
     def decode_seqs(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int],
                     logits: Sequence[bool]) -> None:
@@ -461,11 +507,13 @@ def schema_to_gbnf(schema_json: str) -> str:
 
 
 class Sampler:
-    """A llama.cpp sampler chain (freed by ``close``)."""
+    """A llama.cpp sampler chain (freed by ``close``); ``guard``: its lazy grammar's trigger, watched."""
 
     def __init__(self, lib: ModuleType) -> None:
         self._lib = lib
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        self.guard: TriggerGuard | None = None
+        self.candidates: ctypes.Array | None = None  # (the guarded steps' array of every token, kept)
 
     def add(self, sampler: object) -> None:
         self._lib.llama_sampler_chain_add(self.chain, sampler)
@@ -474,3 +522,5 @@ class Sampler:
         if self.chain:
             self._lib.llama_sampler_free(self.chain)
             self.chain = None
+        if self.guard is not None:
+            self.guard.close()

@@ -80,7 +80,8 @@ class Toolbox:
         if not self._addressed():
             return LazyGrammar(self.grammar(), [trigger])
         names = "|".join(ecma_escaped(a) for a in self._addressed())
-        return LazyGrammar(self.grammar(), [trigger], (f"^((?:{names}))", f"({ecma_escaped(trigger)}(?:{names}))"))
+        return LazyGrammar(self.grammar(), [trigger], (f"^((?:{names}))", f"({ecma_escaped(trigger)}(?:{names}))"),
+                           self._addressed())
 
     def required_grammar(self, reasoning: Reasoning | None) -> str:
         """A required call's grammar: after a free thought where the template writes one before a call; else
