@@ -522,3 +522,30 @@ def test_stdin_that_never_ends_is_refused_in_one_line_once_the_cap_is_read() -> 
     assert done.stderr.strip() == ("rml-chat: input: stdin holds more than 8,388,608 bytes, more text than any "
                                    "context takes; pass a part of it (head -c, or -f FILE for a file)")
     assert json.loads(done.stdout)["error"]["kind"] == "input"
+
+
+ESCAPING = ["Hello there ", "\x1b]52;c;cHduZWQ=\x07", " and then ", "\x1b[2J\x1b[31mred", " \x9b31m", " done\u202e."]
+RAW = [b"\x1b]52", b"\x1b[2J", b"\x1b[31m", b"\xc2\x9b", "\u202e".encode()]
+
+
+@pytest.mark.parametrize("args", [["--markdown", "on"], ["--markdown", "off"], ["-p", "hi"]], ids=["repl, markdown",
+                                                                                               "repl, plain", "-p"])
+def test_a_model_that_writes_terminal_escapes_reaches_no_terminal_raw(args: list[str], tmp_path) -> None:
+    """A real model whose reply is set in its weights (scripted_model.py) writes a clipboard write (OSC 52),
+    a screen clear, a colour, a C1 CSI and a bidi override, token by token through the engine and the
+    stream: in a real pty, the REPL and ``-p`` show each as visible text, and none reaches the terminal as a
+    byte it would act on. (To a pipe, ``-p`` hands on the model's bytes as they are: test_rendering.py.)"""
+    from scripted_model import scripted_model
+    from test_repl import Terminal
+
+    model = scripted_model(tmp_path / "model.gguf", "Qwen-Qwen2.5-7B-Instruct", ESCAPING, ["(not reached)"])
+    term = Terminal(tmp_path, str(model), "--temp", "0", "-n", "16", *args, model=False)
+    if "-p" in args:
+        term.read_until(lambda out: b"done" in out and out.endswith(b".\r\n"))
+    else:
+        term.prompt_ready()
+        term.ask(b"hi", b"evaluated")
+    assert term.finish() == 0
+    shown = term.output.split(b"Hello there", 1)[1].split(b"done", 1)[0] + b"done"
+    assert not [raw for raw in RAW if raw in term.output], shown
+    assert b"^[]52;c;cHduZWQ=^G" in shown and b"^[[2J^[[31mred" in shown and b"<U+009B>31m" in shown, shown
