@@ -71,6 +71,14 @@ def test_control_tokens_are_hidden_and_an_unfinished_character_is_replaced_at_th
     assert out == ["abc", "", "x", "", "\ufffd"] and reply.text == "abcx\ufffd"
 
 
+@pytest.mark.parametrize(("ids", "text"), [([ord("a"), 258], "a"), ([ord("a"), 258, ord("b")], "ab"), ([258], "")])
+def test_a_control_token_that_is_no_stop_and_no_marker_is_kept_nowhere(ids: list[int], text: str) -> None:
+    """A control token that is no stop and no marker of the format (``<|end|>`` here), at the reply's end or
+    inside it: left out of the screen and of the message alike (it had reached both at the end)."""
+    out, reply = replay(ids)
+    assert "".join(out) == reply.text == reply.message.content == text
+
+
 def test_a_stop_string_spanning_tokens_ends_the_reply() -> None:
     _, reply = replay([*b"ok\nUs", *b"er: hi"], stops=("\nUser:",))
     assert reply.text == "ok" and reply.stopped_by == "\nUser:"

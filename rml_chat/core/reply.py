@@ -137,7 +137,9 @@ class ReplyParser:
     ``reply_format``: the template's markers, call syntax and stop strings; ``tokenizer``: where ids come
     from (None: the reply comes as text); ``in_thought``: the prompt opened a thought; ``schemas``: each
     tool's parameters by its name; ``markers``: the call syntax's special tokens (the calls are read with
-    them, and outside a call they are never shown); ``unmarked_thought``: the model may think without
+    them, and outside a call they are never shown; by default the tokenizer's, ``CallSyntax.markers``).
+    Any other control token in the answer is left out of it, on screen and in the message alike;
+    ``unmarked_thought``: the model may think without
     writing the thought's opening (the prompt neither opened nor closed one), so a close with no opening
     makes the reply's start the thought (``thoughts.UNMARKED_HOLD``).
 
@@ -157,6 +159,8 @@ class ReplyParser:
         self._thought_given = False  # thought_in_content: the thought went out as the answer's start
         self._stream = TokenStream(tokenizer) if tokenizer is not None else None
         self._schemas = dict(schemas or {})
+        if not markers and tokenizer is not None and reply_format.calls is not None:
+            markers = reply_format.calls.markers(tokenizer.special_texts())  # (as the toolbox gives them)
         self._markers = frozenset(markers)
         self._unshown = _remover(self._markers) if reply_format.calls is not None else None
         form = self._stream.stream_form if self._stream is not None else str
@@ -175,7 +179,7 @@ class ReplyParser:
         syntax = reply_format.calls
         starts = [n + syntax.after_name for n in self._schemas] if syntax is not None and syntax.text_lead else []
         self._answer = AnswerStage(reply_format.stop_strings, syntax, starts)
-        self._written_answer = ""  # all the answer the thought stage gave, control tokens as their text
+        self._written_answer = ""  # all the answer the thought stage gave, the call syntax's tokens as their text
         self._scanned = 0          # how far the calls' text has been looked through for names
         self._after_name = False   # a call's name is said: its text goes out as CallArguments
         self.opened_in_thought = in_thought
@@ -346,7 +350,7 @@ class ReplyParser:
         """The answer's text (the stream's form) through the answer stage."""
         if not answer:
             return events
-        self._written_answer += as_written(answer)
+        self._written_answer += shown_as_text(answer, self._markers)  # (a stray control token: kept nowhere)
         shown, calls = self._answer.feed(shown_as_text(answer, self._markers))
         events += self._shown_events(shown)
         if calls:

@@ -44,12 +44,9 @@ def literal(text: str, markers: Mapping[str, int] | None = None) -> str:
 
 
 def syntax_markers(syntax: CallSyntax, specials: Mapping[str, int]) -> dict[str, int]:
-    """The vocabulary's special tokens (``specials``: text -> id) that the call syntax writes."""
-    texts = [syntax.lead, syntax.opening, syntax.after_name, syntax.closing, syntax.between or ""]
-    if syntax.keyed is not None:
-        texts += [syntax.keyed.key_value, syntax.keyed.between_args, syntax.keyed.key_number, syntax.keyed.quote]
-    written = "\n".join(texts)
-    return {text: token for text, token in specials.items() if len(text) > 1 and text in written}
+    """The vocabulary's special tokens (``specials``: text -> id) that the call syntax writes
+    (``CallSyntax.markers``)."""
+    return syntax.markers(specials)
 
 
 def spaced_as_tojson(gbnf: str, prefix: str) -> str:

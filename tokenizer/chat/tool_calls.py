@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import ChatFormatError
@@ -89,6 +89,19 @@ class CallSyntax:
     #: a template whose model writes a recipient first (functionary v3.2, its prompt ending ``>>>``): the
     #: recipient of text (``all\n``); a call has no opening but its tool's name, and after text ``between``
     text_lead: str = ""
+
+    def markers(self, specials: Mapping[str, int]) -> dict[str, int]:
+        """The vocabulary's special tokens (``specials``: text -> id) that this syntax writes: the grammar
+        writes each as its token, and the reply parser reads each as part of a call.
+
+            >>> CallSyntax("<tool_call>\\n{", "", "}\\n</tool_call>").markers({"<tool_call>": 5, "<s>": 1})
+            {'<tool_call>': 5}
+        """
+        texts = [self.lead, self.opening, self.after_name, self.closing, self.between or ""]
+        if self.keyed is not None:
+            texts += [self.keyed.key_value, self.keyed.between_args, self.keyed.key_number, self.keyed.quote]
+        written = "\n".join(texts)
+        return {text: token for text, token in specials.items() if len(text) > 1 and text in written}
 
     def trigger(self) -> str:
         """The text that opens a call, up to an id hole (what a lazy grammar waits for); a recipient
