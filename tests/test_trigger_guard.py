@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from scripted_model import scripted_model
@@ -25,7 +26,9 @@ TAKEN = ['<tool_call>\n{"name": "get_weather", ', '"arguments": {"city": "Paris"
 
 
 def _reply(tmp_path, script: list[str], *flags: str) -> tuple[subprocess.CompletedProcess, dict]:
-    model = scripted_model(tmp_path / "model.gguf", "Qwen-Qwen2.5-7B-Instruct", script, ANSWER)
+    model = tmp_path / "model.gguf"
+    if not model.exists():  # (a server may have it open already)
+        scripted_model(model, "Qwen-Qwen2.5-7B-Instruct", script, ANSWER)
     (tmp_path / "fns.py").write_text(CITY_WEATHER)
     done = subprocess.run([sys.executable, "-m", "rml_chat", str(model), "-p", "What is the weather in Paris?",
                            "--functions", str(tmp_path / "fns.py"), "--tools-approve", "-n", "64", "--json", *flags],
@@ -48,3 +51,23 @@ def test_a_token_whose_text_past_the_trigger_the_grammar_takes_is_drawn_and_its_
     assert [(c["name"], c["arguments"], c["result"]) for c in reply["tool_calls"]] == [
         ("get_weather", {"city": "Paris"}, "Sunny, 21 C in Paris")]
     assert reply["reply"] == "It is sunny in Paris."
+
+
+@pytest.mark.server
+def test_on_llama_server_the_same_token_is_the_servers_error_in_one_line(tmp_path) -> None:
+    """llama-server, given the same model and the same lazy grammar (``--server``), answers the request with
+    its grammar's exception (it catches it; its process goes on): rml-chat says that in one line and exits 1."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import cluster
+
+    model = scripted_model(tmp_path / "model.gguf", "Qwen-Qwen2.5-7B-Instruct", REFUSED, ANSWER)
+    running = cluster.start(model, workers=0, ctx=2048, log=tmp_path / "server.log")
+    try:
+        done, reply = _reply(tmp_path, REFUSED, "--temp", "0", "--server", running.url)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert reply["error"]["kind"] == "server" and "Unexpected empty grammar stack" in reply["error"]["message"]
+        errors = [line for line in done.stderr.splitlines() if line.startswith("rml-chat:")]
+        assert len(errors) == 1 and "got exception" in errors[0], done.stderr
+        assert running.processes[-1].poll() is None  # (the server itself goes on)
+    finally:
+        running.stop()
