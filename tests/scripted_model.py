@@ -61,12 +61,14 @@ def scripted_model(target: Path, template: str, first: list[str], then: list[str
     spelled = {p: spell(p.encode("utf-8")) for p in pieces}  # (a normal token of a byte-level vocabulary
     known = set(tokens)  # spells its bytes in GPT-2's alphabet; special and user-defined ones are raw text)
     assert not (set(spelled.values()) | {key}) & known, "a piece that is already a token would be made by merges"
+    ids = {marker: tokens.index(marker) for marker in markers}
     for piece in pieces:
+        ids[piece] = len(tokens)
         tokens.append(spelled[piece])
         types.append(int(gguf.TokenType.NORMAL))
+    ids[key] = len(tokens)
     tokens.append(key)
     types.append(int(gguf.TokenType.USER_DEFINED))
-    ids = {text: i for i, text in enumerate(tokens)} | {p: tokens.index(s) for p, s in spelled.items()}
     eos = int(reader.get_field("tokenizer.ggml.eos_token_id").contents())
     scripts = [[ids[p] for p in first], [ids[p] for p in then]]
     written = scripts[0] + scripts[1]

@@ -20,7 +20,6 @@ import tokenizer
 from rml_chat.core.reply import AnswerText, CallClosed, CallOpened, ReplyFormat, ReplyParser, parse_reply
 from rml_chat.core.thoughts import HIDDEN_CLOSE, HIDDEN_OPEN
 from rml_chat.tools import loop as tool_loop
-from rml_chat.tools.grammar import syntax_markers
 from tokenizer import TokenType
 
 SPARE = range(3, 17)  # SmolLM2's control tokens past <|im_end|>, which no chat of its writes
@@ -109,7 +108,7 @@ def test_a_call_whose_markers_are_control_tokens_is_read_from_the_streamed_ids(f
     assert (expected.content, expected.reasoning, [(c.name, c.arguments, c.id) for c in expected.tool_calls]) == \
            (content, reasoning, calls)
 
-    markers = syntax_markers(reply_format.calls, tok.special_texts())  # (as the toolbox gives them)
+    markers = reply_format.calls.markers(tok.special_texts())  # (as the toolbox gives them)
     reply = ReplyParser(reply_format, tokenizer=tok, schemas=SCHEMAS, markers=markers)  # the stream, id by id
     events = [event for i in ids for event in reply.feed(i)] + reply.finish()
     shown = "".join(e.text for e in events if isinstance(e, AnswerText))
@@ -166,7 +165,6 @@ def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family
     from rml_chat.engines.base import Sampling
     from rml_chat.engines.local import LocalEngine
     from rml_chat.tools.functions import load_functions
-    from rml_chat.tools.grammar import syntax_markers
     from rml_chat.tools.toolbox import Toolbox
     from tokenizer.chat.template import ChatTemplate
 
@@ -186,7 +184,7 @@ def test_a_required_call_on_real_weights_whose_markers_are_control_tokens(family
         reply_format = ReplyFormat.of_template(model.tokenizer.chat_template, stops=STOPS)
         assert reply_format.calls is not None
         tools = load_functions(str(tmp_path / "fns.py"))
-        markers = syntax_markers(reply_format.calls, model.tokenizer.special_texts())
+        markers = reply_format.calls.markers(model.tokenizer.special_texts())
         assert markers and set(markers) <= set(markers_list)  # (the syntax's markers, written as tokens)
         session.options.tools = Toolbox(tools, reply_format.calls, choice="required", markers=markers,
                                   approve=lambda call: asked.append(call.name) or cut.append(len(shown)) or True)

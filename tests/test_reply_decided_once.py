@@ -23,7 +23,6 @@ from test_tools import STOPS
 import tokenizer
 from rml_chat.core.reply import AnswerText, CallClosed, CallOpened, ReplyFormat, ReplyParser, ThoughtText, parse_reply
 from rml_chat.core.thoughts import HIDDEN_CLOSE, HIDDEN_OPEN
-from rml_chat.tools.grammar import syntax_markers
 from tokenizer.chat.tool_calls import ToolCall
 
 WEATHER = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}
@@ -252,7 +251,7 @@ def test_each_kind_reads_the_same_when_the_markers_are_tokens(vocabularies, kind
     if any(m in reply for m in control + user):
         assert {tok.id_to_token(i) for i in ids} & set(control + user)  # (the markers are tokens here)
     reply_format = _format(template)
-    markers = syntax_markers(reply_format.calls, tok.special_texts()) if reply_format.calls is not None else ()
+    markers = reply_format.calls.markers(tok.special_texts()) if reply_format.calls is not None else ()
     parser = ReplyParser(reply_format, tokenizer=tok, in_thought=in_thought, schemas=WEATHER, markers=markers)
     assert _streamed(parser, ids) == TOKENS_READ.get(kind, expected)
 

@@ -350,8 +350,9 @@ class ReplyParser:
         """The answer's text (the stream's form) through the answer stage."""
         if not answer:
             return events
-        self._written_answer += shown_as_text(answer, self._markers)  # (a stray control token: kept nowhere)
-        shown, calls = self._answer.feed(shown_as_text(answer, self._markers))
+        answer = shown_as_text(answer, self._markers)  # (a stray control token: shown nowhere, kept nowhere)
+        self._written_answer += answer
+        shown, calls = self._answer.feed(answer)
         events += self._shown_events(shown)
         if calls:
             events += self._call_events()

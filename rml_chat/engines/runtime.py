@@ -349,36 +349,13 @@ class LlamaModel:
     def sample(self, sampler: Sampler, index: int = -1) -> int:
         """The next id, from the logits of the last id decoded (``index``: of that batch position; the
         chain accepts it). Where a lazy grammar waits for its trigger and some token could fire it now, the
-        steps of ``llama_sampler_sample`` are taken here, so that a token the trigger guard refuses is left
-        out and the step drawn again before the chain accepts it (trigger_guard.py)."""
+        trigger guard draws it instead (``TriggerGuard.draw``)."""
         guard = sampler.guard
-        if guard is None or not guard.waiting or not guard.may_fire():
-            token = self._lib.llama_sampler_sample(sampler.chain, self.ctx, index)
-            if guard is not None:
-                guard.accepted(token)
-            return token
-        lib = self._lib
-        import numpy as np
-
-        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(self.ctx, index), shape=(self.n_vocab,))
-        if sampler.candidates is None:
-            sampler.candidates = (lib.llama_token_data * self.n_vocab)()
-        view = np.ctypeslib.as_array(sampler.candidates).view(np.dtype([("id", np.int32), ("logit", np.float32),
-                                                                        ("p", np.float32)]))
-        left_out: list[int] = []
-        while True:
-            view["id"], view["logit"], view["p"] = np.arange(self.n_vocab, dtype=np.int32), logits, 0.0
-            view["logit"][left_out] = -np.inf
-            array = lib.llama_token_data_array(sampler.candidates, self.n_vocab, -1, False)
-            lib.llama_sampler_apply(sampler.chain, ctypes.byref(array))
-            token = int(array.data[array.selected].id)
-            if not guard.refuses(token):
-                break
-            left_out.append(token)
-            if len(left_out) > 64:
-                raise RuntimeError("the tool call's grammar refuses every token the model writes")
-        lib.llama_sampler_accept(sampler.chain, token)
-        guard.accepted(token)
+        if guard is not None and guard.waiting and guard.may_fire():
+            return guard.draw(sampler.chain, self._lib.llama_get_logits_ith(self.ctx, index))
+        token = self._lib.llama_sampler_sample(sampler.chain, self.ctx, index)
+        if guard is not None:
+            guard.accepted(token)
         return token
 
     def decode_seqs(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int],
@@ -513,7 +490,6 @@ class Sampler:
         self._lib = lib
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
         self.guard: TriggerGuard | None = None
-        self.candidates: ctypes.Array | None = None  # (the guarded steps' array of every token, kept)
 
     def add(self, sampler: object) -> None:
         self._lib.llama_sampler_chain_add(self.chain, sampler)

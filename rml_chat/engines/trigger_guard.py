@@ -13,7 +13,7 @@ llama.cpp's vocabulary gives it, as bytes). Before a token is accepted into the 
 says whether it would fire a trigger with text after the match that the grammar refuses. That text is
 checked by a second, eager copy of the grammar, fed the tokens of the whole replayed text, each tried with
 ``llama_sampler_apply`` before it is accepted (apply only marks a token impossible; accept is what throws).
-Such a token is left out and the step drawn again (runtime.py), as llama.cpp's common sampler draws again
+Such a token is left out and the step drawn again (``draw``), as llama.cpp's common sampler draws again
 when the token it drew breaks an eager grammar. A token that ends where the trigger ends replays only the
 trigger, as before: it is not checked.
 
@@ -32,12 +32,12 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from types import ModuleType
 
-from .base import trigger_patterns, triggers_of
+from .base import trigger_patterns
 
 
 def ends_of(grammar: str) -> tuple[bytes, ...]:
-    """The texts a lazy grammar's pattern matches end with, as bytes (its trigger words by default)."""
-    return tuple(e.encode("utf-8") for e in getattr(grammar, "ends", ()) or triggers_of(grammar))
+    """The texts a lazy grammar's pattern matches end with, as bytes (``LazyGrammar.ends``)."""
+    return tuple(e.encode("utf-8") for e in getattr(grammar, "ends", ()))
 
 
 class TriggerGuard:
@@ -59,6 +59,7 @@ class TriggerGuard:
         self._text = b""
         self.waiting = True
         self._eager: object | None = None
+        self._candidates: ctypes.Array | None = None  # (every token's entry, for the steps drawn here)
 
     def may_fire(self) -> bool:
         """Whether some token could fire a trigger at this step with text past it."""
@@ -72,6 +73,34 @@ class TriggerGuard:
             return False
         start, end = fired
         return end < len(text) and not self._takes(text[start:])
+
+    def draw(self, chain: object, logits: object) -> int:
+        """A step of ``llama_sampler_sample`` taken here (``chain``: the sampler chain; ``logits``: the
+        position's, a C pointer): the candidates built from the logits, the chain applied, and a token the
+        guard refuses left out and the step drawn again, before the chain accepts the token."""
+        import numpy as np
+
+        lib, n_vocab = self._lib, len(self._pieces)
+        if self._candidates is None:
+            self._candidates = (lib.llama_token_data * n_vocab)()
+        view = np.ctypeslib.as_array(self._candidates).view(np.dtype([("id", np.int32), ("logit", np.float32),
+                                                                      ("p", np.float32)]))
+        given = np.ctypeslib.as_array(logits, shape=(n_vocab,))
+        left_out: list[int] = []
+        while True:
+            view["id"], view["logit"], view["p"] = np.arange(n_vocab, dtype=np.int32), given, 0.0  # (the chain
+            view["logit"][left_out] = -np.inf  # sorts the array in place: filled again each time)
+            candidates = lib.llama_token_data_array(self._candidates, n_vocab, -1, False)
+            lib.llama_sampler_apply(chain, ctypes.byref(candidates))
+            token = int(candidates.data[candidates.selected].id)
+            if not self.refuses(token):
+                break
+            left_out.append(token)
+            if len(left_out) > 64:
+                raise RuntimeError("the tool call's grammar refuses every token the model writes")
+        lib.llama_sampler_accept(chain, token)
+        self.accepted(token)
+        return token
 
     def accepted(self, token: int) -> None:
         """``token`` went into the chain: its piece joins the text waited on; the wait ends where a pattern is found."""

@@ -18,7 +18,7 @@ from ..engines.runtime import schema_to_gbnf
 from ..errors import AppError, UsageError
 from ..terminal import visible
 from ..tools.functions import Tool, load_functions
-from ..tools.grammar import call_grammar, syntax_markers
+from ..tools.grammar import call_grammar
 from ..tools.mcp_tools import McpError, McpServer
 from ..tools.toolbox import Toolbox
 
@@ -60,7 +60,7 @@ def tools_for(model: Model, args: argparse.Namespace, say: Callable[[str], None]
         return None
     scripted = args.prompt is not None or args.batch is not None or not sys.stdin.isatty()
     box = Toolbox(tools, syntax, choice=args.tool_choice, approve=lambda call: args.tools_approve if scripted else False,
-                  markers=syntax_markers(syntax, model.tokenizer.special_texts()))
+                  markers=syntax.markers(model.tokenizer.special_texts()))
     box.shown = lambda line: print(visible(line), file=sys.stderr)
     if args.verbose:
         say(f"tools: {', '.join(box.tools)} (calls written as {syntax.trigger()!r}…)")

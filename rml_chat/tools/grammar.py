@@ -43,12 +43,6 @@ def literal(text: str, markers: Mapping[str, int] | None = None) -> str:
     return " ".join(parts) or '""'
 
 
-def syntax_markers(syntax: CallSyntax, specials: Mapping[str, int]) -> dict[str, int]:
-    """The vocabulary's special tokens (``specials``: text -> id) that the call syntax writes
-    (``CallSyntax.markers``)."""
-    return syntax.markers(specials)
-
-
 def spaced_as_tojson(gbnf: str, prefix: str) -> str:
     """The converter's optional spaces made the one space templates' ``tojson`` writes (``{"a": 1, "b": 2}``),
     so that the call the model writes is the call the template writes back: the cache keeps it."""
@@ -117,7 +111,7 @@ def call_grammar(syntax: CallSyntax, tools: Sequence[Tool], schema_to_gbnf: Call
     template writes several in one message; a small model may then never stop). It starts at the call's
     trigger (a lazy grammar's start), or ``whole``: at the reply's start, with all the template writes
     there (gpt-oss's leading space, Qwen3's empty thought). ``markers``: the syntax's special tokens, each
-    written as its token (``syntax_markers``)."""
+    written as its token (``CallSyntax.markers``)."""
     lit = functools.partial(literal, markers=markers)
     rules = []
     for i, tool in enumerate(tools):
