@@ -1,16 +1,19 @@
 """Speculative decoding, side by side (not a test): three tasks (a rewrite of a 60-line code block with one
 change, a quote of a paragraph, an ordinary chat question), each greedy, with speculation off and with
-each n-gram type, in this process and on llama-server with the same ``--spec-type`` on the same model and
-the same prompt ids. Prints generation tokens/s (after the first token), the ratio to speculation off,
-the acceptance rate, and whether the reply is the one written without drafts.
+each of llama.cpp's n-gram types, in this process and on llama-server with the same ``--spec-type`` on the
+same model and the same prompt ids, in turn, each row the median of ``--rounds`` runs. Prints generation
+tokens/s (after the first token), the ratio to speculation off (over as many tokens, where a reply with
+drafts parts from the one without and is shorter), the acceptance rate, and whether the reply is the one
+written without drafts and the one llama-server wrote.
 
-    python scripts/bench_speculative.py [MODEL.gguf] [--threads N]
+    python scripts/bench_speculative.py [MODEL.gguf] [--threads N] [--rounds N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 import urllib.request
@@ -39,6 +42,8 @@ TASKS = {
     "chat": ("Give me three tips for learning to cook, with a sentence on each.", 300),
 }
 TYPES = {"ngram-simple": (Speculation("ngram-simple"), ["--spec-type", "ngram-simple"]),
+         "ngram-map-k": (Speculation("ngram-map-k"), ["--spec-type", "ngram-map-k"]),
+         "ngram-map-k4v": (Speculation("ngram-map-k4v"), ["--spec-type", "ngram-map-k4v"]),
          "ngram-mod (--spec-default)": (SPEC_DEFAULT, ["--spec-default"])}
 
 
@@ -89,6 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model", nargs="?", default=None)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each row, ours and llama-server's in turn")
     args = parser.parse_args()
     from conftest import model_path
 
@@ -98,33 +104,64 @@ def main() -> None:
     prompts = {task: model.encoder.encode(model.encoder.format([{"role": "user", "content": text}]))
                for task, (text, _) in TASKS.items()}
     engine = LocalEngine(path, n_ctx=4096, n_threads=args.threads)
-    print(f"model {path.name}, {args.threads} threads, greedy; generation tok/s (after the first token)")
-    rows: dict[tuple[str, str], tuple[list[int], float, float]] = {}
-    for task, ids in prompts.items():
-        n = TASKS[task][1]
-        rows[task, "off"] = ours(engine, ids, n, stops, Speculation())
-        for name, (speculation, _) in TYPES.items():
-            rows[task, name] = ours(engine, ids, n, stops, speculation)
+    print(f"model {path.name}, {args.threads} threads, greedy; generation tok/s (after the first token), the median "
+          f"of {args.rounds} runs, ours and llama-server's in turn")
     print("the ceiling on this machine: " + ceiling(engine, prompts["rewrite"]))
+    runs: dict[tuple[str, str], list[tuple[list[int], float, float]]] = {}
+    # speculation off, tok/s over the first n tokens, by (program, task, n): a reply with drafts that parts
+    # from the one without (a near tie taken the other way) and is shorter is compared with as many tokens
+    # written without drafts (a longer context makes each token slower)
+    offs: dict[tuple[str, str, int], list[float]] = {}
+    plain = cluster.start(path, workers=0, ctx=4096, threads=args.threads)
+    try:
+        for _ in range(args.rounds):
+            for name, (speculation, flags) in [("off", (Speculation(), [])), *TYPES.items()]:
+                for task, ids in prompts.items():
+                    n = TASKS[task][1]
+                    mine = ours(engine, ids, n, stops, speculation)
+                    if flags:  # (a fresh server for each request: its drafters keep their state between them)
+                        served = cluster.start(path, workers=0, ctx=4096, threads=args.threads, extra=flags)
+                        try:
+                            theirs = server(served.url, ids, n)
+                        finally:
+                            served.stop()
+                    else:
+                        theirs = server(plain.url, ids, n)
+                    runs.setdefault((task, name), []).append(mine)
+                    runs.setdefault((task, f"llama-server {name}"), []).append(theirs)
+                    for program, (tokens, _rate, _), off in (("ours", mine, runs[task, "off"][-1]),
+                                                            ("llama-server", theirs, runs[task, "llama-server off"][-1])):
+                        length = len([t for t in tokens if t not in stops])
+                        if not flags or length >= len([t for t in off[0] if t not in stops]):
+                            offs.setdefault((program, task, length), []).append(off[1])
+                        elif program == "ours":
+                            offs.setdefault((program, task, length), []).append(
+                                ours(engine, ids, length, stops, Speculation())[1])
+                        else:
+                            offs.setdefault((program, task, length), []).append(server(plain.url, ids, length)[1])
+    finally:
+        plain.stop()
     engine.close()
-    for name, (_, flags) in [("off", ([], [])), *TYPES.items()]:
-        served = cluster.start(path, workers=0, ctx=4096, threads=args.threads, extra=flags)
-        try:
-            for task, ids in prompts.items():
-                rows[task, f"llama-server {name}"] = server(served.url, ids, TASKS[task][1])
-        finally:
-            served.stop()
-    print("| task | speculation | rml-chat tok/s | x off | accepted | same reply | llama-server tok/s | x its off "
-          "| accepted | ours ÷ llama-server |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+
+    def median_off(program: str, task: str, tokens: list[int]) -> float:
+        length = len([t for t in tokens if t not in stops])
+        found = offs.get((program, task, length)) or offs[program, task, max(n for p, t, n in offs if (p, t) == (program, task))]
+        return statistics.median(found)
+
+    rows = {key: (found[0][0], statistics.median(run[1] for run in found), found[0][2]) for key, found in runs.items()}
+    print("| task | speculation | rml-chat tok/s | x off | accepted | same reply as off | llama-server tok/s | x its off "
+          "| accepted | same reply as llama-server's | ours ÷ llama-server |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for task in TASKS:
-        off, server_off = rows[task, "off"][1], rows[task, "llama-server off"][1]
         for name in ("off", *TYPES):
             tokens, rate, accepted = rows[task, name]
             s_tokens, s_rate, s_accepted = rows[task, f"llama-server {name}"]
+            off, server_off = median_off("ours", task, tokens), median_off("llama-server", task, s_tokens)
+            same = "yes" if tokens == [t for t in s_tokens if t not in stops] else "no"
             print(f"| {task} | {name} | {rate:.1f} | {rate / off:.2f} | {accepted:.0%} | "
                   f"{'yes' if tokens == rows[task, 'off'][0] else 'no'} | {s_rate:.1f} | {s_rate / server_off:.2f} | "
-                  f"{s_accepted:.0%} | {rate / s_rate:.2f} |" if s_rate else f"| {task} | {name} | {rate:.1f} | - |")
+                  f"{s_accepted:.0%} | {same} | {rate / s_rate:.2f} |" if s_rate else f"| {task} | {name} | {rate:.1f} | - |")
+    print("(x off: against speculation off over as many tokens, where the reply with drafts is shorter)")
 
 
 if __name__ == "__main__":

@@ -88,7 +88,10 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5", str(2*
               "ignore_eos": ["yes"], "repeat_guard": ["-1", "lots"], "spec_type": ["eagle", "NGRAM-MOD"],
               "spec_default": ["yes"], "spec_draft_n_max": ["-2", "many"], "spec_draft_n_min": ["-1"],
               "spec_ngram_simple_size_n": ["0", "1025"], "spec_ngram_simple_size_m": ["0"],
-              "spec_ngram_mod_n_match": ["0", "x"], "spec_ngram_mod_n_min": ["-1"], "spec_ngram_mod_n_max": ["2000"]}
+              "spec_ngram_mod_n_match": ["0", "x"], "spec_ngram_mod_n_min": ["-1"], "spec_ngram_mod_n_max": ["2000"],
+              "spec_ngram_map_k_size_n": ["0", "1025"], "spec_ngram_map_k_size_m": ["0", "4.5"],
+              "spec_ngram_map_k4v_size_n": ["x", "-1"], "spec_ngram_map_k4v_size_m": ["0"],
+              "spec_ngram_map_k4v_min_hits": ["0", "16381"]}
 
 
 @pytest.mark.offline
@@ -366,11 +369,13 @@ _VALID = {"--temp": ["0", "0.7", "2"], "--top-k": ["0", "1", "40"], "--top-p": [
           "--threads-batch": ["-1", "1"], "--think": ["on", "off"], "--context-shift": ["on", "off"],
           "--flash-attn": ["on", "off", "auto"], "--batch-size": ["1", "64", "2048"], "--ubatch-size": ["1", "512"],
           "--reasoning-budget": ["-1", "0", "5"], "--hidethinking": ["on", "off"],
-          "--stop": ["\n", "a", "Hello"], "--spec-type": ["none", "ngram-simple", "ngram-mod"],
+          "--stop": ["\n", "a", "Hello"], "--spec-type": ["none", "ngram-simple", "ngram-mod", "ngram-map-k", "ngram-map-k4v"],
           "--spec-default": ["on", "off"], "--spec-draft-n-max": ["-1", "0", "3"], "--spec-draft-n-min": ["0", "2"],
           "--spec-ngram-simple-size-n": ["1", "12"], "--spec-ngram-simple-size-m": ["1", "48"],
           "--spec-ngram-mod-n-match": ["1", "24"], "--spec-ngram-mod-n-min": ["0", "48"],
-          "--spec-ngram-mod-n-max": ["0", "64"],
+          "--spec-ngram-mod-n-max": ["0", "64"], "--spec-ngram-map-k-size-n": ["1", "12"],
+          "--spec-ngram-map-k-size-m": ["1", "48"], "--spec-ngram-map-k4v-size-n": ["2"],
+          "--spec-ngram-map-k4v-size-m": ["8"], "--spec-ngram-map-k4v-min-hits": ["1", "2"],
           "--chat-format": ["chatml", "raw", "llama2", "gemma", "phi3"], "-sys": ["Be brief.", "\udcff\x01", ""],
           "-p": ["hi", "<|im_end|>", "\x1b[2J", ""]}
 

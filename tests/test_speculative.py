@@ -23,7 +23,7 @@ from conftest import model_path
 from rml_chat.core.model import load_model
 from rml_chat.engines.base import Generation, Sampling
 from rml_chat.engines.local import LocalEngine
-from rml_chat.engines.speculative import SPEC_DEFAULT, NgramMod, NgramSimple, Speculation
+from rml_chat.engines.speculative import SPEC_DEFAULT, NgramMap, NgramMod, NgramSimple, Speculation
 
 CODE = "\n".join(f"def f{i}(x):\n    return x * {i} + {i * i}" for i in range(12))
 PROMPTS = [f"Repeat this code exactly, renaming f3 to g3:\n```python\n{CODE}\n```",
@@ -31,7 +31,9 @@ PROMPTS = [f"Repeat this code exactly, renaming f3 to g3:\n```python\n{CODE}\n``
            "Write a short story about a cat who counts stars.",
            "What is the capital of France?"]
 DRAFTS = [Speculation("ngram-simple", draft_n_max=5, ngram_simple_size_n=3, ngram_simple_size_m=8),
-          Speculation("ngram-mod", draft_n_max=5, ngram_mod_n_match=4, ngram_mod_n_min=1, ngram_mod_n_max=8)]
+          Speculation("ngram-mod", draft_n_max=5, ngram_mod_n_match=4, ngram_mod_n_min=1, ngram_mod_n_max=8),
+          Speculation("ngram-map-k", ngram_map_k_size_n=3, ngram_map_k_size_m=6),
+          Speculation("ngram-map-k4v", ngram_map_k4v_size_n=2, ngram_map_k4v_size_m=4)]
 
 
 # ----- the drafters --------------------------------------------------------------------------------------
@@ -60,6 +62,39 @@ def test_ngram_mod_forgets_its_map_after_five_poor_rounds_as_llama_cpp() -> None
     for _ in range(5):
         drafter.accepted(4, 0)
     assert drafter.draft(looped[:10], 3) == []  # (the map is empty: the history is read again in chunks of 32)
+
+
+def test_ngram_map_k_drafts_from_the_first_stored_place_no_more_than_the_key_last_had_accepted() -> None:
+    """llama.cpp's ngram-map-k: the prompt's latest place of a key, then a place in the reply only where
+    the key had none; a key's draft shrinks to what its last draft had accepted, and one rejected at once
+    drafts no more."""
+    prompt = [1, 2, 10, 11, 12, 13, 1, 2, 20, 21, 22, 23] + [0] * 6
+    drafter = NgramMap(size_n=2, size_m=4)
+    assert drafter.draft(prompt, 2) == []  # ("0 2" is no key of the history)
+    assert drafter.draft([*prompt, 1], 2) == [20, 21, 22, 23]  # (the later of the prompt's two places)
+    drafter.accepted(4, 2)
+    reply = [*prompt, 1, 2, 20, 21, 30, 31, 32, 33, 34, 35, 1]
+    assert drafter.draft(reply, 2) == [20, 21]  # (the prompt's place stays; two were accepted)
+    drafter.accepted(2, 0)
+    assert drafter.draft([*reply, 2, 20, 40, 41, 42, 43, 44, 45, 1], 2) == []  # (this key drafts no more)
+    assert drafter.draft([*reply, 2, 20, 40, 41, 42, 43, 44, 45, 30], 31) == [32, 33, 34, 35]  # (others do)
+    short = NgramMap(size_n=2, size_m=4)
+    assert short.draft([7, 8, 9, 0, 0, 0, 0, 0, 0, 0, 7], 8) == []  # (a key at 0 is never stored)
+
+
+def test_ngram_map_k4v_drafts_where_one_m_gram_followed_the_key_twice_as_often_as_the_others() -> None:
+    """llama.cpp's ngram-map-k4v: the m-grams after the key's places up to its stored one are counted (that
+    one again at each lookup, as llama.cpp counts it); a draft only where one kind outweighs the others
+    two to one, and from the ``min_hits``-th lookup on."""
+    prompt = [1, 2, 7, 8, 1, 2, 5, 6, 1, 2, 7, 8, 1, 2, 7, 8] + [0] * 8
+    assert NgramMap(2, 2, four_values=True).draft([*prompt, 1], 2) == [7, 8]  # (3 to 1 at its place, 12)
+    split = [1, 2, 7, 8, 1, 2, 5, 6, 1, 2, 7, 8, 1, 2, 5, 6] + [0] * 8
+    drafter = NgramMap(2, 2, four_values=True)
+    assert drafter.draft([*split, 1], 2) == []  # (2 to 2)
+    assert drafter.draft([*split, 1, 2, 0, 1], 2) == []  # (its place counted again: 3 to 2)
+    assert drafter.draft([*split, 1, 2, 0, 1, 2, 0, 1], 2) == [5, 6]  # (4 to 2)
+    waits = NgramMap(2, 2, four_values=True, min_hits=2)
+    assert waits.draft([*prompt, 1], 2) == [] and waits.draft([*prompt, 1, 2, 7, 1], 2) == [7, 8]
 
 
 def test_a_draft_is_capped_by_the_room_and_the_flags() -> None:
@@ -160,23 +195,76 @@ def test_a_reader_that_stops_mid_draft_leaves_the_cache_as_without_drafts(smollm
 @pytest.mark.whitebox
 def test_gemma_3_writes_the_same_reply_with_drafts() -> None:
     """The same on Gemma 3 (a SentencePiece vocabulary of 262k, and another architecture): greedy, seeded,
-    and seeded with penalties and DRY, each drafted position checked alone."""
+    and seeded with penalties and DRY, each drafted position checked alone, each drafter on three of the six
+    runs."""
     model = load_model(str(model_path("gemma3")))
     engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2, flash_attn="off")
     engine._check_alone = True
     try:
         accepted = 0
-        for sampling in (SAMPLINGS["greedy"], SAMPLINGS["seeded"], replace(SAMPLINGS["seeded, penalties"], dry_multiplier=0.8)):
-            for prompt in PROMPTS[:2]:
-                ids = _ids(model, prompt)
-                plain, plain_gen, plain_cache = _run(model, engine, ids, sampling, Speculation())
-                for speculation in DRAFTS:
-                    tokens, gen, cache = _run(model, engine, ids, sampling, speculation)
-                    assert (tokens, gen.stop_reason, cache) == (plain, plain_gen.stop_reason, plain_cache), (prompt, sampling)
-                    accepted += gen.accepted
+        combos = [(sampling, prompt) for sampling in (SAMPLINGS["greedy"], SAMPLINGS["seeded"],
+                                                      replace(SAMPLINGS["seeded, penalties"], dry_multiplier=0.8))
+                  for prompt in PROMPTS[:2]]
+        for k, (sampling, prompt) in enumerate(combos):
+            ids = _ids(model, prompt)
+            plain, plain_gen, plain_cache = _run(model, engine, ids, sampling, Speculation())
+            for speculation in (DRAFTS[k % len(DRAFTS)], DRAFTS[(k + 2) % len(DRAFTS)]):  # (each type thrice)
+                tokens, gen, cache = _run(model, engine, ids, sampling, speculation)
+                assert (tokens, gen.stop_reason, cache) == (plain, plain_gen.stop_reason, plain_cache), (prompt, sampling)
+                accepted += gen.accepted
         assert accepted > 50
     finally:
         engine.close()
+
+
+#: each n-gram type with its sizes here and as llama-server's flags (which cap no n-gram draft by
+#: --spec-draft-n-max: that one is a draft model's there)
+ON_SERVER = {
+    "ngram-simple": (Speculation("ngram-simple", ngram_simple_size_n=3, ngram_simple_size_m=8),
+                     ["--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"]),
+    "ngram-mod": (Speculation("ngram-mod", ngram_mod_n_match=4, ngram_mod_n_min=1, ngram_mod_n_max=8),
+                  ["--spec-ngram-mod-n-match", "4", "--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", "8"]),
+    "ngram-map-k": (Speculation("ngram-map-k", ngram_map_k_size_n=3, ngram_map_k_size_m=6),
+                    ["--spec-ngram-map-k-size-n", "3", "--spec-ngram-map-k-size-m", "6"]),
+    "ngram-map-k4v": (Speculation("ngram-map-k4v", ngram_map_k4v_size_n=2, ngram_map_k4v_size_m=4,
+                                  ngram_map_k4v_min_hits=2),
+                      ["--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-map-k4v-size-m", "4",
+                       "--spec-ngram-map-k4v-min-hits", "2"])}
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("spec_type", list(ON_SERVER))
+def test_each_ngram_type_drafts_and_writes_what_llama_server_does(smollm, spec_type: str) -> None:
+    """llama-server with the same --spec-type and sizes, on the same model and prompt ids, greedy: the same
+    tokens, and as many tokens drafted and accepted (its ``timings``), over prompts that draft a lot, a
+    little and not at all. A fresh server for each prompt: its drafters keep their state from one request
+    to the next (a reply here drafts from its own history only)."""
+    from urllib.request import Request, urlopen
+
+    import cluster  # (scripts/, on the path: conftest puts it there)
+
+    model, engine = smollm
+    speculation, flags = ON_SERVER[spec_type]
+    accepted = 0
+    for prompt in PROMPTS[:3]:
+        ids = _ids(model, prompt)
+        tokens, gen, _ = _run(model, engine, ids, SAMPLINGS["greedy"], speculation)
+        served = cluster.start(model.weights, workers=0, ctx=2048, threads=2,
+                               extra=["--spec-type", spec_type, *flags, "-fa", "off"])
+        try:
+            body = {"prompt": ids, "n_predict": SAMPLINGS["greedy"].max_tokens, "temperature": 0,
+                    "cache_prompt": False, "return_tokens": True}
+            with urlopen(Request(f"{served.url}/completion", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"}), timeout=300) as answer:
+                data = json.loads(answer.read())
+        finally:
+            served.stop()
+        theirs = [t for t in data["tokens"] if t not in model.stop_ids]
+        timings = data["timings"]
+        assert tokens == theirs, prompt
+        assert (gen.drafted, gen.accepted) == (timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)), prompt
+        accepted += gen.accepted
+    assert accepted > 20
 
 
 def test_a_batched_check_parts_from_the_reply_only_where_the_kernels_do(smollm) -> None:

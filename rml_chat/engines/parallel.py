@@ -13,7 +13,7 @@ sampler chain (its settings, seed and grammar)::
     seq 2   [system prompt][line 2 ...] -> token    } one batch a step
     seq 3   [system prompt][line 3 ...] -> token   /
 
-With n-gram speculation on (``--spec-type ngram-simple|ngram-mod``), a line whose history offers a draft
+With an n-gram ``--spec-type`` on, a line whose history offers a draft
 puts the draft after its token in the same batch and is sampled position by position as a single reply is
 (``LocalEngine._checked``); its rejected cells are dropped at once. A draft model drafts for one sequence
 only: with ``-np`` above 1 it drafts for none.

@@ -16,6 +16,15 @@ The drafters are llama.cpp's n-gram ones (``common/ngram-map.cpp``, ``common/ngr
       >>> NgramSimple(size_n=2, size_m=3).draft([9, 5, 6, 7, 8, 9, 1, 2, 5], 6)
       [7, 8, 9]
 
+- ``ngram-map-k``: the last ``size_n`` tokens (the key) looked up in a map from each key to where it
+  was first stored (the prompt's latest occurrence, then each new one the first time it is seen, as
+  llama.cpp's ``key_map`` stores them); the ``size_m`` tokens after it are the draft, but no more than the
+  model accepted the last time that key drafted. A key whose draft the model rejected at once drafts no
+  more in that reply: a pattern that led it wrong stops costing a batch, one that held keeps its length.
+  ``ngram-map-k4v`` drafts only where one of the m-grams that followed the key (up to four kinds) was
+  seen at least twice as often as the others together. llama.cpp stores the map in a fixed hash table (a
+  collision there is a miss); here it is exact (``NgramMap``).
+
 - ``draft-simple``: a smaller model with the same vocabulary (``-md``) writes the draft greedily,
   ``--spec-draft-n-max`` tokens (3, llama.cpp's default), in a context of its own that follows the chat
   (``DraftModel``); a draft model whose vocabulary differs is refused (``vocabulary_difference``).
@@ -34,13 +43,13 @@ model's drafts) cap and floor the n-gram drafts too, where given.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from .base import common_prefix
 
-#: the types, with llama.cpp's names: two draft from the token history, one with a smaller model
-TYPES = ("none", "ngram-simple", "ngram-mod", "draft-simple")
+#: the types, with llama.cpp's names: four draft from the token history, one with a smaller model
+TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "draft-simple")
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,11 @@ class Speculation:
     draft_n_min: int = 0            # --spec-draft-n-min: a shorter draft is not checked
     ngram_simple_size_n: int = 12   # --spec-ngram-simple-size-n: the n-gram looked up
     ngram_simple_size_m: int = 48   # --spec-ngram-simple-size-m: the m-gram after it, drafted
+    ngram_map_k_size_n: int = 12    # --spec-ngram-map-k-size-n: the key n-gram looked up
+    ngram_map_k_size_m: int = 48    # --spec-ngram-map-k-size-m: the m-gram after it, drafted
+    ngram_map_k4v_size_n: int = 12  # --spec-ngram-map-k4v-size-n
+    ngram_map_k4v_size_m: int = 48  # --spec-ngram-map-k4v-size-m
+    ngram_map_k4v_min_hits: int = 1  # --spec-ngram-map-k4v-min-hits: lookups of a key before it drafts
     ngram_mod_n_match: int = 24     # --spec-ngram-mod-n-match
     ngram_mod_n_min: int = 48       # --spec-ngram-mod-n-min
     ngram_mod_n_max: int = 64       # --spec-ngram-mod-n-max
@@ -66,6 +80,11 @@ class Speculation:
         """A fresh drafter for one reply (None: speculation is off)."""
         if self.spec_type == "ngram-simple":
             return NgramSimple(self.ngram_simple_size_n, self.ngram_simple_size_m)
+        if self.spec_type == "ngram-map-k":
+            return NgramMap(self.ngram_map_k_size_n, self.ngram_map_k_size_m)
+        if self.spec_type == "ngram-map-k4v":
+            return NgramMap(self.ngram_map_k4v_size_n, self.ngram_map_k4v_size_m, four_values=True,
+                            min_hits=self.ngram_map_k4v_min_hits)
         if self.spec_type == "ngram-mod":
             return NgramMod(self.ngram_mod_n_match, self.ngram_mod_n_min, self.ngram_mod_n_max)
         if self.spec_type == "draft-simple" and self.draft_model is not None:
@@ -82,6 +101,11 @@ class Speculation:
         """One line for /info and --json: the type and the sizes it uses."""
         if self.spec_type == "ngram-simple":
             sizes = f"size_n={self.ngram_simple_size_n}, size_m={self.ngram_simple_size_m}"
+        elif self.spec_type == "ngram-map-k":
+            sizes = f"size_n={self.ngram_map_k_size_n}, size_m={self.ngram_map_k_size_m}"
+        elif self.spec_type == "ngram-map-k4v":
+            sizes = (f"size_n={self.ngram_map_k4v_size_n}, size_m={self.ngram_map_k4v_size_m}, "
+                     f"min_hits={self.ngram_map_k4v_min_hits}")
         elif self.spec_type == "ngram-mod":
             sizes = f"n_match={self.ngram_mod_n_match}, n_min={self.ngram_mod_n_min}, n_max={self.ngram_mod_n_max}"
         elif self.spec_type == "draft-simple":
@@ -149,6 +173,122 @@ class NgramSimple:
 
     def accepted(self, drafted: int, accepted: int) -> None:
         pass
+
+
+@dataclass
+class _Value:
+    """An m-gram seen after a key (llama.cpp's ``common_ngram_map_value``)."""
+
+    place: int       # where it starts in the history
+    seen: int = 0    # how often it followed the key (as counted: see ``NgramMap._count``)
+    reach: int = 0   # tokens the last draft from it had accepted (the m-gram's size until then)
+
+
+@dataclass
+class _Key:
+    """A key n-gram that drafted (llama.cpp's ``common_ngram_map_key``)."""
+
+    counted_to: int = 0  # its occurrences up to here are counted
+    hits: int = 0        # the drafts it was looked up for
+    values: list[_Value] = field(default_factory=list)  # at most four m-grams seen after it
+
+
+#: llama.cpp's limits: the m-grams kept for a key, and the highest count
+MAX_VALUES, MAX_COUNT = 4, 16380
+
+
+class NgramMap:
+    """llama.cpp's ``ngram-map-k`` and ``ngram-map-k4v`` (``common_ngram_map_draft``): the last ``size_n``
+    tokens, the key, looked up where it was first stored; the ``size_m`` tokens after that place are the
+    draft, but no more than the model accepted the last time this key drafted.
+
+    Stored places are llama.cpp's: at a reply's first draft the prompt's latest place of each key, then
+    each new place only where its key has none yet; a key at position 0, or in the prompt's last
+    ``size_n + size_m`` tokens, is never stored. ``ngram-map-k4v`` (``four_values``) also counts the
+    m-grams that followed the key's earlier places (up to four of them) and drafts only where one was
+    seen at least twice as often as the others together, and once the key was looked up ``min_hits``
+    times. A drafter is fresh for each reply (llama-server keeps a slot's across its requests). Worked
+    through with ``size_n=1, size_m=3``: the key ``(1,)`` stored at 1 drafts ``[2, 3, 4]``; the model takes
+    one of them, and the next draft from that key is one token::
+
+        >>> drafter = NgramMap(size_n=1, size_m=3)
+        >>> drafter.draft([5, 1, 2, 3, 4, 0, 0, 0, 0], 1)
+        [2, 3, 4]
+        >>> drafter.accepted(3, 1)
+        >>> drafter.draft([5, 1, 2, 3, 4, 0, 0, 0, 0, 1, 2, 9], 1)
+        [2]
+    """
+
+    def __init__(self, size_n: int, size_m: int, four_values: bool = False, min_hits: int = 1):
+        self.size_n, self.size_m, self.four_values, self.min_hits = size_n, size_m, four_values, min_hits
+        self._place: dict[tuple[int, ...], int] = {}  # key n-gram -> where it starts (the first stored stays)
+        self._stored_to = 0     # positions up to here are in ``_place`` (llama.cpp's key_map_last_idx)
+        self._prompt = -1       # the history's length at the reply's first draft (its size_last_begin)
+        self._keys: dict[tuple[int, ...], _Key] = {}
+        self._drafted_from: _Value | None = None
+
+    def _new_places(self, limit: int) -> list[int]:
+        """The key positions not yet stored, latest first, as llama.cpp scans them: the prompt's (the
+        first time), then the reply's."""
+        n, m, prompt = self.size_n, self.size_m, self._prompt
+        places = list(range(prompt - n - m - 1, self._stored_to, -1)) if prompt > n + m + 1 else []
+        return places + list(range(limit, max(prompt, self._stored_to), -1))
+
+    def draft(self, history: Sequence[int], last: int) -> list[int]:
+        n, m, length = self.size_n, self.size_m, len(history)
+        self._drafted_from = None
+        if self._prompt < 0:
+            self._prompt = length
+        if length < 2 * n + m:
+            return []
+        key = (*history[length - n + 1:], last) if n > 1 else (last,)
+        limit = length - n - m - 1
+        new = self._new_places(limit)
+        place = self._place.get(key, 0)
+        if not 0 < place < limit:  # (not stored: the positions not yet stored, latest first)
+            place = next((j for j in new if history[j] == key[0] and tuple(history[j:j + n]) == key), 0)
+        for j in new:
+            self._place.setdefault(tuple(history[j:j + n]), j)
+        self._stored_to = max(limit, self._stored_to)
+        if not place:
+            return []
+        entry = self._keys.setdefault(key, _Key())
+        entry.hits = min(entry.hits + 1, MAX_COUNT)
+        if not self.four_values:
+            if not entry.values:
+                entry.values.append(_Value(place, reach=m))
+            chosen = entry.values[0]
+        else:
+            if entry.hits < self.min_hits:
+                return []
+            self._count(entry, history, key, place)
+            chosen = max(entry.values, key=lambda value: value.seen)  # (the first of equals, as llama.cpp's)
+            others = sum(value.seen for value in entry.values) - chosen.seen
+            if others > 0 and chosen.seen < 2 * others:
+                return []
+        self._drafted_from = chosen
+        return list(history[place + n:place + n + min(m, chosen.reach)])  # (after the key's place, whichever
+        # m-gram was counted most: llama.cpp's)
+
+    def _count(self, entry: _Key, history: Sequence[int], key: tuple[int, ...], place: int) -> None:
+        """The m-grams after the key's places from ``counted_to`` to ``place``, both counted (so the place
+        itself once a draft, as llama.cpp counts it); a fifth kind is not kept."""
+        n, m = self.size_n, self.size_m
+        for i in range(entry.counted_to, place + 1):
+            if tuple(history[i:i + n]) != key:
+                continue
+            after = history[i + n:i + n + m]
+            value = next((v for v in entry.values if history[v.place:v.place + m] == after), None)
+            if value is None and len(entry.values) < MAX_VALUES:
+                value = _Value(i + n, reach=m)
+                entry.values.append(value)
+            if value is not None:
+                value.seen = min(value.seen + 1, MAX_COUNT)
+        entry.counted_to = place
+
+    def accepted(self, drafted: int, accepted: int) -> None:
+        if self._drafted_from is not None:
+            self._drafted_from.reach = accepted
 
 
 class NgramMod:
