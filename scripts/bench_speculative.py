@@ -13,11 +13,9 @@ written without drafts and the one llama-server wrote.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import cluster  # (scripts/ is on the path when this script runs)
@@ -57,11 +55,8 @@ def ours(engine: LocalEngine, ids: list[int], n: int, stops: list[int], speculat
     return tokens, rate, gen.accepted / gen.drafted if gen.drafted else 0.0
 
 
-def server(url: str, ids: list[int], n: int) -> tuple[list[int], float, float]:
-    body = {"prompt": ids, "n_predict": n, "temperature": 0, "cache_prompt": False, "return_tokens": True}
-    request = urllib.request.Request(f"{url}/completion", json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=600) as answer:
-        data = json.loads(answer.read())
+def server(served: cluster.Cluster, ids: list[int], n: int) -> tuple[list[int], float, float]:
+    data = served.greedy(ids, n)
     timings = data.get("timings", {})
     drafted, accepted = timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)
     return data.get("tokens", []), timings.get("predicted_per_second", 0.0), accepted / drafted if drafted else 0.0
@@ -109,8 +104,8 @@ def main() -> None:
     # the rewrite again, up to the code's closing fence as the model writes it without drafts: a small model
     # goes on after the code (SmolLM2 for 270 tokens), and whether a reply with drafts does too turns on a
     # near tie (docs/performance.md), so this row holds every type to the same text, the code itself
-    written = ours(engine, prompts["rewrite"], budgets["rewrite"], stops, Speculation())[0]
-    closed = next(k for k in range(1, len(written) + 1) if model.tokenizer.decode(written[:k]).count("```") >= 2)
+    rewritten = ours(engine, prompts["rewrite"], budgets["rewrite"], stops, Speculation())[0]
+    closed = next(k for k in range(1, len(rewritten) + 1) if model.tokenizer.decode(rewritten[:k]).count("```") >= 2)
     budgets["rewrite, the code alone"] = closed
     prompts = {task: prompts[task.split(",")[0]] for task in ("rewrite", "rewrite, the code alone", "quote", "chat")}
     print(f"model {path.name}, {args.threads} threads, greedy; generation tok/s (after the first token), the median "
@@ -122,6 +117,13 @@ def main() -> None:
     # written without drafts (a longer context makes each token slower)
     offs: dict[tuple[str, str, int], list[float]] = {}
     plain = cluster.start(path, workers=0, ctx=4096, threads=args.threads)
+
+    def written(tokens: list[int]) -> int:  # (llama-server's tokens end with the stop token)
+        return len([t for t in tokens if t not in stops])
+
+    def undrafted(program: str, ids: list[int], n: int) -> float:
+        return ours(engine, ids, n, stops, Speculation())[1] if program == "ours" else server(plain, ids, n)[1]
+
     try:
         for _ in range(args.rounds):
             for name, (speculation, flags) in [("off", (Speculation(), [])), *TYPES.items()]:
@@ -131,29 +133,24 @@ def main() -> None:
                     if flags:  # (a fresh server for each request: its drafters keep their state between them)
                         served = cluster.start(path, workers=0, ctx=4096, threads=args.threads, extra=flags)
                         try:
-                            theirs = server(served.url, ids, n)
+                            theirs = server(served, ids, n)
                         finally:
                             served.stop()
                     else:
-                        theirs = server(plain.url, ids, n)
+                        theirs = server(plain, ids, n)
                     runs.setdefault((task, name), []).append(mine)
                     runs.setdefault((task, f"llama-server {name}"), []).append(theirs)
-                    for program, (tokens, _rate, _), off in (("ours", mine, runs[task, "off"][-1]),
-                                                            ("llama-server", theirs, runs[task, "llama-server off"][-1])):
-                        length = len([t for t in tokens if t not in stops])
-                        if not flags or length >= len([t for t in off[0] if t not in stops]):
-                            offs.setdefault((program, task, length), []).append(off[1])
-                        elif program == "ours":
-                            offs.setdefault((program, task, length), []).append(
-                                ours(engine, ids, length, stops, Speculation())[1])
-                        else:
-                            offs.setdefault((program, task, length), []).append(server(plain.url, ids, length)[1])
+                    for program, (tokens, _, _), off in (("ours", mine, runs[task, "off"][-1]),
+                                                         ("llama-server", theirs, runs[task, "llama-server off"][-1])):
+                        length = written(tokens)
+                        rate = off[1] if not flags or length >= written(off[0]) else undrafted(program, ids, length)
+                        offs.setdefault((program, task, length), []).append(rate)
     finally:
         plain.stop()
     engine.close()
 
     def median_off(program: str, task: str, tokens: list[int]) -> float:
-        length = len([t for t in tokens if t not in stops])
+        length = written(tokens)
         found = offs.get((program, task, length)) or offs[program, task, max(n for p, t, n in offs if (p, t) == (program, task))]
         return statistics.median(found)
 

@@ -81,6 +81,15 @@ class Cluster:
     def server(self) -> subprocess.Popen:
         return self.processes[-1]
 
+    def greedy(self, ids: Sequence[int], n: int) -> dict:
+        """llama-server's greedy completion of these prompt ids, ``n`` tokens at most, its prompt cache
+        off: its JSON (``tokens``, ``timings`` with the drafts' counts)."""
+        body = {"prompt": list(ids), "n_predict": n, "temperature": 0, "cache_prompt": False, "return_tokens": True}
+        request = urllib.request.Request(f"{self.url}/completion", json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=600) as answer:
+            return json.loads(answer.read())
+
 
 def start(model: Path, workers: int = 2, port: int | None = None, ctx: int = 4096, threads: int = 1,
           log: Path | None = None, timeout: float = 120, slots: int = 1, extra: Sequence[str] = ()) -> Cluster:

@@ -140,7 +140,7 @@ def test_a_name_that_reads_as_a_selector_or_a_path_is_refused_with_why() -> None
     assert name_problem("team-alpha") == "" and name_problem("last week") == ""
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="this OS has no named pipes (os.mkfifo) to test with")
 def test_the_listing_reads_only_regular_files(folder) -> None:
     os.mkfifo(folder / "x.json")  # (reading it would wait for a writer forever)
     assert [s.name for s in list_sessions()].count("alpha") == 1

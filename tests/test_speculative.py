@@ -239,8 +239,6 @@ def test_each_ngram_type_drafts_and_writes_what_llama_server_does(smollm, spec_t
     tokens, and as many tokens drafted and accepted (its ``timings``), over prompts that draft a lot, a
     little and not at all. A fresh server for each prompt: its drafters keep their state from one request
     to the next (a reply here drafts from its own history only)."""
-    from urllib.request import Request, urlopen
-
     import cluster  # (scripts/, on the path: conftest puts it there)
 
     model, engine = smollm
@@ -252,11 +250,7 @@ def test_each_ngram_type_drafts_and_writes_what_llama_server_does(smollm, spec_t
         served = cluster.start(model.weights, workers=0, ctx=2048, threads=2,
                                extra=["--spec-type", spec_type, *flags, "-fa", "off"])
         try:
-            body = {"prompt": ids, "n_predict": SAMPLINGS["greedy"].max_tokens, "temperature": 0,
-                    "cache_prompt": False, "return_tokens": True}
-            with urlopen(Request(f"{served.url}/completion", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"}), timeout=300) as answer:
-                data = json.loads(answer.read())
+            data = served.greedy(ids, SAMPLINGS["greedy"].max_tokens)
         finally:
             served.stop()
         theirs = [t for t in data["tokens"] if t not in model.stop_ids]

@@ -241,15 +241,12 @@ class NgramMap:
             self._prompt = length
         if length < 2 * n + m:
             return []
-        key = (*history[length - n + 1:], last) if n > 1 else (last,)
+        key = (*history[length - n + 1:], last)
         limit = length - n - m - 1
-        new = self._new_places(limit)
-        place = self._place.get(key, 0)
-        if not 0 < place < limit:  # (not stored: the positions not yet stored, latest first)
-            place = next((j for j in new if history[j] == key[0] and tuple(history[j:j + n]) == key), 0)
-        for j in new:
-            self._place.setdefault(tuple(history[j:j + n]), j)
+        for j in self._new_places(limit):  # (latest first: a key not stored before gets its latest new place,
+            self._place.setdefault(tuple(history[j:j + n]), j)  # where llama.cpp's search of them finds it)
         self._stored_to = max(limit, self._stored_to)
+        place = self._place.get(key, 0)
         if not place:
             return []
         entry = self._keys.setdefault(key, _Key())
