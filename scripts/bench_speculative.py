@@ -5,9 +5,17 @@ each of llama.cpp's n-gram types, in this process and on llama-server with the s
 same model and the same prompt ids, in turn, each row the median of ``--rounds`` runs. Prints generation
 tokens/s (after the first token), the ratio to speculation off (over as many tokens, where a reply with
 drafts parts from the one without and is shorter), the acceptance rate, and whether the reply is the one
-written without drafts and the one llama-server wrote.
+written without drafts and the one llama-server wrote. Then the drafters' own cost: each type replayed
+over the chat's reply, after its prompt and after 8,000 tokens of earlier chat, in microseconds a token
+and as a share of a token's time without drafts (what a reply that drafts nothing can lose at most).
 
-    python scripts/bench_speculative.py [MODEL.gguf] [--threads N] [--rounds N]
+    python scripts/bench_speculative.py [MODEL.gguf] [--threads N] [--rounds N] [--ngl N] [--model-draft FILE]
+                                        [--tasks rewrite,quote,chat] [--types ngram-mod,...]
+
+On a GPU (``--ngl 99``, scripts/device_bench.sh): ``--model-draft`` adds llama.cpp's ``draft-simple`` with that
+model (the model itself: every draft accepted, so what is left is the check's own cost), and a random-weight
+model (random_model.py) repeats one token, which every n-gram type then drafts; the rewrite's "code alone" row
+needs a model that writes the code, so it is left out where no closing fence comes.
 """
 
 from __future__ import annotations
@@ -20,12 +28,16 @@ from pathlib import Path
 
 import cluster  # (scripts/ is on the path when this script runs)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+ROOT = Path(__file__).resolve().parent.parent
+
+sys.path.insert(0, str(ROOT / "tests"))
 
 from rml_chat.core.model import load_model  # noqa: E402
 from rml_chat.engines.base import Generation, Sampling  # noqa: E402
 from rml_chat.engines.local import LocalEngine  # noqa: E402
+from rml_chat.engines.runtime import LlamaModel  # noqa: E402
 from rml_chat.engines.speculative import SPEC_DEFAULT, Speculation  # noqa: E402
+from rml_chat.engines.thread_choice import ThreadChoice  # noqa: E402
 
 CODE = "\n".join(
     line for i in range(15) for line in (
@@ -40,7 +52,8 @@ TASKS = {
     "quote": (f"{PARAGRAPH * 3}\nQuote the text above exactly, word for word.", 400),
     "chat": ("Give me three tips for learning to cook, with a sentence on each.", 300),
 }
-TYPES = {"ngram-simple": (Speculation("ngram-simple"), ["--spec-type", "ngram-simple"]),
+TYPES: dict[str, tuple[Speculation, list[str]]] = {
+         "ngram-simple": (Speculation("ngram-simple"), ["--spec-type", "ngram-simple"]),
          "ngram-map-k": (Speculation("ngram-map-k"), ["--spec-type", "ngram-map-k"]),
          "ngram-map-k4v": (Speculation("ngram-map-k4v"), ["--spec-type", "ngram-map-k4v"]),
          "ngram-mod (--spec-default)": (SPEC_DEFAULT, ["--spec-default"])}
@@ -86,37 +99,73 @@ def ceiling(engine: LocalEngine, ids: list[int]) -> str:
     return ", ".join(f"a draft of {k} accepted whole {rates[k] / rates[0]:.2f}x" for k in rates if k)
 
 
+def drafting_cost(speculation: Speculation, prompt: list[int], reply: list[int]) -> float:
+    """Seconds a token that the drafter of ``speculation`` spends drafting, replayed over ``reply`` after
+    ``prompt`` as a reply's loop calls it (its drafts checked against ``reply``, as the model would)."""
+    drafter = speculation.drafter()
+    assert drafter is not None
+    history = list(prompt)
+    started = time.perf_counter()
+    at = 0
+    while at < len(reply):
+        draft = drafter.draft(history, reply[at])
+        history.append(reply[at])
+        accepted = 0
+        while accepted < len(draft) and at + 1 + accepted < len(reply) and draft[accepted] == reply[at + 1 + accepted]:
+            accepted += 1
+        drafter.accepted(len(draft), accepted)
+        history.extend(reply[at + 1:at + 1 + accepted])
+        at += 1 + accepted
+    return (time.perf_counter() - started) / len(reply)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("model", nargs="?", default=None)
+    parser.add_argument("model", nargs="?", type=Path, default=None)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3, help="runs of each row, ours and llama-server's in turn")
+    parser.add_argument("--ngl", type=int, default=0, help="layers on the GPU, in both programs")
+    parser.add_argument("--model-draft", type=Path, default=None, help="a draft model for draft-simple (-md)")
+    parser.add_argument("--tasks", default=",".join(TASKS), help="which of the tasks, by name")
+    parser.add_argument("--types", default=",".join(name.split()[0] for name in TYPES), help="which n-gram types")
     args = parser.parse_args()
-    from conftest import model_path
+    if args.model:
+        path = args.model
+    else:
+        from conftest import model_path
 
-    path = Path(args.model) if args.model else model_path("smollm2")
+        path = model_path("smollm2")
     model = load_model(str(path))
+    on_gpu = ["-ngl", str(args.ngl)]
+    types = {name: found for name, found in TYPES.items() if name.split()[0] in args.types.split(",")}
+    engine = LocalEngine(path, n_ctx=4096, n_threads=args.threads, gpu=(args.ngl, "layer"))
+    if args.model_draft:
+        draft = LlamaModel(args.model_draft, n_ctx=4096, n_batch=512, threads=ThreadChoice(args.threads),
+                           threads_batch=None, gpu=(args.ngl, "layer"))
+        types["draft-simple (-md)"] = (Speculation("draft-simple", draft_model=draft),
+                                       ["--spec-type", "draft-simple", "-md", str(args.model_draft), "-ngld", str(args.ngl)])
     stops = list(model.stop_ids)
     prompts = {task: model.encoder.encode(model.encoder.format([{"role": "user", "content": text}]))
                for task, (text, _) in TASKS.items()}
     budgets = {task: n for task, (_, n) in TASKS.items()}
-    engine = LocalEngine(path, n_ctx=4096, n_threads=args.threads)
     # the rewrite again, up to the code's closing fence as the model writes it without drafts: a small model
     # goes on after the code (SmolLM2 for 270 tokens), and whether a reply with drafts does too turns on a
     # near tie (docs/performance.md), so this row holds every type to the same text, the code itself
     rewritten = ours(engine, prompts["rewrite"], budgets["rewrite"], stops, Speculation())[0]
-    closed = next(k for k in range(1, len(rewritten) + 1) if model.tokenizer.decode(rewritten[:k]).count("```") >= 2)
+    closed = next((k for k in range(1, len(rewritten) + 1) if model.tokenizer.decode(rewritten[:k]).count("```") >= 2), 0)
     budgets["rewrite, the code alone"] = closed
-    prompts = {task: prompts[task.split(",")[0]] for task in ("rewrite", "rewrite, the code alone", "quote", "chat")}
+    chosen, rewrite = args.tasks.split(","), prompts["rewrite"]
+    prompts = {task: prompts[task.split(",")[0]] for task in ("rewrite", "rewrite, the code alone", "quote", "chat")
+               if task.split(",")[0] in chosen and budgets[task]}
     print(f"model {path.name}, {args.threads} threads, greedy; generation tok/s (after the first token), the median "
           f"of {args.rounds} runs, ours and llama-server's in turn")
-    print("the ceiling on this machine: " + ceiling(engine, prompts["rewrite"]))
+    print("the ceiling on this machine: " + ceiling(engine, rewrite))
     runs: dict[tuple[str, str], list[tuple[list[int], float, float]]] = {}
     # speculation off, tok/s over the first n tokens, by (program, task, n): a reply with drafts that parts
     # from the one without (a near tie taken the other way) and is shorter is compared with as many tokens
     # written without drafts (a longer context makes each token slower)
     offs: dict[tuple[str, str, int], list[float]] = {}
-    plain = cluster.start(path, workers=0, ctx=4096, threads=args.threads)
+    plain = cluster.start(path, workers=0, ctx=4096, threads=args.threads, extra=on_gpu)
 
     def written(tokens: list[int]) -> int:  # (llama-server's tokens end with the stop token)
         return len([t for t in tokens if t not in stops])
@@ -126,12 +175,12 @@ def main() -> None:
 
     try:
         for _ in range(args.rounds):
-            for name, (speculation, flags) in [("off", (Speculation(), [])), *TYPES.items()]:
+            for name, (speculation, flags) in [("off", (Speculation(), [])), *types.items()]:
                 for task, ids in prompts.items():
                     n = budgets[task]
                     mine = ours(engine, ids, n, stops, speculation)
                     if flags:  # (a fresh server for each request: its drafters keep their state between them)
-                        served = cluster.start(path, workers=0, ctx=4096, threads=args.threads, extra=flags)
+                        served = cluster.start(path, workers=0, ctx=4096, threads=args.threads, extra=[*on_gpu, *flags])
                         try:
                             theirs = server(served, ids, n)
                         finally:
@@ -159,7 +208,7 @@ def main() -> None:
           "| accepted | same reply as llama-server's | ours ÷ llama-server |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for task in prompts:
-        for name in ("off", *TYPES):
+        for name in ("off", *types):
             tokens, rate, accepted = rows[task, name]
             s_tokens, s_rate, s_accepted = rows[task, f"llama-server {name}"]
             off, server_off = median_off("ours", task, tokens), median_off("llama-server", task, s_tokens)
@@ -168,6 +217,20 @@ def main() -> None:
                   f"{'yes' if tokens == rows[task, 'off'][0] else 'no'} | {s_rate:.1f} | {s_rate / server_off:.2f} | "
                   f"{s_accepted:.0%} | {same} | {rate / s_rate:.2f} |" if s_rate else f"| {task} | {name} | {rate:.1f} | - |")
     print("(x off: against speculation off over as many tokens, where the reply with drafts is shorter)")
+    if "chat" not in prompts:
+        return
+    reply, off = rows["chat", "off"][0], rows["chat", "off"][1]
+    earlier = model.tokenizer.encode((ROOT / "README.md").read_text() * 8)[:8000]
+    print(f"\nthe drafters' own cost, replayed over the chat's reply ({len(reply)} tokens): microseconds a token, "
+          f"and the share of a token without drafts ({1e6 / off:.0f} µs here)")
+    print("| type | after the chat's prompt | after 8,000 tokens of chat |")
+    print("|---|---|---|")
+    for name, (speculation, _) in types.items():
+        if speculation.draft_model is not None:
+            continue
+        costs = [min(drafting_cost(speculation, ids, reply) for _ in range(3))
+                 for ids in (prompts["chat"], earlier + prompts["chat"])]
+        print(f"| {name} | " + " | ".join(f"{cost * 1e6:.1f} ({cost * off:.2%})" for cost in costs) + " |")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ The sdist (the same one the tests fetch) is unpacked once into ``<cache>/llama.c
 set of programs has its build folder beside it (``build``: llama-server and ggml-rpc-server for
 cluster.py; ``build-bench``: the benchmark tools), configured with CMake for this machine's CPU and built
 once (a lock keeps two builds from racing; a ``done`` file holds the flags it was built with).
+``$RML_LLAMA_BIN`` names a folder of programs built otherwise instead (a GPU build: device_bench.sh).
 """
 
 from __future__ import annotations
@@ -32,11 +33,15 @@ def root() -> Path:
 
 
 def binary(name: str, folder: str = "build") -> Path:
-    return root() / folder / "bin" / name
+    """Where a program is: built here, or in ``$RML_LLAMA_BIN`` where that names a folder built elsewhere
+    (scripts/device_bench.sh builds every program once, with CUDA)."""
+    elsewhere = os.environ.get("RML_LLAMA_BIN")
+    return Path(elsewhere) / name if elsewhere else root() / folder / "bin" / name
 
 
 def built(folder: str, targets: Sequence[str]) -> bool:
-    return (root() / folder / "done").is_file() and all(binary(t, folder).is_file() for t in targets)
+    done = os.environ.get("RML_LLAMA_BIN") or (root() / folder / "done").is_file()
+    return bool(done) and all(binary(t, folder).is_file() for t in targets)
 
 
 def build(folder: str, flags: Sequence[str], targets: Sequence[str], say=print) -> None:

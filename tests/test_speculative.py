@@ -47,6 +47,37 @@ def test_ngram_simple_drafts_what_followed_the_latest_earlier_match() -> None:
     assert drafter.draft([0, 1, 2, 3, 9, 9, 9, 9, 1], 2) == [3, 9, 9]
 
 
+def test_ngram_simple_indexed_as_the_reply_grows_drafts_what_llama_cpp_backward_scan_finds() -> None:
+    """The drafter indexes each n-gram once; llama.cpp scans the history backwards at every token. Over
+    replies that repeat and part from what they repeat (a small alphabet, so matches come and go), the two
+    draft alike at every token."""
+    import random
+
+    def scanned(history: list[int], last: int, n: int, m: int) -> list[int]:  # common_ngram_simple_draft
+        length = len(history)
+        if length <= n + m + 1:
+            return []
+        pattern = [*history[length - n + 1:], last]
+        for start in range(length - n - 1, 0, -1):
+            if history[start:start + n] == pattern:
+                after = min(m, length - (start + n))
+                return history[start + n:start + n + after] if after >= n else []
+        return []
+
+    rng = random.Random(5)
+    drafts = 0
+    for n, m in ((2, 3), (3, 8), (1, 2)):
+        history = [rng.randrange(4) for _ in range(30)]
+        drafter = NgramSimple(size_n=n, size_m=m)
+        for _ in range(300):
+            last = rng.randrange(4)
+            expected = scanned(history, last, n, m)
+            assert drafter.draft(history, last) == expected
+            drafts += bool(expected)
+            history.append(last)
+    assert drafts > 300  # (most tokens had a match to draft from)
+
+
 def test_ngram_mod_follows_its_map_and_drafts_no_chain_shorter_than_n_min() -> None:
     history = [5, 1, 2, 3, 4, 1, 2, 3, 4] + [0] * 40
     assert NgramMod(n_match=2, n_min=1, n_max=4).draft(history, 1) == []  # "0 1" was never followed

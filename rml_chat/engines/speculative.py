@@ -154,22 +154,34 @@ class Drafter(Protocol):
 
 class NgramSimple:
     """llama.cpp's ``ngram-simple`` (``common_ngram_simple_draft``): the latest earlier place where the
-    last ``size_n`` tokens occur, and the ``size_m`` tokens after it."""
+    last ``size_n`` tokens occur, and the ``size_m`` tokens after it.
+
+    llama.cpp scans the history backwards at each token, which is cheap in C; a scan in Python costs
+    some 200 µs a token in an 8,000-token chat, a seventh of a token on a GPU. So the n-grams are indexed
+    as the history grows, each start once (the latest start of each n-gram wins, as the backward scan
+    finds it), and a lookup is one dict access whatever the chat's length."""
 
     def __init__(self, size_n: int, size_m: int):
         self.size_n, self.size_m = size_n, size_m
+        self._latest: dict[tuple[int, ...], int] = {}  # n-gram -> its latest start indexed
+        self._indexed = 1  # the starts before this are in ``_latest`` (0 is never one: "no match")
+        self._history: Sequence[int] = ()  # the list indexed, which the reply appends to
 
     def draft(self, history: Sequence[int], last: int) -> list[int]:
         n, m, length = self.size_n, self.size_m, len(history)
         if length <= n + m + 1:
             return []
-        pattern = [*history[length - n + 1:], last]
-        first = pattern[0]
-        for start in range(length - n - 1, 0, -1):  # (latest first; position 0 is "no match", as llama.cpp's)
-            if history[start] == first and list(history[start:start + n]) == pattern:
-                after = min(m, length - (start + n))
-                return list(history[start + n:start + n + after]) if after >= n else []
-        return []
+        if history is not self._history or self._indexed > length - n:  # (another history: start again)
+            self._latest.clear()
+            self._history, self._indexed = history, 1
+        for start in range(self._indexed, length - n):  # (the starts the backward scan looks at: up to
+            self._latest[tuple(history[start:start + n])] = start  # the one that ends before ``last``'s n-gram)
+        self._indexed = length - n
+        start = self._latest.get((*history[length - n + 1:], last))
+        if start is None:
+            return []
+        after = min(m, length - (start + n))
+        return list(history[start + n:start + n + after]) if after >= n else []
 
     def accepted(self, drafted: int, accepted: int) -> None:
         pass
