@@ -9,7 +9,7 @@
 #        wheels and llama_cpp into .device/site, and a random-weight 1.07 B F16 model (.device/m1b.gguf).
 # tools: bench_llama_tools.py (decode, prompt evaluation, -np 1/4/8 against llama.cpp's own tools).
 # speculative: bench_speculative.py on the GPU: the n-gram types and the model as its own draft.
-# CUDA=off builds for the CPU instead (to try the script where there is no GPU).
+# CUDA=off builds for the CPU instead, and SIZE=tiny makes a 3 M model (to try the script without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KIT=.device
@@ -18,7 +18,8 @@ WHAT=${1:-all}
 mkdir -p "$OUT"
 BUILD=$KIT/build
 SITE=$KIT/site
-MODEL=$KIT/m1b.gguf
+SIZE=${SIZE:-1b}
+MODEL=$KIT/m$SIZE.gguf
 if [ "${CUDA:-on}" = on ]; then GPU_FLAGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-90}"; NGL=99; else GPU_FLAGS=""; NGL=0; fi
 
 build() {
@@ -42,7 +43,7 @@ build() {
         cp -P $BUILD/bin/*.so* $SITE/llama_cpp/lib/
         touch $SITE/done
     fi
-    [ -f $MODEL ] || env PYTHONPATH="$SITE" python3 scripts/random_model.py $KIT/vocab.gguf $MODEL --size 1b
+    [ -f $MODEL ] || env PYTHONPATH="$SITE" python3 scripts/random_model.py $KIT/vocab.gguf $MODEL --size $SIZE
 }
 
 tools() {

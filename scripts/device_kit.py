@@ -31,7 +31,7 @@ import random_model  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 KIT = ROOT / ".device"
 #: the parts of llama.cpp's tree a build of the library, its tools and llama-server doesn't read
-LEFT_OUT = {"models", "docs", "tests", "benches", "conversion", "media", "gguf-py", "scripts", ".github", ".devops"}
+LEFT_OUT = {"models", "docs", "tests", "benches", "conversion", "media", "gguf-py", ".github", ".devops"}
 #: imported by rml-chat or llama_cpp and not part of a bare Python with numpy, jinja2 and pygments
 WHEELS = ["prompt_toolkit", "wcwidth", "diskcache", "gguf", "pyyaml", "tqdm", "requests", "urllib3", "idna", "certifi",
           "charset_normalizer", "typing_extensions"]
