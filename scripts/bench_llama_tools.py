@@ -9,9 +9,10 @@ machine). What is compared, like with like (the same flash-attention setting, th
 
 - decode: rml-chat's tokens/s after the first token (``-p``, ``--ignore-eos``, fixed ``-n``), greedy and
   with the default sampler chain, against llama-bench's ``tg`` and llama-simple's C loop;
-- prompt evaluation: a warm second turn with a new ``--prompt``-token prompt (``--batch`` of two lines in one
-  process), tokens over time to first token, against llama-bench's ``pp``; and the first turn's time to
-  first token against llama-cpp-python's first ``eval`` of the same ids in a fresh process;
+- prompt evaluation: a warm second turn with a new prompt of about ``--prompt`` tokens (``--batch`` of two
+  lines in one process), tokens over time to first token, against llama-bench's ``pp`` of as many tokens;
+  and the first turn's time to first token against llama-cpp-python's first ``eval`` of the same ids in a
+  fresh process;
 - parallel sequences: ``--batch`` of 16 prompts with ``-np 1, 4, 8``: the decode phase (the lines' own
   tokens/s added up while they run together) and the whole process, against llama-batched-bench's
   ``S_TG`` for as many sequences.
@@ -72,15 +73,16 @@ def decode(model: Path, ngl: int, fa: str, n: int, tools: Path | None) -> dict[s
 def prompt(model: Path, ngl: int, fa: str, size: int, tools: Path | None) -> dict[str, float]:
     lines = "".join(json.dumps({"prompt": long_text(size, salt), "max_tokens": 1}) + "\n" for salt in ("Alpha.", "Beta."))
     first, second = ours(model, ngl, "--batch", "-", "--temp", "0", "-fa", fa, "-c", str(size * 2 + 256), stdin=lines)
+    evaluated = second["prompt_tokens_evaluated"]  # (llama-bench at as many tokens: a longer prompt is slower a token)
     bench = json.loads(run([tool(tools, "llama-bench"), "-m", str(model), "-ngl", str(ngl), "-fa", "1" if fa == "on" else "0",
-                            "-p", str(size), "-n", "0", "-r", "3", "-o", "json"]).stdout)[0]["avg_ts"]
+                            "-p", str(evaluated), "-n", "0", "-r", "3", "-o", "json"]).stdout)[0]["avg_ts"]
     ids = json.loads(run([sys.executable, "-m", "rml_chat", str(model), "--show-prompt", "--json", "-p",
                           long_text(size, "Alpha.")]).stdout)["ids"]
     script = ("import json,sys,time; from llama_cpp import Llama; ids=json.load(sys.stdin); "
               f"llm=Llama(model_path={str(model)!r}, n_ctx={size * 2 + 256}, n_gpu_layers={ngl}, flash_attn={fa == 'on'}, "
               "verbose=False); t=time.perf_counter(); llm.eval(ids); print(time.perf_counter()-t)")
     theirs_first = min(float(run([sys.executable, "-c", script], input=json.dumps(ids)).stdout) for _ in range(2))
-    return {"warm turn t/s": second["prompt_tokens_evaluated"] / (second["timings"]["ttft_ms"] / 1000),
+    return {"warm turn t/s": evaluated / (second["timings"]["ttft_ms"] / 1000), "evaluated": evaluated,
             "llama-bench pp t/s": bench, "first TTFT s": first["timings"]["ttft_ms"] / 1000,
             "llama-cpp-python first eval s": theirs_first}
 
@@ -127,7 +129,7 @@ def main() -> None:
               f"{d['default chain'] / d['llama-simple']:.2f}, greedy / llama-bench {d['greedy'] / d['llama-bench tg']:.2f}")
         p = prompt(model, args.ngl, fa, args.prompt, args.tools)
         first, theirs = p["first TTFT s"], p["llama-cpp-python first eval s"]
-        print(f"  prompt of ~{args.prompt} tokens: warm turn {p['warm turn t/s']:.0f} t/s against llama-bench pp "
+        print(f"  prompt of {p['evaluated']} tokens: warm turn {p['warm turn t/s']:.0f} t/s against llama-bench pp "
               f"{p['llama-bench pp t/s']:.0f} ({p['warm turn t/s'] / p['llama-bench pp t/s']:.2f}); first turn TTFT "
               f"{first * 1000:.0f} ms against llama-cpp-python's first eval {theirs * 1000:.0f} ms ({first / theirs:.2f})")
         q = parallel(model, args.ngl, fa, args.tools)
