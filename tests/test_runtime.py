@@ -4,12 +4,13 @@ bindings alone, which leaves the package working for everyone else."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from conftest import model_path
+from conftest import ROOT, model_path
 
 from rml_chat.core.model import load_model
 from rml_chat.engines.base import Generation, Sampling
@@ -159,3 +160,25 @@ def test_the_log_keeps_llama_cpps_reasons_and_prints_only_when_verbose(tmp_path)
     before, after = done.stderr.split("--- quiet above\n")
     assert before == ""  # nothing of llama.cpp's when not verbose
     assert "llama_model_load" in after.split("--- verbose above")[0]  # its log, as it came, when verbose
+
+
+def test_a_random_weight_model_of_the_speed_runs_has_smollm2s_tokenizer_and_writes_n_tokens(tmp_path, model) -> None:
+    """scripts/random_model.py, which makes the GPU runs' model where no weights can be carried
+    (docs/performance.md, "On a GPU"): from the 1.7 MB tokenizer-only copy, a model of the tiny shape that
+    tokenizes as SmolLM2 does and that rml-chat runs to the ``-n`` it is given."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import random_model
+
+    vocabulary, weights = tmp_path / "vocab.gguf", tmp_path / "tiny.gguf"
+    random_model.write_vocabulary(str(model_path("smollm2")), str(vocabulary))
+    random_model.write_model(str(vocabulary), str(weights), random_model.SHAPES["tiny"])
+    assert vocabulary.stat().st_size < 2_000_000
+    made = load_model(str(weights))
+    text = "Random weights, a real tokenizer: ids as SmolLM2's."
+    assert made.tokenizer.encode(text) == model.tokenizer.encode(text)
+    assert made.detection.format == model.detection.format and made.stop_ids == model.stop_ids
+    done = subprocess.run([sys.executable, "-m", "rml_chat", str(weights), "-p", "Hello", "-n", "24", "--ignore-eos", "on",
+                           "--repeat-guard", "0", "--temp", "0", "--json", "--prompt-cache", "off"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["completion_tokens"] == 24
