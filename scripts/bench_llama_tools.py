@@ -15,7 +15,8 @@ machine). What is compared, like with like (the same flash-attention setting, th
   fresh process;
 - parallel sequences: ``--batch`` of 16 prompts with ``-np 1, 4, 8``: the decode phase (the lines' own
   tokens/s added up while they run together) and the whole process, against llama-batched-bench's
-  ``S_TG`` for as many sequences.
+  ``S_TG`` for as many sequences; and where a step's time goes (the decode, then the sampling of each
+  sequence, in turn and in a pool of threads).
 """
 
 from __future__ import annotations
@@ -107,6 +108,45 @@ def parallel(model: Path, ngl: int, fa: str, tools: Path | None, n: int = 128) -
     return figures
 
 
+def step_parts(model: Path, ngl: int, fa: str, steps: int = 128) -> dict[int, dict[str, float]]:
+    """Where a step of ``-np N`` goes, in one process with nothing else running: ``llama_decode`` of N
+    tokens, then llama.cpp's sampler chain (greedy) once for each sequence, in turn and in a pool of N
+    threads (ctypes lets go of the GIL: on a machine with cores to spare they may sample at once).
+    Milliseconds a step, each the median over ``steps`` steps."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rml_chat.engines.base import Sampling
+    from rml_chat.engines.local import LocalEngine
+    from rml_chat.engines.sampler_chain import stages
+
+    parts: dict[int, dict[str, float]] = {}
+    for lines in (1, 4, 8):
+        engine = LocalEngine(model, n_ctx=lines * (steps + 64) + 256, gpu=(ngl, "layer"), flash_attn=fa, parallel=lines)
+        llama = engine._llama
+        chains = [llama.sampler(stages(Sampling(temp=0.0))) for _ in range(lines)]
+        seqs = [0] if lines == 1 else list(range(1, lines + 1))  # (as -np uses them: parallel.py)
+        for seq in seqs:
+            llama.decode_seqs([1] * 32, range(32), [seq] * 32, [False] * 31 + [True])
+        timings: dict[str, list[float]] = {"decode": [], "sampling in turn": [], "sampling in a pool": []}
+        with ThreadPoolExecutor(lines) as pool:
+            for step in range(steps):
+                started = time.perf_counter()
+                llama.decode_seqs([5] * lines, [32 + step] * lines, seqs, [True] * lines)
+                llama._lib.llama_synchronize(llama.ctx)  # (a GPU's decode returns before it is done)
+                decoded = time.perf_counter()
+                if step % 2:
+                    list(pool.map(llama.sample, chains, range(lines)))
+                else:
+                    [llama.sample(chain, i) for i, chain in enumerate(chains)]
+                timings["decode"].append(decoded - started)
+                timings["sampling in a pool" if step % 2 else "sampling in turn"].append(time.perf_counter() - decoded)
+        for chain in chains:
+            chain.close()
+        engine.close()
+        parts[lines] = {name: statistics.median(found) * 1000 for name, found in timings.items()}
+    return parts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default=None)
@@ -138,6 +178,8 @@ def main() -> None:
             print(f"  -np {slots}: decode {q[f'-np {slots} decode']:.1f} tok/s against batched-bench "
                   f"{oracle:.1f} ({q[f'-np {slots} decode'] / oracle:.2f}); whole process "
                   f"{q[f'-np {slots} whole process']:.1f} tok/s")
+        for lines, found in step_parts(model, args.ngl, fa).items():
+            print(f"  a step of {lines} in one process, ms: " + ", ".join(f"{name} {ms:.3f}" for name, ms in found.items()))
 
 
 if __name__ == "__main__":
