@@ -5,29 +5,31 @@
 #   bash scripts/device_bench.sh [build|tools|speculative|all]     (default: all; OUT= where logs go)
 #
 # build: llama.cpp with CUDA (llama-bench, llama-simple, llama-batched-bench, llama-server and the
-#        libraries llama_cpp loads; about 5 minutes on 16 cores, once: .device/build is kept), the kit's
-#        wheels and llama_cpp into .device/site, and a random-weight 1.07 B F16 model (.device/m1b.gguf).
+#        libraries llama_cpp loads; about 5 minutes on 16 cores, once), the kit's wheels and llama_cpp set
+#        up with those libraries, and a random-weight 1.07 B F16 model. All of it goes to .device-work/,
+#        beside the kit, so a new copy of the kit (a second call that carries it again) leaves it be.
 # tools: bench_llama_tools.py (decode, prompt evaluation, -np 1/4/8 against llama.cpp's own tools).
 # speculative: bench_speculative.py on the GPU: the n-gram types and the model as its own draft.
 # CUDA=off builds for the CPU instead, and SIZE=tiny makes a 3 M model (to try the script without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KIT=.device
-OUT=${OUT:-$KIT/out}
+WORK=.device-work
+OUT=${OUT:-$WORK/out}
 WHAT=${1:-all}
-mkdir -p "$OUT"
-BUILD=$KIT/build
-SITE=$KIT/site
+mkdir -p "$OUT" $WORK
+BUILD=$WORK/build
+SITE=$WORK/site
 SIZE=${SIZE:-1b}
-MODEL=$KIT/m$SIZE.gguf
+MODEL=$WORK/m$SIZE.gguf
 if [ "${CUDA:-on}" = on ]; then GPU_FLAGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-90}"; NGL=99; else GPU_FLAGS=""; NGL=0; fi
 
 build() {
     if [ ! -f $BUILD/done ]; then
-        rm -rf $KIT/src && mkdir -p $KIT/src && tar xJf $KIT/llama.cpp.tar.xz -C $KIT/src
+        rm -rf $WORK/src && mkdir -p $WORK/src && tar xJf $KIT/llama.cpp.tar.xz -C $WORK/src
         generator=$(command -v ninja >/dev/null && echo "-G Ninja" || true)
         # shellcheck disable=SC2086  # (the flags are words)
-        cmake -S $KIT/src -B $BUILD $generator $GPU_FLAGS -DGGML_RPC=ON -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON \
+        cmake -S $WORK/src -B $BUILD $generator $GPU_FLAGS -DGGML_RPC=ON -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON \
             -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON \
             -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DCMAKE_BUILD_TYPE=Release \
             > "$OUT/build.log" 2>&1
