@@ -39,7 +39,9 @@ build() {
     fi
     if [ ! -f $SITE/done ]; then
         rm -rf $SITE
-        python3 -m pip install --quiet --no-index --no-deps --target $SITE $KIT/wheels/*.whl
+        mkdir -p $SITE  # (a wheel is a zip of what it installs: no pip needed there)
+        python3 -c 'import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' \
+            $SITE $KIT/wheels/*.whl
         cp -r $KIT/llama_cpp $SITE/llama_cpp
         mkdir -p $SITE/llama_cpp/lib
         cp -P $BUILD/bin/*.so* $SITE/llama_cpp/lib/
