@@ -38,7 +38,7 @@ WHEELS = ["prompt_toolkit", "wcwidth", "diskcache", "gguf", "pyyaml", "tqdm", "r
 
 
 def pack_source(target: Path) -> None:
-    source = llama_build._source(print)
+    source = llama_build.source()
     with tarfile.open(target, "w:xz") as tar:
         for entry in sorted(source.iterdir()):
             if entry.name not in LEFT_OUT:

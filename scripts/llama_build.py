@@ -53,12 +53,12 @@ def build(folder: str, flags: Sequence[str], targets: Sequence[str], say=print) 
         fcntl.flock(lock, fcntl.LOCK_EX)
         if built(folder, targets):
             return
-        source = _source(say)
-        say(f"building {', '.join(targets)} from {source} (about 6 minutes on 2 cores) …")
+        source_dir = source(say)
+        say(f"building {', '.join(targets)} from {source_dir} (about 6 minutes on 2 cores) …")
         out = root() / folder
         log = root() / f"{folder}.log"
         with open(log, "wb") as sink:
-            steps = [["cmake", "-S", str(source), "-B", str(out), *flags],
+            steps = [["cmake", "-S", str(source_dir), "-B", str(out), *flags],
                      ["cmake", "--build", str(out), "--target", *targets, "-j", str(os.cpu_count() or 2)]]
             for step in steps:
                 if subprocess.run(step, stdout=sink, stderr=subprocess.STDOUT).returncode != 0:
@@ -70,7 +70,7 @@ def bench_tools(say=print) -> None:
     build("build-bench", BENCH_FLAGS, BENCH_TARGETS, say)
 
 
-def _source(say) -> Path:
+def source(say=print) -> Path:
     """The sdist's vendor/llama.cpp, unpacked once beside the cache's models/."""
     target = root() / "source"
     if (target / "CMakeLists.txt").is_file():

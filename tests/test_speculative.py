@@ -23,7 +23,7 @@ from conftest import model_path
 from rml_chat.core.model import load_model
 from rml_chat.engines.base import Generation, Sampling
 from rml_chat.engines.local import LocalEngine
-from rml_chat.engines.speculative import SPEC_DEFAULT, NgramMap, NgramMod, NgramSimple, Speculation
+from rml_chat.engines.speculative import NGRAM_TYPES, SPEC_DEFAULT, NgramMap, NgramMod, NgramSimple, Speculation
 
 CODE = "\n".join(f"def f{i}(x):\n    return x * {i} + {i * i}" for i in range(12))
 PROMPTS = [f"Repeat this code exactly, renaming f3 to g3:\n```python\n{CODE}\n```",
@@ -126,6 +126,20 @@ def test_ngram_map_k4v_drafts_where_one_m_gram_followed_the_key_twice_as_often_a
     assert drafter.draft([*split, 1, 2, 0, 1, 2, 0, 1], 2) == [5, 6]  # (4 to 2)
     waits = NgramMap(2, 2, four_values=True, min_hits=2)
     assert waits.draft([*prompt, 1], 2) == [] and waits.draft([*prompt, 1, 2, 7, 1], 2) == [7, 8]
+
+
+def test_the_settings_offer_every_type_and_each_of_its_sizes() -> None:
+    """The flags (core/settings.py) and the drafters (NGRAM_TYPES) are two tables: --spec-type accepts
+    every type the engine drafts with, and each size a type takes has its --spec-… row, which the launch
+    reads into that field."""
+    from rml_chat.core.settings import SETTINGS
+
+    rows = {setting.name: setting for setting in SETTINGS}
+    assert rows["spec_type"].parse.allowed == "one of " + ", ".join(("none", *NGRAM_TYPES, "draft-simple"))
+    for spec_type, (_, sizes) in NGRAM_TYPES.items():
+        for field in sizes.values():
+            assert rows[f"spec_{field}"].flags[0] == f"--spec-{field.replace('_', '-')}", spec_type
+            assert rows[f"spec_{field}"].default == getattr(Speculation(), field), spec_type
 
 
 def test_a_draft_is_capped_by_the_room_and_the_flags() -> None:
@@ -248,19 +262,20 @@ def test_gemma_3_writes_the_same_reply_with_drafts() -> None:
         engine.close()
 
 
-#: each n-gram type with its sizes here and as llama-server's flags (which cap no n-gram draft by
-#: --spec-draft-n-max: that one is a draft model's there)
-ON_SERVER = {
-    "ngram-simple": (Speculation("ngram-simple", ngram_simple_size_n=3, ngram_simple_size_m=8),
-                     ["--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"]),
-    "ngram-mod": (Speculation("ngram-mod", ngram_mod_n_match=4, ngram_mod_n_min=1, ngram_mod_n_max=8),
-                  ["--spec-ngram-mod-n-match", "4", "--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", "8"]),
-    "ngram-map-k": (Speculation("ngram-map-k", ngram_map_k_size_n=3, ngram_map_k_size_m=6),
-                    ["--spec-ngram-map-k-size-n", "3", "--spec-ngram-map-k-size-m", "6"]),
-    "ngram-map-k4v": (Speculation("ngram-map-k4v", ngram_map_k4v_size_n=2, ngram_map_k4v_size_m=4,
-                                  ngram_map_k4v_min_hits=2),
-                      ["--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-map-k4v-size-m", "4",
-                       "--spec-ngram-map-k4v-min-hits", "2"])}
+#: each n-gram type with sizes of its own, which llama-server gets as its flags (``server_flags``)
+ON_SERVER = {speculation.spec_type: speculation for speculation in (
+    Speculation("ngram-simple", ngram_simple_size_n=3, ngram_simple_size_m=8),
+    Speculation("ngram-mod", ngram_mod_n_match=4, ngram_mod_n_min=1, ngram_mod_n_max=8),
+    Speculation("ngram-map-k", ngram_map_k_size_n=3, ngram_map_k_size_m=6),
+    Speculation("ngram-map-k4v", ngram_map_k4v_size_n=2, ngram_map_k4v_size_m=4, ngram_map_k4v_min_hits=2))}
+
+
+def server_flags(speculation: Speculation) -> list[str]:
+    """llama-server's flags for the same type and sizes: ``--spec-`` and each setting's field name, as the
+    settings table names them (no --spec-draft-n-max: llama.cpp caps only a draft model's drafts by it)."""
+    settings = NGRAM_TYPES[speculation.spec_type][1].values()
+    return ["--spec-type", speculation.spec_type,
+            *(flag for field in settings for flag in (f"--spec-{field.replace('_', '-')}", str(getattr(speculation, field))))]
 
 
 @pytest.mark.server
@@ -273,13 +288,13 @@ def test_each_ngram_type_drafts_and_writes_what_llama_server_does(smollm, spec_t
     import cluster  # (scripts/, on the path: conftest puts it there)
 
     model, engine = smollm
-    speculation, flags = ON_SERVER[spec_type]
+    speculation = ON_SERVER[spec_type]
     accepted = 0
     for prompt in PROMPTS[:3]:
         ids = _ids(model, prompt)
         tokens, gen, _ = _run(model, engine, ids, SAMPLINGS["greedy"], speculation)
         served = cluster.start(model.weights, workers=0, ctx=2048, threads=2,
-                               extra=["--spec-type", spec_type, *flags, "-fa", "off"])
+                               extra=[*server_flags(speculation), "-fa", "off"])
         try:
             data = served.greedy(ids, SAMPLINGS["greedy"].max_tokens)
         finally:

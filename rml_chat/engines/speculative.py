@@ -44,12 +44,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from .base import common_prefix
-
-#: the types, with llama.cpp's names: four draft from the token history, one with a smaller model
-TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "draft-simple")
 
 
 @dataclass(frozen=True)
@@ -78,18 +76,16 @@ class Speculation:
 
     def drafter(self) -> Drafter | None:
         """A fresh drafter for one reply (None: speculation is off)."""
-        if self.spec_type == "ngram-simple":
-            return NgramSimple(self.ngram_simple_size_n, self.ngram_simple_size_m)
-        if self.spec_type == "ngram-map-k":
-            return NgramMap(self.ngram_map_k_size_n, self.ngram_map_k_size_m)
-        if self.spec_type == "ngram-map-k4v":
-            return NgramMap(self.ngram_map_k4v_size_n, self.ngram_map_k4v_size_m, four_values=True,
-                            min_hits=self.ngram_map_k4v_min_hits)
-        if self.spec_type == "ngram-mod":
-            return NgramMod(self.ngram_mod_n_match, self.ngram_mod_n_min, self.ngram_mod_n_max)
+        if self.spec_type in NGRAM_TYPES:
+            return NGRAM_TYPES[self.spec_type][0](**self.sizes())
         if self.spec_type == "draft-simple" and self.draft_model is not None:
             return DraftModel(self.draft_model, self.draft_n_max if self.draft_n_max >= 0 else 3)
         return None
+
+    def sizes(self) -> dict[str, int]:
+        """The settings the n-gram type takes, by its drafter's names ({} for the other types)."""
+        taken = NGRAM_TYPES[self.spec_type][1] if self.spec_type in NGRAM_TYPES else {}
+        return {name: getattr(self, setting) for name, setting in taken.items()}
 
     def cap(self, draft: list[int], room: int) -> list[int]:
         """The draft as checked: at most ``draft_n_max`` and ``room`` tokens, none under ``draft_n_min``."""
@@ -99,21 +95,13 @@ class Speculation:
 
     def describe(self) -> str:
         """One line for /info and --json: the type and the sizes it uses."""
-        if self.spec_type == "ngram-simple":
-            sizes = f"size_n={self.ngram_simple_size_n}, size_m={self.ngram_simple_size_m}"
-        elif self.spec_type == "ngram-map-k":
-            sizes = f"size_n={self.ngram_map_k_size_n}, size_m={self.ngram_map_k_size_m}"
-        elif self.spec_type == "ngram-map-k4v":
-            sizes = (f"size_n={self.ngram_map_k4v_size_n}, size_m={self.ngram_map_k4v_size_m}, "
-                     f"min_hits={self.ngram_map_k4v_min_hits}")
-        elif self.spec_type == "ngram-mod":
-            sizes = f"n_match={self.ngram_mod_n_match}, n_min={self.ngram_mod_n_min}, n_max={self.ngram_mod_n_max}"
-        elif self.spec_type == "draft-simple":
+        if self.spec_type == "draft-simple":
             n = self.draft_n_max if self.draft_n_max >= 0 else 3
             return f"draft-simple (a draft model, {n} tokens a draft)" if self.draft_model is not None else \
                 "none (draft-simple needs -md FILE)"
-        else:
+        if self.spec_type not in NGRAM_TYPES:
             return "none"
+        sizes = ", ".join(f"{name}={value}" for name, value in self.sizes().items())
         bounds = f"; drafts of {self.draft_n_min}-{self.draft_n_max} tokens" if self.draft_n_max >= 0 else \
             f"; drafts of at least {self.draft_n_min} tokens" if self.draft_n_min > 0 else ""
         return f"{self.spec_type} ({sizes}{bounds})"
@@ -261,7 +249,9 @@ class NgramMap:
         place = self._place.get(key, 0)
         if not place:
             return []
-        entry = self._keys.setdefault(key, _Key())
+        entry = self._keys.get(key)
+        if entry is None:
+            entry = self._keys[key] = _Key()
         entry.hits = min(entry.hits + 1, MAX_COUNT)
         if not self.four_values:
             if not entry.values:
@@ -334,6 +324,18 @@ class NgramMod:
         if self._low >= 5:
             self._next.clear()
             self._added, self._low = 0, 0
+
+
+#: the n-gram types (llama.cpp's names): the drafter each makes, and the settings it takes, by the drafter's
+#: argument -> the ``Speculation`` field (whose flag is ``--spec-`` and the field's name, as llama.cpp's)
+NGRAM_TYPES: dict[str, tuple[Callable[..., Drafter], dict[str, str]]] = {
+    "ngram-simple": (NgramSimple, {"size_n": "ngram_simple_size_n", "size_m": "ngram_simple_size_m"}),
+    "ngram-map-k": (NgramMap, {"size_n": "ngram_map_k_size_n", "size_m": "ngram_map_k_size_m"}),
+    "ngram-map-k4v": (partial(NgramMap, four_values=True),
+                      {"size_n": "ngram_map_k4v_size_n", "size_m": "ngram_map_k4v_size_m",
+                       "min_hits": "ngram_map_k4v_min_hits"}),
+    "ngram-mod": (NgramMod, {"n_match": "ngram_mod_n_match", "n_min": "ngram_mod_n_min", "n_max": "ngram_mod_n_max"}),
+}
 
 
 class DraftModel:
