@@ -8,15 +8,17 @@ names a folder that already holds ``llama-bench``, ``llama-simple`` and ``llama-
 machine). What is compared, like with like (the same flash-attention setting, threads left to each):
 
 - decode: rml-chat's tokens/s after the first token (``-p``, ``--ignore-eos``, fixed ``-n``), greedy and
-  with the default sampler chain, against llama-bench's ``tg`` and llama-simple's C loop;
+  with the default sampler chain, on the CPU and in the graph (``-bs``), against llama-bench's ``tg`` and
+  llama-simple's C loop;
 - prompt evaluation: a warm second turn with a new prompt of about ``--prompt`` tokens (``--batch`` of two
   lines in one process), tokens over time to first token, against llama-bench's ``pp`` of as many tokens;
   and the first turn's time to first token against llama-cpp-python's first ``eval`` of the same ids in a
   fresh process;
 - parallel sequences: ``--batch`` of 16 prompts with ``-np 1, 4, 8``: the decode phase (the lines' own
   tokens/s added up while they run together) and the whole process, against llama-batched-bench's
-  ``S_TG`` for as many sequences; and where a step's time goes (the decode, then the sampling of each
-  sequence, in turn and in a pool of threads).
+  ``S_TG`` for as many sequences, with the chain on the CPU and with ``-bs``; and where a step's time goes
+  (the decode, then the sampling of each sequence, in turn and in a pool of threads; and the decode with
+  each sequence's chain in the graph, then its id read).
 """
 
 from __future__ import annotations
@@ -63,11 +65,12 @@ def decode(model: Path, ngl: int, fa: str, n: int, tools: Path | None) -> dict[s
     common = ("-p", STORY, "-n", str(n), "--ignore-eos", "on", "--repeat-guard", "0", "--json", "-fa", fa)
     greedy = max(ours(model, ngl, *common, "--temp", "0")[0]["timings"]["tokens_per_s"] for _ in range(2))
     default = max(ours(model, ngl, *common, "--seed", "7")[0]["timings"]["tokens_per_s"] for _ in range(2))
+    on_device = max(ours(model, ngl, *common, "--seed", "7", "-bs")[0]["timings"]["tokens_per_s"] for _ in range(2))
     bench = json.loads(run([tool(tools, "llama-bench"), "-m", str(model), "-ngl", str(ngl), "-fa", "1" if fa == "on" else "0",
                             "-p", "0", "-n", str(n), "-r", "3", "-o", "json"]).stdout)[0]["avg_ts"]
     simple = run([tool(tools, "llama-simple"), "-m", str(model), "-n", str(n), "-ngl", str(ngl), "Hello"]).stderr
     found = re.search(r"decoded \d+ tokens in [\d.]+ s, speed: ([\d.]+) t/s", simple)
-    return {"greedy": greedy, "default chain": default, "llama-bench tg": bench,
+    return {"greedy": greedy, "default chain": default, "default chain -bs": on_device, "llama-bench tg": bench,
             "llama-simple": float(found.group(1)) if found else float("nan")}
 
 
@@ -95,13 +98,13 @@ def parallel(model: Path, ngl: int, fa: str, tools: Path | None, n: int = 128) -
     lines = "".join(json.dumps({"prompt": f"Tell story number {i} about the sea.", "max_tokens": n}) + "\n"
                     for i in range(16))
     figures: dict[str, float] = {}
-    for slots in (1, 4, 8):
+    for slots, where in ((1, ""), (4, ""), (8, ""), (4, " -bs"), (8, " -bs")):
         start = time.perf_counter()
         out = ours(model, ngl, "--batch", "-", "--temp", "0", "--ignore-eos", "on", "--repeat-guard", "0", "-fa", fa,
-                   "-np", str(slots), "-c", str(slots * (n + 64) + 512), stdin=lines)
+                   "-np", str(slots), "-c", str(slots * (n + 64) + 512), *where.split(), stdin=lines)
         wall = time.perf_counter() - start
-        figures[f"-np {slots} whole process"] = sum(o["completion_tokens"] for o in out) / wall
-        figures[f"-np {slots} decode"] = statistics.mean(o["timings"]["tokens_per_s"] for o in out) * slots
+        figures[f"-np {slots}{where} whole process"] = sum(o["completion_tokens"] for o in out) / wall
+        figures[f"-np {slots}{where} decode"] = statistics.mean(o["timings"]["tokens_per_s"] for o in out) * slots
     table = run([tool(tools, "llama-batched-bench"), "-m", str(model), "-c", "8192", "-b", "2048", "-ub", "512",
                  "-ngl", str(ngl), "-fa", fa, "-npp", "32", "-ntg", str(n), "-npl", "1,4,8", "--output-format", "jsonl"])
     for line in (table.stdout + table.stderr).splitlines():
@@ -115,7 +118,8 @@ def step_parts(model: Path, ngl: int, fa: str, steps: int = 128) -> dict[int, di
     """Where a step of ``-np N`` goes, in one process with nothing else running: ``llama_decode`` of N
     tokens, then llama.cpp's sampler chain (greedy) once for each sequence, in turn and in a pool of N
     threads (ctypes lets go of the GIL: on a machine with cores to spare they may sample at once).
-    Milliseconds a step, each the median over ``steps`` steps."""
+    Then, with each sequence's chain attached to the context (``-bs``), the decode that also draws and the
+    ids read after it. Milliseconds a step, each the median over ``steps`` steps."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rml_chat.engines.base import Sampling
@@ -124,7 +128,7 @@ def step_parts(model: Path, ngl: int, fa: str, steps: int = 128) -> dict[int, di
 
     parts: dict[int, dict[str, float]] = {}
     for lines in (1, 4, 8):
-        engine = LocalEngine(model, n_ctx=lines * (steps + 64) + 256, gpu=(ngl, "layer"), flash_attn=fa, parallel=lines)
+        engine = LocalEngine(model, n_ctx=lines * (2 * steps + 64) + 256, gpu=(ngl, "layer"), flash_attn=fa, parallel=lines)
         llama = engine._llama
         chains = [llama.sampler(stages(Sampling(temp=0.0))) for _ in range(lines)]
         seqs = [0] if lines == 1 else list(range(1, lines + 1))  # (as -np uses them: parallel.py)
@@ -143,6 +147,18 @@ def step_parts(model: Path, ngl: int, fa: str, steps: int = 128) -> dict[int, di
                     [llama.sample(chain, i) for i, chain in enumerate(chains)]
                 timings["decode"].append(decoded - started)
                 timings["sampling in a pool" if step % 2 else "sampling in turn"].append(time.perf_counter() - decoded)
+        for chain in chains:
+            chain.close()
+        chains = [llama.sampler(stages(Sampling(temp=0.0)), seq=seq, on_device=True) for seq in seqs]
+        timings |= {"decode with the chain on the device": [], "its ids read": []}
+        for step in range(steps):
+            started = time.perf_counter()
+            llama.decode_seqs([5] * lines, [32 + steps + step] * lines, seqs, [True] * lines)
+            llama._lib.llama_synchronize(llama.ctx)
+            decoded = time.perf_counter()
+            [llama.sample(chain, i) for i, chain in enumerate(chains)]
+            timings["decode with the chain on the device"].append(decoded - started)
+            timings["its ids read"].append(time.perf_counter() - decoded)
         for chain in chains:
             chain.close()
         engine.close()
@@ -166,21 +182,22 @@ def main() -> None:
     for fa in args.fa.split(","):
         d = decode(model, args.ngl, fa, args.tokens, args.tools)
         print(f"\nflash attention {fa}")
-        print(f"  decode tok/s: rml-chat greedy {d['greedy']:.1f}, default chain {d['default chain']:.1f}; "
-              f"llama-bench tg{args.tokens} {d['llama-bench tg']:.1f}; llama-simple {d['llama-simple']:.1f}")
+        print(f"  decode tok/s: rml-chat greedy {d['greedy']:.1f}, default chain {d['default chain']:.1f}, with -bs "
+              f"{d['default chain -bs']:.1f}; llama-bench tg{args.tokens} {d['llama-bench tg']:.1f}; llama-simple "
+              f"{d['llama-simple']:.1f}")
         print(f"    greedy / llama-simple {d['greedy'] / d['llama-simple']:.2f}, default chain / llama-simple "
-              f"{d['default chain'] / d['llama-simple']:.2f}, greedy / llama-bench {d['greedy'] / d['llama-bench tg']:.2f}")
+              f"{d['default chain'] / d['llama-simple']:.2f} (-bs {d['default chain -bs'] / d['llama-simple']:.2f}), "
+              f"greedy / llama-bench {d['greedy'] / d['llama-bench tg']:.2f}")
         p = prompt(model, args.ngl, fa, args.prompt, args.tools)
         first, theirs = p["first TTFT s"], p["llama-cpp-python first eval s"]
         print(f"  prompt of {p['evaluated']} tokens: warm turn {p['warm turn t/s']:.0f} t/s against llama-bench pp "
               f"{p['llama-bench pp t/s']:.0f} ({p['warm turn t/s'] / p['llama-bench pp t/s']:.2f}); first turn TTFT "
               f"{first * 1000:.0f} ms against llama-cpp-python's first eval {theirs * 1000:.0f} ms ({first / theirs:.2f})")
         q = parallel(model, args.ngl, fa, args.tools)
-        for slots in (1, 4, 8):
-            oracle = q.get(f"batched-bench B{slots}", float("nan"))
-            print(f"  -np {slots}: decode {q[f'-np {slots} decode']:.1f} tok/s against batched-bench "
-                  f"{oracle:.1f} ({q[f'-np {slots} decode'] / oracle:.2f}); whole process "
-                  f"{q[f'-np {slots} whole process']:.1f} tok/s")
+        for slots, where in ((1, ""), (4, ""), (8, ""), (4, " -bs"), (8, " -bs")):
+            oracle, run = q.get(f"batched-bench B{slots}", float("nan")), f"-np {slots}{where}"
+            print(f"  {run}: decode {q[f'{run} decode']:.1f} tok/s against batched-bench {oracle:.1f} "
+                  f"({q[f'{run} decode'] / oracle:.2f}); whole process {q[f'{run} whole process']:.1f} tok/s")
         for lines, found in step_parts(model, args.ngl, fa).items():
             print(f"  a step of {lines} in one process, ms: " + ", ".join(f"{name} {ms:.3f}" for name, ms in found.items()))
 

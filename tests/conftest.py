@@ -155,3 +155,15 @@ def smollm_session(n_ctx: int, max_tokens: int, **sampling):
         yield ChatSession(model, engine, SessionOptions(Sampling(temp=0.0, max_tokens=max_tokens, **sampling)))
     finally:
         engine.close()
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    """SmolLM2 loaded and one engine on it (2,048 tokens, flash attention off), for a test module's turns."""
+    from rml_chat.core.model import load_model
+    from rml_chat.engines.local import LocalEngine
+
+    model = load_model(str(model_path("smollm2")))
+    engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2, flash_attn="off")
+    yield model, engine
+    engine.close()

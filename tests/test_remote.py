@@ -93,11 +93,22 @@ SAMPLED = {"greedy": Sampling(temp=0.0, max_tokens=64),
            "mirostat-1-ignore-eos": Sampling(temp=0.7, seed=5, max_tokens=64, mirostat=1, ignore_eos=True)}
 
 
-def test_the_sampler_chain_draws_the_same_tokens_as_llama_server_from_the_same_seed(model, tmp_path) -> None:
+#: the cases whose whole chain the device can run (the rest stop at XTC, DRY, top-n-sigma, typical or Mirostat)
+ALL_ON_DEVICE = {"greedy", "top-k", "top-p", "min-p", "penalties", "dynatemp", "logit-bias", "order"}
+
+
+@pytest.mark.parametrize("backend_sampling", [False, True], ids=["on-the-cpu", "backend-sampling"])
+def test_the_sampler_chain_draws_the_same_tokens_as_llama_server_from_the_same_seed(model, tmp_path,
+                                                                                     backend_sampling) -> None:
     """llama-server builds its chain from the request's fields (common_sampler_init); ours is built stage by
     stage (sampler_chain.py): from the same logits, the same seed draws the same tokens. The same logits:
     the server in this process's own setup (no RPC workers, both at llama.cpp's defaults), and the prompt
-    evaluated once by both before (its last token then evaluated alone on both sides)."""
+    evaluated once by both before (its last token then evaluated alone on both sides).
+
+    With ``-bs`` on both sides (llama-server's ``backend_sampling`` request field) the chain runs in the
+    graph, as far as the device can run its stages, and the same seed still draws llama-server's tokens.
+    Where the whole chain ran there, every token was drawn there; where a stage can't (XTC on, DRY on,
+    Mirostat …), none was: the rest of the chain ran here after the device's part, as on the server."""
     from dataclasses import replace
 
     from rml_chat.engines.base import Generation
@@ -109,13 +120,18 @@ def test_the_sampler_chain_draws_the_same_tokens_as_llama_server_from_the_same_s
         engines = (local, ServerEngine(running.url))
         for engine in engines:
             list(engine.generate(ids, Sampling(temp=0.0, max_tokens=1), model.stop_ids, Generation()))
-        drawn = {name: [list(engine.generate(ids, replace(sampling), model.stop_ids, Generation()))
-                        for engine in engines] for name, sampling in SAMPLED.items()}
+        drawn, ours = {}, {name: Generation() for name in SAMPLED}
+        for name, sampling in SAMPLED.items():
+            drawn[name] = [list(engine.generate(ids, replace(sampling, backend_sampling=backend_sampling),
+                                                model.stop_ids, gen))
+                           for engine, gen in ((local, ours[name]), (engines[1], Generation()))]
     finally:
         local.close()
         running.stop()
-    for name, (ours, theirs) in drawn.items():
-        assert ours == theirs and len(ours) >= 32, name
+    for name, (mine, theirs) in drawn.items():
+        assert mine == theirs and len(mine) >= 32, name
+        whole = backend_sampling and name in ALL_ON_DEVICE  # (>=: the stop id is drawn too)
+        assert (ours[name].on_device >= len(mine)) if whole else ours[name].on_device == 0, name
     assert len({tuple(drawn[name][0]) for name in ("greedy", "every-sampler", "mirostat-2")}) == 3  # (settings that matter)
 
 

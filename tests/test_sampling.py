@@ -58,7 +58,8 @@ def test_the_sampler_names_letters_and_flags_are_llama_cpps() -> None:
                  "--typical", "--repeat-last-n", "--repeat-penalty", "--presence-penalty", "--frequency-penalty",
                  "--dry-multiplier", "--dry-base", "--dry-allowed-length", "--dry-penalty-last-n",
                  "--dry-sequence-breaker", "--dynatemp-range", "--dynatemp-exp", "--mirostat", "--mirostat-lr",
-                 "--mirostat-ent", "--logit-bias", "--samplers", "--sampler-seq", "--ignore-eos", "--seed"):
+                 "--mirostat-ent", "--logit-bias", "--samplers", "--sampler-seq", "--ignore-eos", "--seed", "-bs",
+                 "--backend-sampling"):
         assert f'"{flag}"' in arg and flag in ours, flag
 
 
@@ -68,6 +69,7 @@ def test_llama_server_gets_the_settings_as_its_request_fields_and_an_empty_break
 
     fields = request_fields(Sampling(typical_p=0.5, logit_bias=((2, float("-inf")),), ignore_eos=True), stop_ids=(7,))
     assert fields["typical_p"] == 0.5 and fields["logit_bias"] == [[2, False], [7, False]]
+    assert "backend_sampling" not in fields and request_fields(Sampling(backend_sampling=True))["backend_sampling"] is True
     assert fields["samplers"] == list(Sampling().samplers) and fields["dry_sequence_breakers"] == ["\n", ":", "\"", "*"]
     with pytest.raises(UsageError, match="llama-server takes no empty list of DRY sequence breakers"):
         request_fields(Sampling(dry_sequence_breakers=()))

@@ -151,14 +151,6 @@ def test_a_draft_is_capped_by_the_room_and_the_flags() -> None:
 
 # ----- the reply, with and without drafts ----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def smollm():
-    model = load_model(str(model_path("smollm2")))
-    engine = LocalEngine(model.weights, n_ctx=2048, n_threads=2, flash_attn="off")
-    yield model, engine
-    engine.close()
-
-
 def _ids(model, prompt: str) -> list[int]:  # type: ignore[no-untyped-def]
     return model.encoder.encode(model.encoder.format([{"role": "user", "content": prompt}]))
 

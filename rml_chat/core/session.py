@@ -41,7 +41,7 @@ from .message import Message
 from .model import Model
 from .read_reply import ReplyFormat
 from .reply import AnswerText, ReplyEvent, ReplyParser, ThoughtText
-from .settings import bias_problem, sampling_value
+from .settings import ON_OFF, bias_problem, sampling_value
 from .structured import Constraint, judge
 from .tool_round import calls_of_reply, own_ids
 from .turn_result import ToolResult, TurnResult
@@ -490,8 +490,8 @@ class ChatSession:
         if name == "spec_type":
             speculation = getattr(self.engine, "speculation", None)
             return speculation.describe() if speculation is not None else "llama-server's own"
-        if name == "ignore_eos":
-            return "on" if self.options.sampling.ignore_eos else "off"
+        if name in ON_OFF:
+            return "on" if getattr(self.options.sampling, name) else "off"
         if name == "samplers":
             return ";".join(self.options.sampling.samplers)
         return getattr(self.options.sampling, name)

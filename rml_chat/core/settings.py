@@ -219,6 +219,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ignore_eos", ("--ignore-eos",), choice("on", "off"), "off", SAMPLING,
             "never sample the model's stop tokens: the reply runs to -n or a full context", True, metavar="on|off",
             bare="on"),
+    Setting("backend_sampling", ("-bs", "--backend-sampling"), choice("on", "off"), "off", SAMPLING,
+            "llama.cpp's backend sampling (experimental there too): the sampler chain runs in the model's graph, on "
+            "the GPU where the model is, instead of on the CPU after it; not with a grammar (docs/performance.md)",
+            True, metavar="on|off", bare="on"),
     Setting("repeat_guard", ("--repeat-guard",), integer(0, note="0: off"), _D.repeat_guard, SAMPLING,
             "rml-chat's own: end a reply whose tail has repeated one span for this many tokens (stop reason "
             "repetition)", True, metavar="N"),
@@ -330,11 +334,15 @@ def settable(name: str) -> Setting | None:
     return row if row is not None and row.settable else None
 
 
+#: the Sampling fields that are True or False, set by on and off
+ON_OFF = ("ignore_eos", "backend_sampling")
+
+
 def sampling_value(name: str, value: object) -> object:
     """A parsed setting as the ``Sampling`` field of the same name holds it: ``--ignore-eos on`` as True,
     the repeated flags as tuples (``--dry-sequence-breaker``: none given is llama.cpp's defaults, ``none``
     clears those given before it)."""
-    if name == "ignore_eos":
+    if name in ON_OFF:
         return value == "on"
     if BY_NAME[name].repeat:  # a repeated flag's list, or the one value /set gives
         given = value if isinstance(value, list) else [value]

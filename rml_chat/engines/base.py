@@ -59,6 +59,7 @@ class Sampling:
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias); -inf: never
     samplers: tuple[str, ...] = DEFAULT_SAMPLERS
     ignore_eos: bool = False        # the model's stop tokens are never sampled (logit bias -inf)
+    backend_sampling: bool = False  # -bs: the chain runs in the model's graph, on its device (where every stage can)
     seed: int = -1
     max_tokens: int = -1  # -1: until a stop or the context is full
     reasoning_budget: int = -1  # thought tokens before the chat closes the thought (-1: no limit); engines ignore it
@@ -88,6 +89,7 @@ class Generation:
     finished: float = 0.0
     drafted: int = 0             # speculative decoding: tokens drafted and checked (speculative.py)
     accepted: int = 0            # ... and those of them the model wrote
+    on_device: int = 0           # backend sampling: tokens the sampler chain drew in the model's graph
 
     def begin(self, ids: Sequence[int], n_ctx: int, sampling: Sampling) -> int:
         """Start timing a call for prompt ``ids``: the reply's token budget (the context left, capped by
@@ -138,6 +140,7 @@ class Generation:
         self.to_evaluate += part.to_evaluate
         self.tokens.extend(part.tokens)
         self.drafted, self.accepted = self.drafted + part.drafted, self.accepted + part.accepted
+        self.on_device += part.on_device
         self.stop_reason, self.finished = part.stop_reason, part.finished
         self.first_token_at = self.first_token_at or part.first_token_at
 

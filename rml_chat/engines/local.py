@@ -50,7 +50,8 @@ class LocalEngine:
         try:
             self._llama = LlamaModel(weights, n_ctx=context_size(n_ctx), n_batch=n_batch, n_ubatch=n_ubatch,
                                      flash_attn=flash_attn, threads=self._threads, threads_batch=n_threads_batch, gpu=gpu,
-                                     n_seq=parallel + 1 if parallel > 1 else 1)
+                                     n_seq=parallel + 1 if parallel > 1 else 1,
+                                     outputs_per_seq=0 if speculation.on else 1)  # (as llama-server: runtime.py)
         except ContextTooLarge as err:
             raise ModelError(f"-c {n_ctx}: {err}") from None
         except (LoadError, OSError) as err:
@@ -239,11 +240,12 @@ class LocalEngine:
         try:
             if budget <= 0 or not ids:
                 return
-            self.evaluate(ids, gen, progress)
             llama = self._llama
-            sampler = llama.sampler(stages(replace(sampling, seed=seed), grammar=grammar is not None,
-                                           stop_ids=stop_ids), grammar, history=ids)
             drafter = self.speculation.drafter() if llama.drops_part else None
+            sampler = llama.sampler(stages(replace(sampling, seed=seed), grammar=grammar is not None,
+                                           stop_ids=stop_ids), grammar, history=ids,
+                                    on_device=sampling.backend_sampling, drafting=drafter is not None)
+            self.evaluate(ids, gen, progress)  # (with the chain on the device, the first token is drawn there too)
             history = list(ids)  # (the drafts' source: the prompt and the reply before ``token``)
             token = llama.sample(sampler)
             while True:
@@ -281,6 +283,7 @@ class LocalEngine:
             raise
         finally:
             if sampler is not None:
+                gen.on_device = sampler.on_device
                 sampler.close()
             gen.finished = time.perf_counter()
 

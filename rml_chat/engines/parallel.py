@@ -117,10 +117,11 @@ class Decoder:
         stream.gen.to_evaluate = len(stream.pending)
         s = stream.sampling
         seed = s.seed if s.seed >= 0 else random.randrange(RANDOM_SEED)
+        stream.drafter, stream.history = self.speculation.drafter(), list(prompt)
         stream.sampler = self.llama.sampler(stages(replace(s, seed=seed), grammar=stream.grammar is not None,
                                                    stop_ids=sorted(stream.stops)), stream.grammar,
-                                            history=prompt)
-        stream.drafter, stream.history = self.speculation.drafter(), list(prompt)
+                                            history=prompt, seq=stream.seq, on_device=s.backend_sampling,
+                                            drafting=stream.drafter is not None)
         if stream.budget <= 0:
             self._finish(stream)
             return
@@ -202,6 +203,7 @@ class Decoder:
         if stream in self._active:
             self._active.remove(stream)
         if stream.sampler is not None:
+            stream.gen.on_device = stream.sampler.on_device
             stream.sampler.close()
             stream.sampler = None
         if stream.seq:

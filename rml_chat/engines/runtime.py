@@ -1,4 +1,4 @@
-"""llama.cpp through its C API: the bindings imported early, its log, one model with one context, a sampler.
+"""llama.cpp through its C API: the bindings imported early, its log, one model with one context.
 
 llama-cpp-python gives us its build of llama.cpp and its ctypes bindings (``llama_cpp.llama_cpp``). Its
 ``Llama`` class is not used on the chat path, for the sake of the first token:
@@ -13,7 +13,7 @@ llama-cpp-python gives us its build of llama.cpp and its ctypes bindings (``llam
 
 ``LlamaModel`` keeps ``Llama``'s settings: its model and context parameters, batches of ``n_batch`` with
 logits for the last token only (local.py decodes a prompt's last id apart). Its sampler chain is
-llama.cpp's own (``common_sampler_init``), stage by stage as sampler_chain.py lists it.
+llama.cpp's own, built by llama_sampler.py.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from types import ModuleType
 from ..terminal import visible
 from . import cpu_quirks, memory
 from .base import trigger_patterns
+from .llama_sampler import Sampler, build
 from .sampler_chain import Stage
 from .thread_choice import ThreadChoice
 from .trigger_guard import TriggerGuard, ends_of, holding, piece
@@ -155,10 +156,13 @@ class LlamaModel:
     ids whose keys and values the context holds, in order."""
 
     def __init__(self, weights: Path, *, n_ctx: int, n_batch: int, threads: ThreadChoice, threads_batch: int | None,
-                 gpu: tuple[int, str] = (-1, "layer"), n_seq: int = 1, n_ubatch: int = 512, flash_attn: str = "auto"):
+                 gpu: tuple[int, str] = (-1, "layer"), n_seq: int = 1, n_ubatch: int = 512, flash_attn: str = "auto",
+                 outputs_per_seq: int = 0):
         """``threads``: the count for each decode (thread_choice.py); ``threads_batch``: a fixed count for
         batches of several tokens, None: the same as ``threads``; ``n_batch``, ``n_ubatch`` and ``flash_attn``
-        ("on", "off", "auto") as llama.cpp's ``-b``, ``-ub`` and ``-fa``."""
+        ("on", "off", "auto") as llama.cpp's ``-b``, ``-ub`` and ``-fa``; ``outputs_per_seq``: the most logits
+        one decode gives a sequence whose sampler chain runs on the device (0: ``n_batch``; llama-server
+        passes 1 without drafts, and only then can the penalties run there)."""
         lib = self._lib = _backend()
         self.model = self.ctx = self._batch = None
         model_params = lib.llama_model_default_params()
@@ -189,6 +193,7 @@ class LlamaModel:
         self._counts = params.n_threads, params.n_threads_batch = self._thread_counts(threads.current)
         params.flash_attn_type = getattr(lib, f"LLAMA_FLASH_ATTN_TYPE_{_FLASH_ATTN[flash_attn]}")
         params.n_seq_max, params.kv_unified = n_seq, n_seq > 1  # (parallel.py: sequences share every cell)
+        params.n_outputs_max_per_seq = self.outputs_per_seq = outputs_per_seq
         params.no_perf = False
         log = llama_log()
         log.flash_attention = None
@@ -279,22 +284,24 @@ class LlamaModel:
         lib = self._lib
         return not (lib.llama_model_is_recurrent(self.model) or lib.llama_model_is_hybrid(self.model))
 
-    def sampler(self, chain: Sequence[Stage], grammar: str | None = None, history: Sequence[int] = ()) -> Sampler:
-        """llama.cpp's sampler chain for ``chain`` (sampler_chain.py: the stages, seeds resolved), the
-        grammar stage built from ``grammar`` (GBNF text; lazy where it carries triggers). The samplers that
-        look back (penalties, DRY) are handed the prompt's last ids first, ``history``, as llama-server and
-        llama-cli accept the prompt into their chain: a word of the prompt counts as repeated."""
-        made = Sampler(self._lib)
-        for stage in chain:
-            sampler = self._stage(stage, grammar)
-            if stage.name in ("penalties", "dry") and stage.get("last_n") > 0:
-                for token in history[-stage.get("last_n"):]:
-                    self._lib.llama_sampler_accept(sampler, token)
-            made.add(sampler)
+    def sampler(self, chain: Sequence[Stage], grammar: str | None = None, history: Sequence[int] = (), *,
+                seq: int = 0, on_device: bool = False, drafting: bool = False) -> Sampler:
+        """llama.cpp's sampler chain for ``chain`` and ``grammar``, the prompt ``history`` handed to the
+        samplers that look back (llama_sampler.build), with its lazy grammar's trigger guard.
+
+        ``on_device`` (``-bs``): the chain is attached to sequence ``seq`` of the context, as llama-server
+        attaches a slot's, and each decode runs it in the model's graph as far as its stages can run there.
+        Where all of them can (the default chain can), the token is drawn there and only its id comes back;
+        else the device's part narrows the candidates and the rest runs here. Not with a grammar (llama.cpp
+        refuses the two together), nor where ``drafting`` and a decode gives the sequence one logits row only
+        (``outputs_per_seq`` 1: a draft's check needs one for each of its tokens)."""
+        made = build(self._lib, self.vocab, self.n_vocab, chain, grammar, history)
         if grammar is not None and trigger_patterns(grammar):
             held = self._holding(ends_of(grammar))
             made.guard = TriggerGuard(self._lib, self.vocab, grammar, self._pieces or [], held,
                                       lambda text: _tokenize(self._lib, self.vocab, text, True))
+        if on_device and grammar is None and not (drafting and self.outputs_per_seq == 1):
+            made.attach(self.ctx, seq)
         return made
 
     def _holding(self, ends: tuple[bytes, ...]) -> frozenset[int]:
@@ -306,46 +313,6 @@ class LlamaModel:
             self._held[ends] = holding(self._pieces, ends)
         return self._held[ends]
 
-    def _stage(self, stage: Stage, grammar: str | None) -> object:
-        lib, get = self._lib, stage.get
-        name = stage.name
-        if name == "grammar":
-            patterns = [p.encode("utf-8") for p in trigger_patterns(grammar)]
-            if patterns:
-                return lib.llama_sampler_init_grammar_lazy_patterns(
-                    self.vocab, grammar.encode("utf-8"), b"root", (ctypes.c_char_p * len(patterns))(*patterns),
-                    len(patterns), None, 0)
-            return lib.llama_sampler_init_grammar(self.vocab, grammar.encode("utf-8"), b"root")
-        if name == "logit_bias":
-            biases = get("biases")
-            table = (lib.llama_logit_bias * len(biases))(*(lib.llama_logit_bias(t, b) for t, b in biases))
-            return lib.llama_sampler_init_logit_bias(self.n_vocab, len(biases), table)
-        if name == "penalties":
-            return lib.llama_sampler_init_penalties(self.n_vocab, get("last_n"), get("repeat"), get("frequency"),
-                                                    get("presence"))
-        if name == "dry":
-            breakers = [b.encode("utf-8") for b in get("breakers")]
-            return lib.llama_sampler_init_dry(self.vocab, get("multiplier"), get("base"), get("allowed_length"),
-                                              get("last_n"), (ctypes.c_char_p * len(breakers))(*breakers), len(breakers))
-        if name == "temperature":
-            settings = dict(stage.settings)
-            return lib.llama_sampler_init_temp_ext(settings["t"], settings.get("range", 0.0), settings.get("exponent", 1.0))
-        if name == "xtc":
-            return lib.llama_sampler_init_xtc(get("probability"), get("threshold"), 0, get("seed"))
-        if name == "mirostat":
-            return lib.llama_sampler_init_mirostat(self.n_vocab, get("seed"), get("tau"), get("eta"), 100)
-        if name == "mirostat_v2":
-            return lib.llama_sampler_init_mirostat_v2(get("seed"), get("tau"), get("eta"))
-        if name == "top_n_sigma":
-            return lib.llama_sampler_init_top_n_sigma(get("n"))
-        if name == "top_k":
-            return lib.llama_sampler_init_top_k(get("k"))
-        if name in ("typ_p", "top_p", "min_p"):  # (min_keep 0, as common_sampler_init passes it)
-            init = {"typ_p": lib.llama_sampler_init_typical, "top_p": lib.llama_sampler_init_top_p,
-                    "min_p": lib.llama_sampler_init_min_p}[name]
-            return init(get("p"), 0)
-        return lib.llama_sampler_init_dist(get("seed"))  # (the last stage of every chain without Mirostat)
-
     def sample(self, sampler: Sampler, index: int = -1) -> int:
         """The next id, from the logits of the last id decoded (``index``: of that batch position; the
         chain accepts it). Where a lazy grammar waits for its trigger and some token could fire it now, the
@@ -353,6 +320,8 @@ class LlamaModel:
         guard = sampler.guard
         if guard is not None and guard.waiting and guard.may_fire():
             return guard.draw(sampler.chain, self._lib.llama_get_logits_ith(self.ctx, index))
+        if sampler.attached is not None and self._lib.llama_get_sampled_token_ith(self.ctx, index) >= 0:
+            sampler.on_device += 1  # (drawn in the graph: llama_sampler_sample hands it over and accepts it)
         token = self._lib.llama_sampler_sample(sampler.chain, self.ctx, index)
         if guard is not None:
             guard.accepted(token)
@@ -481,22 +450,3 @@ def schema_to_gbnf(schema_json: str) -> str:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     return json_schema_to_gbnf(schema_json)
-
-
-class Sampler:
-    """A llama.cpp sampler chain (freed by ``close``); ``guard``: its lazy grammar's trigger, watched."""
-
-    def __init__(self, lib: ModuleType) -> None:
-        self._lib = lib
-        self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
-        self.guard: TriggerGuard | None = None
-
-    def add(self, sampler: object) -> None:
-        self._lib.llama_sampler_chain_add(self.chain, sampler)
-
-    def close(self) -> None:
-        if self.chain:
-            self._lib.llama_sampler_free(self.chain)
-            self.chain = None
-        if self.guard is not None:
-            self.guard.close()

@@ -1,6 +1,6 @@
 """llama.cpp's sampler chain, as data: which samplers, in which order, with which settings.
 
-``stages(sampling)`` lists the chain ``common_sampler_init`` builds for the same settings; ``runtime.py``
+``stages(sampling)`` lists the chain ``common_sampler_init`` builds for the same settings; ``llama_sampler.py``
 turns each stage into its ``llama_sampler_init_*`` call, ``server.py`` sends the same settings as
 llama-server's request fields, and ``/info`` and ``--verbose`` print ``describe`` of it. So the chain a
 user reads is the chain that runs::

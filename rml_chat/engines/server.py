@@ -267,4 +267,6 @@ def request_fields(s: Sampling, stop_ids: Sequence[int] = ()) -> dict:
               "logit_bias": [[token, bias if bias != -math.inf else False] for token, bias in s.logit_bias]}
     if s.ignore_eos:  # (llama-server's ignore_eos bars its vocabulary's end-of-generation tokens; ours are named)
         fields["logit_bias"] += [[token, False] for token in stop_ids]
+    if s.backend_sampling:  # (with a grammar, llama-server turns it off itself, as we do)
+        fields["backend_sampling"] = True
     return fields

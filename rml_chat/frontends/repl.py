@@ -455,6 +455,8 @@ class Repl:
                   f"{counted(len(g.tokens), 'token')}" + (f" ({last.reasoning_tokens} thinking)" if last.reasoning_tokens
                                                          else "") + (f" at {g.tokens_per_s:.1f} tok/s" if g.tokens_per_s else ""),
                   *([f"drafts: {g.accepted}/{g.drafted} accepted ({g.accepted / g.drafted:.0%})"] if g.drafted else []),
+                  *([f"drawn on the device: {g.on_device}"] if self.session.options.sampling.backend_sampling
+                    and hasattr(self.session.engine, "report") else []),
                   f"context {last.context_used}/{self.session.engine.n_ctx}",
                   f"stop: {g.stop_reason}" + (" (cut)" if g.stop_reason == "interrupted" else "")]
         return fit_width(fields)

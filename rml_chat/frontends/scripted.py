@@ -55,7 +55,7 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
         "sampling": _with_seed(as_json(session.options.sampling, session.options.sampling_sources),
                                result.generation.seed),
         "sampler_chain": describe(stages(session.options.sampling, stop_ids=session.model.stop_ids)),
-        **_engine_report(session.engine, steps),
+        **_engine_report(session.engine, steps, session.options.sampling.backend_sampling),
         "timings": {"ttft_ms": round(steps[0].ttft_s * 1000, 2), "tokens_per_s": round(_tokens_per_s(steps), 2),
                     "total_ms": round((steps[-1].finished - steps[0].started) * 1000, 2)},
         **({"steps": [{**_counts([step]), "stop_reason": step.stop_reason,
@@ -64,14 +64,18 @@ def result_json(session: ChatSession, result: TurnResult, constraint: Constraint
     }
 
 
-def _engine_report(engine: object, steps: list[Generation]) -> dict[str, object]:
+def _engine_report(engine: object, steps: list[Generation], backend_sampling: bool) -> dict[str, object]:
     """The threads, flash attention, batch sizes and speculative decoding llama.cpp ran with in this process
-    (none for a server: its own), with the tokens drafted and accepted over the steps."""
+    (none for a server: its own), with the tokens drafted and accepted over the steps, and with ``-bs`` the
+    tokens the sampler chain drew on the device (a stop id among them; 0 where a stage of the chain, or a
+    grammar, kept the draw here)."""
     report = getattr(engine, "report", None)
     made = report() if report is not None else {}
     if "speculative" in made:
         made["speculative"] = {"type": made["speculative"], "drafted": sum(s.drafted for s in steps),
                                "accepted": sum(s.accepted for s in steps)}
+    if made and backend_sampling:
+        made["backend_sampling"] = {"tokens_drawn_on_device": sum(s.on_device for s in steps)}
     return made
 
 
