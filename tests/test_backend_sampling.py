@@ -116,15 +116,24 @@ def test_drafts_turned_on_in_a_chat_made_without_them_draw_on_the_cpu() -> None:
 
 def test_the_flag_reaches_the_chat_and_each_batch_line_reports_its_draws() -> None:
     """``-bs`` alone means on; ``--json`` counts the tokens drawn on the device for each line of an
-    ``-np 3`` batch (a line under a schema draws here: 0); a bad value is a usage error."""
+    ``-np 3`` batch (a line under a schema draws here: 0); a batch line takes JSON's true and false too;
+    a bad value is a usage error."""
     model = str(model_path("smollm2"))
-    lines = [{"prompt": "Name a colour.", "seed": 1}, {"prompt": "Name a fruit.", "seed": 2},
+    lines = [{"prompt": "Name a colour.", "seed": 1}, {"prompt": "Name a fruit.", "seed": 2, "backend_sampling": "on"},
              {"prompt": "A colour as JSON.", "schema": {"type": "object", "properties": {"c": {"type": "string"}},
                                                         "required": ["c"]}}]
     done = subprocess.run([sys.executable, "-m", "rml_chat", model, "--batch", "-", "-np", "3", "-n", "12", "-bs"],
                           input="\n".join(map(json.dumps, lines)) + "\n", capture_output=True, text=True, timeout=300)
     out = [json.loads(line) for line in done.stdout.splitlines()]
     assert [o["sampling"]["backend_sampling"]["value"] for o in out] == [True] * 3
+    booleans = "".join(json.dumps({"prompt": "Hi", "max_tokens": 2, "backend_sampling": value}) + "\n"
+                       for value in (False, True, "yes"))  # (JSON's booleans, as on and off)
+    said = [json.loads(line) for line in subprocess.run([sys.executable, "-m", "rml_chat", model, "--batch", "-"],
+                                                        input=booleans, capture_output=True, text=True,
+                                                        timeout=300).stdout.splitlines()]
+    assert [line["sampling"]["backend_sampling"]["value"] for line in said[:2]] == [False, True]
+    assert said[2]["error"]["message"] == "backend_sampling must be one of on, off, not 'yes'"
+
     drawn = [o["backend_sampling"]["tokens_drawn_on_device"] for o in out]
     assert drawn[0] >= out[0]["completion_tokens"] > 0 and drawn[1] >= out[1]["completion_tokens"] > 0 and drawn[2] == 0
     single = json.loads(subprocess.run([sys.executable, "-m", "rml_chat", model, "-p", "Hi", "-n", "4", "--temp", "0",

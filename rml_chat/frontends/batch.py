@@ -39,7 +39,7 @@ from .. import text_input
 from ..core.conversation import ChatError, Conversation
 from ..core.message import Message
 from ..core.session import ChatSession
-from ..core.settings import SAMPLING, SETTINGS, SettingError, sampling_value, settable
+from ..core.settings import ON_OFF, SAMPLING, SETTINGS, SettingError, sampling_value, settable
 from ..core.structured import Constraint, check, from_schema
 from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
 from ..terminal import json_text, one_row
@@ -104,6 +104,8 @@ def parse_job(number: int, text: str, session: ChatSession, constraints: dict[st
         if row is None or (row.group != SAMPLING and row.name not in PROMPT_KEYS):
             raise AppError(f"unknown key {key!r}; a line takes {', '.join(_TEXT_KEYS + SAMPLING_KEYS + PROMPT_KEYS)}",
                            "input")
+        if row.name in ON_OFF and isinstance(value, bool):  # (JSON's true and false: the flag's on and off)
+            value = "on" if value else "off"
         texts = value if row.repeat and isinstance(value, list) else [value]
         wanted = (int, float) if isinstance(row.default, (int, float)) and row.name not in PROMPT_KEYS else str
         if not texts or any(isinstance(v, bool) or not isinstance(v, wanted) for v in texts):
