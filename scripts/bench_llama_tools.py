@@ -39,6 +39,8 @@ import llama_build  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 STORY = "Write a long story about a lighthouse keeper and a storm."
+#: the --batch runs: lines decoded together, and the sampler chain's place (on the CPU, or "-bs": in the graph)
+NP_RUNS = ((1, ""), (4, ""), (8, ""), (4, " -bs"), (8, " -bs"))
 
 
 def tool(folder: Path | None, name: str) -> str:
@@ -98,7 +100,7 @@ def parallel(model: Path, ngl: int, fa: str, tools: Path | None, n: int = 128) -
     lines = "".join(json.dumps({"prompt": f"Tell story number {i} about the sea.", "max_tokens": n}) + "\n"
                     for i in range(16))
     figures: dict[str, float] = {}
-    for slots, where in ((1, ""), (4, ""), (8, ""), (4, " -bs"), (8, " -bs")):
+    for slots, where in NP_RUNS:
         start = time.perf_counter()
         out = ours(model, ngl, "--batch", "-", "--temp", "0", "--ignore-eos", "on", "--repeat-guard", "0", "-fa", fa,
                    "-np", str(slots), "-c", str(slots * (n + 64) + 512), *where.split(), stdin=lines)
@@ -194,10 +196,10 @@ def main() -> None:
               f"{p['llama-bench pp t/s']:.0f} ({p['warm turn t/s'] / p['llama-bench pp t/s']:.2f}); first turn TTFT "
               f"{first * 1000:.0f} ms against llama-cpp-python's first eval {theirs * 1000:.0f} ms ({first / theirs:.2f})")
         q = parallel(model, args.ngl, fa, args.tools)
-        for slots, where in ((1, ""), (4, ""), (8, ""), (4, " -bs"), (8, " -bs")):
-            oracle, run = q.get(f"batched-bench B{slots}", float("nan")), f"-np {slots}{where}"
-            print(f"  {run}: decode {q[f'{run} decode']:.1f} tok/s against batched-bench {oracle:.1f} "
-                  f"({q[f'{run} decode'] / oracle:.2f}); whole process {q[f'{run} whole process']:.1f} tok/s")
+        for slots, where in NP_RUNS:
+            oracle, label = q.get(f"batched-bench B{slots}", float("nan")), f"-np {slots}{where}"
+            print(f"  {label}: decode {q[f'{label} decode']:.1f} tok/s against batched-bench {oracle:.1f} "
+                  f"({q[f'{label} decode'] / oracle:.2f}); whole process {q[f'{label} whole process']:.1f} tok/s")
         for lines, found in step_parts(model, args.ngl, fa).items():
             print(f"  a step of {lines} in one process, ms: " + ", ".join(f"{name} {ms:.3f}" for name, ms in found.items()))
 

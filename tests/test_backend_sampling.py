@@ -17,26 +17,16 @@ from dataclasses import replace
 
 import pytest
 from conftest import model_path, smollm_session
-from test_speculative import DRAFTS, PROMPTS
+from test_speculative import DRAFTS, PROMPTS, _ids, _run
 
 from rml_chat.core.model import load_model
-from rml_chat.engines.base import Generation, Sampling
+from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
 from rml_chat.engines.speculative import Speculation
 
 #: chains every stage of which the device runs (at these settings), drawn with and without -bs
 WHOLE_ON_DEVICE = {"greedy": Sampling(temp=0.0, max_tokens=120), "seeded": Sampling(seed=7, max_tokens=120),
                    "seeded, top-k and min-p": Sampling(seed=1234, top_k=20, min_p=0.1, max_tokens=120)}
-
-
-def _ids(model, prompt: str) -> list[int]:  # type: ignore[no-untyped-def]
-    return model.encoder.encode(model.encoder.format([{"role": "user", "content": prompt}]))
-
-
-def _run(model, engine, ids, sampling, grammar=None):  # type: ignore[no-untyped-def]
-    engine.reset()
-    gen = Generation()
-    return list(engine.generate(ids, sampling, model.stop_ids, gen, grammar=grammar)), gen
 
 
 def test_the_whole_chain_draws_on_the_device_the_ids_it_draws_on_the_cpu(smollm) -> None:
@@ -46,13 +36,13 @@ def test_the_whole_chain_draws_on_the_device_the_ids_it_draws_on_the_cpu(smollm)
     model, engine = smollm
     ids = _ids(model, PROMPTS[2])
     for name, sampling in WHOLE_ON_DEVICE.items():
-        plain, plain_gen = _run(model, engine, ids, sampling)
-        tokens, gen = _run(model, engine, ids, replace(sampling, backend_sampling=True))
+        plain, plain_gen, _ = _run(model, engine, ids, sampling, Speculation())
+        tokens, gen, _ = _run(model, engine, ids, replace(sampling, backend_sampling=True), Speculation())
         assert (tokens, gen.stop_reason) == (plain, plain_gen.stop_reason) and len(tokens) > 20, name
         assert gen.on_device >= len(tokens) and plain_gen.on_device == 0, name
     dry = Sampling(seed=5, dry_multiplier=0.8, max_tokens=60)
-    plain, _ = _run(model, engine, ids, dry)
-    tokens, gen = _run(model, engine, ids, replace(dry, backend_sampling=True))
+    plain, _, _ = _run(model, engine, ids, dry, Speculation())
+    tokens, gen, _ = _run(model, engine, ids, replace(dry, backend_sampling=True), Speculation())
     assert tokens == plain and gen.on_device == 0
 
 
@@ -65,11 +55,12 @@ def test_a_grammar_keeps_the_draw_here_and_the_next_turn_draws_on_the_device_aga
     sampling = Sampling(seed=9, max_tokens=80, backend_sampling=True)
     for turn in range(5):
         if turn % 2:
-            tokens, gen = _run(model, engine, _ids(model, "Give me a JSON list of days."), sampling, grammar)
-            text = model.tokenizer.decode(tokens)
-            assert gen.on_device == 0 and [d.startswith("day ") for d in json.loads(text)] == [True] * len(json.loads(text))
+            tokens, gen, _ = _run(model, engine, _ids(model, "Give me a JSON list of days."), sampling, Speculation(),
+                                  grammar)
+            days = json.loads(model.tokenizer.decode(tokens))
+            assert gen.on_device == 0 and all(day.startswith("day ") for day in days)
         else:
-            tokens, gen = _run(model, engine, _ids(model, PROMPTS[3]), sampling)
+            tokens, gen, _ = _run(model, engine, _ids(model, PROMPTS[3]), sampling, Speculation())
             assert gen.on_device >= len(tokens) > 0
 
 
@@ -89,11 +80,9 @@ def test_drafts_are_checked_on_the_device_as_without_it_where_the_context_was_ma
             ids = _ids(model, prompt)
             for name, sampling in WHOLE_ON_DEVICE.items():
                 sampling = replace(sampling, backend_sampling=True)
-                engine.speculation = Speculation()
-                plain, plain_gen = _run(model, engine, ids, sampling)
+                plain, plain_gen, _ = _run(model, engine, ids, sampling, Speculation())
                 for speculation in DRAFTS:
-                    engine.speculation = speculation
-                    tokens, gen = _run(model, engine, ids, sampling)
+                    tokens, gen, _ = _run(model, engine, ids, sampling, speculation)
                     assert (tokens, gen.stop_reason) == (plain, plain_gen.stop_reason), (prompt, name, speculation)
                     assert gen.on_device >= len(tokens) and plain_gen.on_device >= len(plain)
                     accepted += gen.accepted
@@ -104,8 +93,8 @@ def test_drafts_are_checked_on_the_device_as_without_it_where_the_context_was_ma
 
 def test_drafts_turned_on_in_a_chat_made_without_them_draw_on_the_cpu() -> None:
     """A context made without drafts gives a sequence one logits per decode (llama-server's limit, which
-    lets the penalties run on the device); a draft's check needs more, so a turn that drafts draws here,
-    and /stats says how many were drawn there (none)."""
+    lets the penalties run on the device); a draft's check needs more, so a turn that drafts draws here:
+    it counts none drawn there."""
     with smollm_session(2048, 80, backend_sampling=True) as session:
         plain = session.turn(PROMPTS[1], lambda text: None, lambda line: None).generation
         assert plain.on_device >= len(plain.tokens) > 0

@@ -10,27 +10,21 @@ message) and says so; ``error`` refuses the turn. The user's message is kept eit
 itself fills the context, ``context_shift`` (``--context-shift on``, with ``drop-oldest``) moves the window
 the same way and the reply goes on from the ids it has so far; off (the default), the reply is cut.
 
-A session is built from one ``SessionOptions``, in four parts — sampling, reasoning, context, tools —
-plus the user's stop strings and a shape every reply follows. The front ends make it (``launch.py`` from
-the flags); ``/set`` changes it through ``ChatSession.apply``. How a reply is *shown* (the thought whole,
-as one line or hidden; what Ctrl-C does) is the front end's, and is not here::
-
-    >>> options = SessionOptions(Sampling(temp=0.0), reasoning=ReasoningOptions(thinking=False))
-    >>> options.context.overflow, options.reasoning.thinking, options.tools is None
-    ('drop-oldest', False, True)
+A session is built from one ``SessionOptions`` (session_options.py); ``/set`` changes it through
+``ChatSession.apply``. How a reply is *shown* (the thought whole, as one line or hidden; what Ctrl-C does)
+is the front end's, and is not here.
 """
 
 from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
-from tokenizer.chat.tool_calls import CallSyntax, ToolCall, tool_message
+from tokenizer.chat.tool_calls import ToolCall, tool_message
 
-from ..engines.base import RANDOM_SEED, Engine, Generation, Progress, Sampling, common_prefix
+from ..engines.base import RANDOM_SEED, Engine, Generation, Progress, common_prefix
 from ..errors import AppError
 from ..words import counted
 from .continuation import Prefill
@@ -41,6 +35,7 @@ from .message import Message
 from .model import Model
 from .read_reply import ReplyFormat
 from .reply import AnswerText, ReplyEvent, ReplyParser, ThoughtText
+from .session_options import OVERFLOW_POLICIES, ContextOptions, ReasoningOptions, SessionOptions, Toolbox
 from .settings import ON_OFF, bias_problem, sampling_value
 from .structured import Constraint, judge
 from .tool_round import calls_of_reply, own_ids
@@ -48,64 +43,6 @@ from .turn_result import ToolResult, TurnResult
 
 __all__ = ["OVERFLOW_POLICIES", "ChatError", "ChatSession", "ContextOptions", "Conversation", "ReasoningOptions",
            "SessionOptions", "Toolbox", "ToolResult", "TurnResult"]
-
-OVERFLOW_POLICIES = ("drop-oldest", "error")
-
-
-class Toolbox(Protocol):
-    """What a session holds of its tools (rml_chat/tools/toolbox.py): the template's call syntax, and
-    ``markers``, its special tokens (a reply's call is read with those that are control tokens)."""
-
-    syntax: CallSyntax
-    markers: Mapping[str, int]
-
-    def definitions(self) -> list[dict]: ...
-
-    def schemas(self) -> dict[str, Mapping]: ...
-
-    def listing(self) -> list[str]: ...
-
-    def switch(self, name: str, on: bool) -> str: ...
-
-
-@dataclass
-class ReasoningOptions:
-    """``thinking``: the template's thinking switch (None: the template's default); ``effort``: its
-    ``reasoning_effort`` (None: its default). The budget is a sampling setting (``--reasoning-budget``)."""
-
-    thinking: bool | None = None
-    effort: str | None = None
-
-
-@dataclass
-class ContextOptions:
-    """``overflow``: what a prompt that does not fit does (``drop-oldest``: old exchanges leave the model's
-    window; ``error``: the turn is refused); ``shift``: a reply that fills the context moves the window and
-    goes on (``--context-shift on``)."""
-
-    overflow: str = "drop-oldest"
-    shift: bool = False
-
-    def __post_init__(self) -> None:
-        if self.overflow not in OVERFLOW_POLICIES:
-            raise ValueError(f"overflow: {self.overflow!r} is not one of {', '.join(OVERFLOW_POLICIES)}")
-
-
-@dataclass
-class SessionOptions:
-    """Everything a session's turns run under. ``stop_strings``: the user's (``--stop``; a reply they end
-    was cut, where the format's own stop strings end it); ``constraint``: a JSON schema or grammar every
-    reply follows; ``tools``: the tools the model may call (None: none); ``sampling_sources``: where each
-    sampling setting came from (``core/sampling_sources.py``: a flag, ``/set``, the model, llama.cpp)."""
-
-    sampling: Sampling = field(default_factory=Sampling)
-    reasoning: ReasoningOptions = field(default_factory=ReasoningOptions)
-    context: ContextOptions = field(default_factory=ContextOptions)
-    stop_strings: tuple[str, ...] = ()
-    constraint: Constraint | None = None
-    tools: Toolbox | None = None
-    sampling_sources: dict[str, str] = field(default_factory=dict)
-
 
 @dataclass
 class _Turn:

@@ -221,7 +221,7 @@ SETTINGS: tuple[Setting, ...] = (
             bare="on"),
     Setting("backend_sampling", ("-bs", "--backend-sampling"), choice("on", "off"), "off", SAMPLING,
             "llama.cpp's backend sampling (experimental there too): the sampler chain runs in the model's graph, on "
-            "the GPU where the model is, instead of on the CPU after it; not with a grammar (docs/performance.md)",
+            "the GPU where the model is, instead of on the CPU after it; not with a grammar (docs/sampling.md)",
             True, metavar="on|off", bare="on"),
     Setting("repeat_guard", ("--repeat-guard",), integer(0, note="0: off"), _D.repeat_guard, SAMPLING,
             "rml-chat's own: end a reply whose tail has repeated one span for this many tokens (stop reason "
@@ -334,8 +334,8 @@ def settable(name: str) -> Setting | None:
     return row if row is not None and row.settable else None
 
 
-#: the Sampling fields that are True or False, set by on and off
-ON_OFF = ("ignore_eos", "backend_sampling")
+#: the Sampling fields that are True or False (``--ignore-eos``, ``-bs``), set by on and off
+ON_OFF = tuple(name for name, value in vars(_D).items() if isinstance(value, bool))
 
 
 def sampling_value(name: str, value: object) -> object:
