@@ -5,9 +5,11 @@ each of llama.cpp's n-gram types, in this process and on llama-server with the s
 same model and the same prompt ids, in turn, each row the median of ``--rounds`` runs. Prints generation
 tokens/s (after the first token), the ratio to speculation off (over as many tokens, where a reply with
 drafts parts from the one without and is shorter), the acceptance rate, and whether the reply is the one
-written without drafts and the one llama-server wrote. Then the drafters' own cost: each type replayed
-over the chat's reply, after its prompt and after 8,000 tokens of earlier chat, in microseconds a token
-and as a share of a token's time without drafts (what a reply that drafts nothing can lose at most).
+written without drafts and the one llama-server wrote. Each n-gram type runs twice here: its drafts cut to
+what pays on this machine (``--spec-draft-fit``, the default), and checked whole as llama-server checks them.
+Then the drafters' own cost: each type replayed over the chat's reply, after its prompt and after 8,000
+tokens of earlier chat, in microseconds a token and as a share of a token's time without drafts (what a
+reply that drafts nothing can lose at most).
 
     python scripts/bench_speculative.py [MODEL.gguf] [--threads N] [--rounds N] [--ngl N] [--model-draft FILE]
                                         [--tasks rewrite,quote,chat] [--types ngram-mod,...]
@@ -24,6 +26,7 @@ import argparse
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import cluster  # (scripts/ is on the path when this script runs)
@@ -52,11 +55,14 @@ TASKS = {
     "quote": (f"{PARAGRAPH * 3}\nQuote the text above exactly, word for word.", 400),
     "chat": ("Give me three tips for learning to cook, with a sentence on each.", 300),
 }
+#: a row of ours with --spec-draft-fit off, beside the row with the drafts cut to what pays here
+WHOLE = ", checked whole"
 TYPES: dict[str, tuple[Speculation, list[str]]] = {
          "ngram-simple": (Speculation("ngram-simple"), ["--spec-type", "ngram-simple"]),
          "ngram-map-k": (Speculation("ngram-map-k"), ["--spec-type", "ngram-map-k"]),
          "ngram-map-k4v": (Speculation("ngram-map-k4v"), ["--spec-type", "ngram-map-k4v"]),
-         "ngram-mod (--spec-default)": (SPEC_DEFAULT, ["--spec-default"])}
+         "ngram-mod (--spec-default)": (SPEC_DEFAULT, ["--spec-default"]),
+         "ngram-cache": (Speculation("ngram-cache"), ["--spec-type", "ngram-cache"])}
 
 
 def ours(engine: LocalEngine, ids: list[int], n: int, stops: list[int], speculation: Speculation):
@@ -173,6 +179,13 @@ def main() -> None:
     def undrafted(program: str, ids: list[int], n: int) -> float:
         return ours(engine, ids, n, stops, Speculation())[1] if program == "ours" else server(plain, ids, n)[1]
 
+    def compared(program: str, task: str, ids: list[int], tokens: list[int], drafted: bool) -> None:
+        """Speculation off's rate over as many tokens as ``tokens`` (the run of this round, where as long)."""
+        off = runs[task, "off" if program == "ours" else "llama-server off"][-1]
+        length = written(tokens)
+        rate = off[1] if not drafted or length >= written(off[0]) else undrafted(program, ids, length)
+        offs.setdefault((program, task, length), []).append(rate)
+
     try:
         for _ in range(args.rounds):
             for name, (speculation, flags) in [("off", (Speculation(), [])), *types.items()]:
@@ -189,11 +202,12 @@ def main() -> None:
                         theirs = server(plain, ids, n)
                     runs.setdefault((task, name), []).append(mine)
                     runs.setdefault((task, f"llama-server {name}"), []).append(theirs)
-                    for program, (tokens, _, _), off in (("ours", mine, runs[task, "off"][-1]),
-                                                         ("llama-server", theirs, runs[task, "llama-server off"][-1])):
-                        length = written(tokens)
-                        rate = off[1] if not flags or length >= written(off[0]) else undrafted(program, ids, length)
-                        offs.setdefault((program, task, length), []).append(rate)
+                    compared("ours", task, ids, mine[0], bool(flags))
+                    compared("llama-server", task, ids, theirs[0], bool(flags))
+                    if flags and speculation.draft_model is None:  # (ours again, each draft checked whole)
+                        whole = ours(engine, ids, n, stops, replace(speculation, draft_fit=False))
+                        runs.setdefault((task, f"{name}{WHOLE}"), []).append(whole)
+                        compared("ours", task, ids, whole[0], True)
     finally:
         plain.stop()
     engine.close()
@@ -208,15 +222,16 @@ def main() -> None:
           "| accepted | same reply as llama-server's | ours ÷ llama-server |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for task in prompts:
-        for name in ("off", *types):
+        for name in ("off", *(row for kind in types for row in (kind, f"{kind}{WHOLE}") if (task, row) in rows)):
             tokens, rate, accepted = rows[task, name]
-            s_tokens, s_rate, s_accepted = rows[task, f"llama-server {name}"]
+            s_tokens, s_rate, s_accepted = rows[task, f"llama-server {name.removesuffix(WHOLE)}"]
             off, server_off = median_off("ours", task, tokens), median_off("llama-server", task, s_tokens)
             same = "yes" if tokens == [t for t in s_tokens if t not in stops] else "no"
             print(f"| {task} | {name} | {rate:.1f} | {rate / off:.2f} | {accepted:.0%} | "
                   f"{'yes' if tokens == rows[task, 'off'][0] else 'no'} | {s_rate:.1f} | {s_rate / server_off:.2f} | "
                   f"{s_accepted:.0%} | {same} | {rate / s_rate:.2f} |" if s_rate else f"| {task} | {name} | {rate:.1f} | - |")
-    print("(x off: against speculation off over as many tokens, where the reply with drafts is shorter)")
+    print(f"(x off: against speculation off over as many tokens, where the reply with drafts is shorter; "
+          f"'{WHOLE.strip(', ')}': --spec-draft-fit off, each draft checked whole as llama-server checks it)")
     if "chat" not in prompts:
         return
     reply, off = rows["chat", "off"][0], rows["chat", "off"][1]

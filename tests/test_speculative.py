@@ -23,17 +23,21 @@ from conftest import model_path
 from rml_chat.core.model import load_model
 from rml_chat.engines.base import Generation, Sampling
 from rml_chat.engines.local import LocalEngine
-from rml_chat.engines.speculative import NGRAM_TYPES, SPEC_DEFAULT, NgramMap, NgramMod, NgramSimple, Speculation
+from rml_chat.engines.ngram_drafts import NgramCache, NgramMap, NgramMod, NgramSimple
+from rml_chat.engines.speculative import NGRAM_TYPES, SPEC_DEFAULT, TYPE_ORDER, FirstDraft, Speculation, spec_types
 
 CODE = "\n".join(f"def f{i}(x):\n    return x * {i} + {i * i}" for i in range(12))
 PROMPTS = [f"Repeat this code exactly, renaming f3 to g3:\n```python\n{CODE}\n```",
            "List the days of the week, then list them again in the same order.",
            "Write a short story about a cat who counts stars.",
            "What is the capital of France?"]
-DRAFTS = [Speculation("ngram-simple", draft_n_max=5, ngram_simple_size_n=3, ngram_simple_size_m=8),
-          Speculation("ngram-mod", draft_n_max=5, ngram_mod_n_match=4, ngram_mod_n_min=1, ngram_mod_n_max=8),
-          Speculation("ngram-map-k", ngram_map_k_size_n=3, ngram_map_k_size_m=6),
-          Speculation("ngram-map-k4v", ngram_map_k4v_size_n=2, ngram_map_k4v_size_m=4)]
+#: a drafter of each n-gram type, its drafts checked whole (the cut to what pays, which changes only how
+#: many positions are checked, has its own tests: test_draft_fit.py)
+DRAFTS = [Speculation("ngram-simple", draft_fit=False, draft_n_max=5, ngram_simple_size_n=3, ngram_simple_size_m=8),
+          Speculation("ngram-mod", draft_fit=False, draft_n_max=5, ngram_mod_n_match=4, ngram_mod_n_min=1,
+                      ngram_mod_n_max=8),
+          Speculation("ngram-map-k", draft_fit=False, ngram_map_k_size_n=3, ngram_map_k_size_m=6),
+          Speculation("ngram-map-k4v", draft_fit=False, ngram_map_k4v_size_n=2, ngram_map_k4v_size_m=4)]
 
 
 # ----- the drafters --------------------------------------------------------------------------------------
@@ -128,6 +132,57 @@ def test_ngram_map_k4v_drafts_where_one_m_gram_followed_the_key_twice_as_often_a
     assert waits.draft([*prompt, 1], 2) == [] and waits.draft([*prompt, 1, 2, 7, 1], 2) == [7, 8]
 
 
+def test_ngram_cache_counts_each_new_piece_on_its_own_and_drafts_from_the_longest_sure_n_gram() -> None:
+    """llama.cpp's ngram-cache: the prompt counted at the first draft; then only what is new since, as a
+    piece on its own (a reply written a token at a time adds nothing); the longest n-gram (4 to 1) whose
+    most frequent follower passes its size's thresholds gives each token, a tie to the one seen later."""
+    assert NgramCache().draft([9, 1, 2, 3, 4, 8, 1, 2, 3, 5, 8], 1) == [2, 3, 5, 8, 1, 2, 3, 5]
+    assert NgramCache().draft([1, 2, 3, 1, 2, 4, 0], 1) == [2, 4, 0, 1, 2, 4, 0, 1]  # ((1, 2): 3 and 4, to 4)
+    assert NgramCache().draft([5, 6, 5, 7, 0], 5) == []  # ((5,): 6 and 7 once each; a 1-gram needs two thirds)
+    assert NgramCache().draft([], 5) == []
+    grown, history, last = NgramCache(), [7, 8], 1
+    for following in (2, 3, 4, 1, 2, 3):  # (a reply a token at a time: each piece is the one token, nothing counted)
+        assert grown.draft(history, last) == []
+        history, last = [*history, last], following
+    assert grown.draft(history, last) == []
+    assert NgramCache().draft(history, last) == [4, 1, 2, 3, 4, 1, 2, 3]  # (the same history, counted at once)
+
+
+def test_several_types_are_asked_in_llama_cpp_order_until_one_drafts() -> None:
+    """--spec-type with several types: llama.cpp's order whatever the order given, "none" anywhere is
+    none, and the acceptance goes to the drafter that drafted."""
+    assert spec_types("draft-simple,ngram-cache,ngram-simple") == ("ngram-simple", "ngram-cache", "draft-simple")
+    assert spec_types("ngram-mod,none") == () and spec_types("ngram-mod,ngram-mod") == ("ngram-mod",)
+    with pytest.raises(ValueError):
+        spec_types("ngram-mod,eagle")
+
+    class Fixed:
+        def __init__(self, draft: list[int]):
+            self.fixed, self.told = draft, []
+
+        def draft(self, history, last):  # type: ignore[no-untyped-def]
+            return self.fixed
+
+        def accepted(self, drafted: int, accepted: int) -> None:
+            self.told.append((drafted, accepted))
+
+    empty, first, second = Fixed([]), Fixed([1, 2]), Fixed([3])
+    both = FirstDraft([empty, first, second])
+    assert both.draft([0], 0) == [1, 2]
+    both.accepted(2, 1)
+    assert (empty.told, first.told, second.told) == ([], [(2, 1)], [])
+    first.fixed = []
+    assert both.draft([0], 0) == [3]
+    both.accepted(1, 1)
+    assert second.told == [(1, 1)]
+    combined = Speculation("ngram-mod,ngram-simple", ngram_simple_size_n=2)
+    assert isinstance(combined.drafter(), FirstDraft) and combined.on
+    assert combined.describe() == ("ngram-simple (size_n=2, size_m=48), then ngram-mod (n_match=24, n_min=48, "
+                                   "n_max=64)")
+    assert Speculation("ngram-mod,draft-simple").describe().endswith("then draft-simple (drafts nothing: it needs "
+                                                                     "-md FILE)")
+
+
 def test_the_settings_offer_every_type_and_each_of_its_sizes() -> None:
     """The flags (core/settings.py) and the drafters (NGRAM_TYPES) are two tables: --spec-type accepts
     every type the engine drafts with, and each size a type takes has its --spec-… row, which the launch
@@ -135,7 +190,9 @@ def test_the_settings_offer_every_type_and_each_of_its_sizes() -> None:
     from rml_chat.core.settings import SETTINGS
 
     rows = {setting.name: setting for setting in SETTINGS}
-    assert rows["spec_type"].parse.allowed == "one of " + ", ".join(("none", *NGRAM_TYPES, "draft-simple"))
+    assert rows["spec_type"].parse.allowed == "one of " + ", ".join(("none", *TYPE_ORDER)) + \
+        ", or several of them, comma-separated"
+    assert set(TYPE_ORDER) == {*NGRAM_TYPES, "draft-simple"}
     for spec_type, (_, sizes) in NGRAM_TYPES.items():
         for field in sizes.values():
             assert rows[f"spec_{field}"].flags[0] == f"--spec-{field.replace('_', '-')}", spec_type
@@ -254,18 +311,23 @@ def test_gemma_3_writes_the_same_reply_with_drafts() -> None:
         engine.close()
 
 
-#: each n-gram type with sizes of its own, which llama-server gets as its flags (``server_flags``)
+#: each n-gram type with sizes of its own, which llama-server gets as its flags (``server_flags``), its
+#: drafts checked whole as llama-server checks them
 ON_SERVER = {speculation.spec_type: speculation for speculation in (
-    Speculation("ngram-simple", ngram_simple_size_n=3, ngram_simple_size_m=8),
-    Speculation("ngram-mod", ngram_mod_n_match=4, ngram_mod_n_min=1, ngram_mod_n_max=8),
-    Speculation("ngram-map-k", ngram_map_k_size_n=3, ngram_map_k_size_m=6),
-    Speculation("ngram-map-k4v", ngram_map_k4v_size_n=2, ngram_map_k4v_size_m=4, ngram_map_k4v_min_hits=2))}
+    Speculation("ngram-simple", draft_fit=False, ngram_simple_size_n=3, ngram_simple_size_m=8),
+    Speculation("ngram-mod", draft_fit=False, ngram_mod_n_match=4, ngram_mod_n_min=1, ngram_mod_n_max=8),
+    Speculation("ngram-map-k", draft_fit=False, ngram_map_k_size_n=3, ngram_map_k_size_m=6),
+    Speculation("ngram-map-k4v", draft_fit=False, ngram_map_k4v_size_n=2, ngram_map_k4v_size_m=4,
+                ngram_map_k4v_min_hits=2),
+    Speculation("ngram-cache", draft_fit=False),
+    Speculation("ngram-cache,ngram-mod,ngram-simple", draft_fit=False, ngram_simple_size_n=6, ngram_simple_size_m=8,
+                ngram_mod_n_match=8, ngram_mod_n_min=4, ngram_mod_n_max=16))}
 
 
 def server_flags(speculation: Speculation) -> list[str]:
     """llama-server's flags for the same type and sizes: ``--spec-`` and each setting's field name, as the
     settings table names them (no --spec-draft-n-max: llama.cpp caps only a draft model's drafts by it)."""
-    settings = NGRAM_TYPES[speculation.spec_type][1].values()
+    settings = [setting for spec_type in speculation.types for setting in NGRAM_TYPES[spec_type][1].values()]
     return ["--spec-type", speculation.spec_type,
             *(flag for field in settings for flag in (f"--spec-{field.replace('_', '-')}", str(getattr(speculation, field))))]
 
@@ -273,10 +335,10 @@ def server_flags(speculation: Speculation) -> list[str]:
 @pytest.mark.server
 @pytest.mark.parametrize("spec_type", list(ON_SERVER))
 def test_each_ngram_type_drafts_and_writes_what_llama_server_does(smollm, spec_type: str) -> None:
-    """llama-server with the same --spec-type and sizes, on the same model and prompt ids, greedy: the same
-    tokens, and as many tokens drafted and accepted (its ``timings``), over prompts that draft a lot, a
-    little and not at all. A fresh server for each prompt: its drafters keep their state from one request
-    to the next (a reply here drafts from its own history only)."""
+    """llama-server with the same --spec-type (one type, or a list of them) and sizes, on the same model and
+    prompt ids, greedy: the same tokens, and as many tokens drafted and accepted (its ``timings``), over
+    prompts that draft a lot, a little and not at all. A fresh server for each prompt: its drafters keep
+    their state from one request to the next (a reply here drafts from its own history only)."""
     import cluster  # (scripts/, on the path: conftest puts it there)
 
     model, engine = smollm
@@ -324,6 +386,8 @@ def test_a_grammar_holds_under_drafts(smollm) -> None:
         for speculation in DRAFTS:
             tokens, gen, _ = _run(model, engine, ids, sampling, speculation, grammar)
             assert gen.accepted > 0 and json.loads(model.tokenizer.decode(tokens))  # (whole, and held to it)
+            tokens, gen, _ = _run(model, engine, ids, sampling, replace(speculation, draft_fit=True), grammar)
+            assert json.loads(model.tokenizer.decode(tokens))  # (the drafts cut to what pays here)
         assert json.loads(model.tokenizer.decode(plain))
 
 
@@ -479,7 +543,7 @@ def test_bad_speculation_flags_are_one_line_usage_errors() -> None:
 
 def test_set_spec_type_switches_drafts_in_a_chat_and_a_turn_reports_them() -> None:
     """``/set spec-type`` (the session's ``apply``), then a turn that repeats the prompt's text: the turn's
-    generation counts its drafts; /info's value names the type and its sizes."""
+    generation counts its drafts; /info's value names the type and its sizes (each type's, for a list)."""
     from conftest import smollm_session
 
     with smollm_session(2048, 120) as session:
@@ -488,6 +552,8 @@ def test_set_spec_type_switches_drafts_in_a_chat_and_a_turn_reports_them() -> No
         assert session.setting("spec_type") == "ngram-simple (size_n=12, size_m=48)"
         result = session.turn(PROMPTS[0], lambda text: None, lambda line: None)
         assert result.generation.drafted > 0 and result.generation.accepted > 0
+        assert session.apply("spec_type", "ngram-mod,ngram-cache") == ""
+        assert session.setting("spec_type") == "ngram-mod (n_match=24, n_min=48, n_max=64), then ngram-cache"
         assert session.apply("spec_type", "none") == ""
         assert session.turn("Again, please.", lambda text: None, lambda line: None).generation.drafted == 0
 
@@ -523,7 +589,7 @@ def test_a_model_drafting_for_itself_is_accepted_whole_and_the_reply_is_the_same
             ids = _ids(model, prompt)
             plain, _, _ = _run(model, engine, ids, SAMPLINGS["greedy"], Speculation())
             tokens, gen, _ = _run(model, engine, ids, SAMPLINGS["greedy"],
-                                  Speculation("draft-simple", draft_model=draft))
+                                  Speculation("draft-simple", draft_fit=False, draft_model=draft))
             assert tokens == plain and gen.drafted > 0 and gen.accepted == gen.drafted
     finally:
         engine._check_alone = False

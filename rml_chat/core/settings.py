@@ -81,6 +81,19 @@ def choice(*options: str) -> Callable[[str], str]:
     return parse
 
 
+def listed(*options: str) -> Callable[[str], str]:
+    """One of ``options``, or several, comma-separated (llama.cpp's --spec-type): the text, checked."""
+    allowed = "one of " + ", ".join(options) + ", or several of them, comma-separated"
+
+    def parse(text: str) -> str:
+        if not all(name in options for name in text.split(",")):
+            raise SettingError(allowed)
+        return text
+
+    parse.allowed = allowed  # type: ignore[attr-defined]
+    return parse
+
+
 def nonempty(text: str) -> str:
     if not text:
         raise SettingError("a text that is not empty")
@@ -260,13 +273,14 @@ SETTINGS: tuple[Setting, ...] = (
             "logical batch)", metavar="N"),
     Setting("ubatch_size", ("-ub", "--ubatch-size"), integer(1), 512, CONTEXT,
             "the tokens llama.cpp computes together, at most -b (its physical batch)", metavar="N"),
-    Setting("spec_type", ("--spec-type",), choice("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod",
-                                                  "draft-simple"),
+    Setting("spec_type", ("--spec-type",), listed("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod",
+                                                  "ngram-cache", "draft-simple"),
             "none", CONTEXT,
             "speculative decoding (llama.cpp's names): tokens drafted from the chat's own history (draft-simple: by "
-            "-md's model) and checked by the model in one batch, each with the whole sampler chain "
+            "-md's model) and checked by the model in one batch, each with the whole sampler chain; several types, "
+            "comma-separated, are asked in that order until one drafts "
             "(docs/performance.md: when it pays, and why a near tie may go the other way)", True,
-            metavar="TYPE"),
+            metavar="TYPE[,TYPE]"),
     Setting("spec_default", ("--spec-default",), choice("on", "off"), "off", CONTEXT,
             "llama.cpp's default speculative setup: --spec-type ngram-mod with n-match 24, n-min 48, n-max 64",
             metavar="on|off", bare="on"),
@@ -274,6 +288,10 @@ SETTINGS: tuple[Setting, ...] = (
             CONTEXT, "the most tokens a draft holds (draft-simple: 3 where -1)", metavar="N"),
     Setting("spec_draft_n_min", ("--spec-draft-n-min",), integer(0), 0, CONTEXT,
             "a draft shorter than this is not checked", metavar="N"),
+    Setting("spec_draft_fit", ("--spec-draft-fit",), choice("on", "off"), "on", CONTEXT,
+            "each draft cut to the length that pays on this machine, from what a batch costs here and how much "
+            "of the reply's drafts the model took (off: checked whole, as llama.cpp checks them)",
+            metavar="on|off"),
     Setting("spec_ngram_simple_size_n", ("--spec-ngram-simple-size-n",), integer(1, 1024), 12, CONTEXT,
             "ngram-simple: the last N tokens looked up in the history", metavar="N"),
     Setting("spec_ngram_simple_size_m", ("--spec-ngram-simple-size-m",), integer(1, 1024), 48, CONTEXT,

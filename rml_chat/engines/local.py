@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import ModelError
 from . import kv_cache
 from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix, context_size
+from .draft_fit import DraftFit, StepCosts
 from .prompt_cache import PromptCache
 from .runtime import ContextTooLarge, LlamaModel, LoadError, Sampler, llama_log, ubatches
 from .sampler_chain import stages
@@ -43,6 +44,7 @@ class LocalEngine:
         llama.cpp can't load is a ModelError with llama.cpp's reason."""
         self.speculation = speculation
         self._check_alone = False  # tests: a draft checked one position at a time (the same logits as without it)
+        self._step_costs = StepCosts()  # what a step of one and of more positions costs here (draft_fit.py)
         self._threads = ThreadChoice(n_threads)
         self._threads_batch = n_threads_batch
         log = llama_log()
@@ -193,6 +195,7 @@ class LocalEngine:
         The chain samples once per token written, as without a draft, so a seeded reply draws the same."""
         llama = self._llama
         base = len(llama.cached)
+        started = time.perf_counter()
         if not self._check_alone:
             llama.eval([token, *draft], every=True)
 
@@ -200,11 +203,25 @@ class LocalEngine:
             llama.eval([token, *draft][i:i + 1])
             return llama.sample(sampler)
 
-        written = checked(draft, alone if self._check_alone else lambda i: llama.sample(sampler, i))
+        def batched(i: int) -> int:
+            sampled = llama.sample(sampler, i)
+            if i == 0:  # (the step's cost: its evaluation, done once the first position's token is read)
+                self._step_costs.record(len(draft) + 1, time.perf_counter() - started)
+            return sampled
+
+        written = checked(draft, alone if self._check_alone else batched)
         gen.drafted += len(draft)
         gen.accepted += len(written) - 1
         llama.keep(base + len(written))
         return written
+
+    def _fitted(self, offered: list[int], fit: DraftFit | None) -> list[int]:
+        """The part of the draft that is checked: its start, as long as pays here (``fit``), and no draft
+        where that is shorter than ``--spec-draft-n-min``."""
+        if fit is None or not offered:
+            return offered
+        length = fit.length(len(offered))
+        return offered[:length] if length >= max(1, self.speculation.draft_n_min) else []
 
     def grammar_problem(self, gbnf: str) -> str:
         return self._llama.grammar_problem(gbnf)
@@ -242,6 +259,7 @@ class LocalEngine:
                 return
             llama = self._llama
             drafter = self.speculation.drafter() if llama.drops_part else None
+            fit = DraftFit(self._step_costs) if drafter is not None and self.speculation.draft_fit else None
             sampler = llama.sampler(stages(replace(sampling, seed=seed), grammar=grammar is not None,
                                            stop_ids=stop_ids), grammar, history=ids,
                                     on_device=sampling.backend_sampling, drafting=drafter is not None)
@@ -256,14 +274,23 @@ class LocalEngine:
                     return
                 room = min(budget - len(gen.tokens) - 1, self.n_ctx - len(llama.cached) - 2,
                            llama.n_ubatch - 1)  # (the draft and the token before it: one micro-batch)
-                draft = self.speculation.cap(drafter.draft(history, token), room) if drafter is not None else []
+                offered = self.speculation.cap(drafter.draft(history, token), room) if drafter is not None else []
+                draft = self._fitted(offered, fit)
                 history.append(token)
                 if not draft:
+                    started = time.perf_counter()
                     llama.eval([token])
                     token = llama.sample(sampler)
+                    if drafter is not None:
+                        self._step_costs.record(1, time.perf_counter() - started)
                     continue
                 written = self._checked(token, draft, sampler, gen)
-                drafter.accepted(len(draft), len(written) - 1)  # type: ignore[union-attr]
+                taken = len(written) - 1
+                if fit is not None:
+                    fit.record(len(draft), taken)
+                # (the drafter hears of its whole draft: where the model took all that was checked, it
+                # rejected none of it, and a key's length in ngram-map-k is not shortened by the cut)
+                drafter.accepted(len(offered), len(offered) if taken == len(draft) else taken)  # type: ignore[union-attr]
                 for accepted in written[:-1]:
                     ended = not gen.record(accepted, stops)
                     if ended or len(gen.tokens) >= budget:  # (the cache as it is without a draft: each token

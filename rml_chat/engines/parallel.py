@@ -65,7 +65,8 @@ class Decoder:
 
     def __init__(self, llama: LlamaModel, slots: int, speculation: Speculation = NO_SPECULATION):
         self.llama, self.slots = llama, slots
-        self.speculation = speculation if speculation.draft_model is None and llama.drops_part else NO_SPECULATION
+        # (a draft model's one context follows one reply: the lines draft with the n-gram types only)
+        self.speculation = replace(speculation, draft_model=None) if llama.drops_part else NO_SPECULATION
         self._incoming: queue.Queue = queue.Queue()
         self._active: list[_Stream] = []
         self._free = list(range(1, slots + 1))

@@ -76,6 +76,8 @@ def speculation_of(args: argparse.Namespace) -> Speculation:
     chosen = {f.name: getattr(args, flag.get(f.name, f"spec_{f.name}")) for f in fields(Speculation)
               if f.name != "draft_model"
               and (flag.get(f.name, f"spec_{f.name}") in args.given_settings or args.spec_default != "on")}
+    chosen = {name: value == "on" if isinstance(getattr(base, name), bool) else value  # (an on|off flag)
+              for name, value in chosen.items()}
     return replace(base, **chosen)
 
 
