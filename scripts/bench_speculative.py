@@ -232,6 +232,18 @@ def main() -> None:
                   f"{s_accepted:.0%} | {same} | {rate / s_rate:.2f} |" if s_rate else f"| {task} | {name} | {rate:.1f} | - |")
     print(f"(x off: against speculation off over as many tokens, where the reply with drafts is shorter; "
           f"'{WHOLE.strip(', ')}': --spec-draft-fit off, each draft checked whole as llama-server checks it)")
+    # the cut against the whole drafts, each round's two runs (one after the other) as a pair: this machine's
+    # speed drifts between rounds more than between two runs in a row
+    print("\n| task | type | drafts cut ÷ checked whole, by round | median | accepted, cut / whole |")
+    print("|---|---|---|---|---|")
+    for task in prompts:
+        for kind in types:
+            if (task, f"{kind}{WHOLE}") not in runs:
+                continue
+            cut, whole = runs[task, kind], runs[task, f"{kind}{WHOLE}"]
+            ratios = [a[1] / b[1] for a, b in zip(cut, whole) if b[1]]
+            print(f"| {task} | {kind} | {', '.join(f'{r:.2f}' for r in ratios)} | {statistics.median(ratios):.2f} | "
+                  f"{cut[0][2]:.0%} / {whole[0][2]:.0%} |")
     if "chat" not in prompts:
         return
     reply, off = rows["chat", "off"][0], rows["chat", "off"][1]
