@@ -69,24 +69,13 @@ def integer(low: int, high: int = INT32_MAX, *, note: str = "", special: int | N
     return parse
 
 
-def choice(*options: str) -> Callable[[str], str]:
-    allowed = "one of " + ", ".join(options)
+def choice(*options: str, several: bool = False) -> Callable[[str], str]:
+    """One of ``options``; with ``several``, also a comma-separated list of them (llama.cpp's --spec-type),
+    kept as the text given."""
+    allowed = "one of " + ", ".join(options) + (", or several of them, comma-separated" if several else "")
 
     def parse(text: str) -> str:
-        if text not in options:
-            raise SettingError(allowed)
-        return text
-
-    parse.allowed = allowed  # type: ignore[attr-defined]
-    return parse
-
-
-def listed(*options: str) -> Callable[[str], str]:
-    """One of ``options``, or several, comma-separated (llama.cpp's --spec-type): the text, checked."""
-    allowed = "one of " + ", ".join(options) + ", or several of them, comma-separated"
-
-    def parse(text: str) -> str:
-        if not all(name in options for name in text.split(",")):
+        if not all(name in options for name in (text.split(",") if several else [text])):
             raise SettingError(allowed)
         return text
 
@@ -273,8 +262,8 @@ SETTINGS: tuple[Setting, ...] = (
             "logical batch)", metavar="N"),
     Setting("ubatch_size", ("-ub", "--ubatch-size"), integer(1), 512, CONTEXT,
             "the tokens llama.cpp computes together, at most -b (its physical batch)", metavar="N"),
-    Setting("spec_type", ("--spec-type",), listed("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod",
-                                                  "ngram-cache", "draft-simple"),
+    Setting("spec_type", ("--spec-type",), choice("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod",
+                                                  "ngram-cache", "draft-simple", several=True),
             "none", CONTEXT,
             "speculative decoding (llama.cpp's names): tokens drafted from the chat's own history (draft-simple: by "
             "-md's model) and checked by the model in one batch, each with the whole sampler chain; several types, "

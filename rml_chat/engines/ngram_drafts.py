@@ -276,7 +276,7 @@ class NgramCache:
             self._counted = len(history) + 1
         if len(history) + 1 < 2:
             return []
-        tail = [*history[len(history) - CACHE_SIZES[-1] + 1:], last]  # (the last tokens, then the draft so far)
+        tail = [*history[max(0, len(history) - CACHE_SIZES[-1] + 1):], last]  # (the last tokens, then the draft)
         drafted: list[int] = []
         while len(drafted) < CACHE_DRAFT:
             token = self._next(tail)
