@@ -1,12 +1,14 @@
 """A local llama.cpp cluster: ggml RPC workers and a llama-server that spreads a model's layers over them.
 
-    python scripts/cluster.py build                         # llama-server and rpc-server, once, into the cache
+    python scripts/cluster.py build                         # llama-server, rpc-server and the lookup tools, once
     python scripts/cluster.py start MODEL.gguf [--workers 2] [--port 8080] [--ctx 4096]
                                                             # runs until Ctrl-C, then stops them all
 
 The binaries are built from the llama.cpp sources vendored in the llama-cpp-python sdist of the installed
 version (the same sdist the tests fetch; CMake, CPU, ``-DGGML_RPC=ON``, no curl or SSL; about 6 minutes on 2
 cores) into ``<cache>/llama.cpp-<version>/build/bin``, and reused afterwards. Everything binds to 127.0.0.1.
+``llama-lookup-create`` and ``llama-lookup`` (two small examples) make lookup cache files for the tests of
+``-lcs``/``-lcd``.
 On real machines see docs/beyond-one-machine.md (and llama.cpp's own warning: RPC is unauthenticated).
 """
 
@@ -31,8 +33,8 @@ import llama_build  # noqa: E402  (the vendored llama.cpp, unpacked and built in
 from rml_chat.engines import cpu_quirks  # noqa: E402  (fetch_test_data puts the project on the path)
 
 FLAGS = ["-DGGML_RPC=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-         "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DCMAKE_BUILD_TYPE=Release"]
-TARGETS = ("llama-server", "ggml-rpc-server")
+         "-DLLAMA_BUILD_EXAMPLES=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DCMAKE_BUILD_TYPE=Release"]
+TARGETS = ("llama-server", "ggml-rpc-server", "llama-lookup-create", "llama-lookup")
 
 
 def root() -> Path:
@@ -48,7 +50,7 @@ def built() -> bool:
 
 
 def build(say=print) -> None:
-    """Build the two binaries unless they are there."""
+    """Build the binaries unless they are there."""
     llama_build.build("build", FLAGS, TARGETS, say)
 
 

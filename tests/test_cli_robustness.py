@@ -362,7 +362,8 @@ def test_resume_says_when_the_model_is_not_found_and_which_tools_are_missing(tmp
 
 # ----- a bounded fuzz through the real CLI, in process -----------------------------------------------
 
-_FLAGS = [row.flag for row in SETTINGS] + ["--chat-format", "-sys", "--json", "--show-prompt", "--weights", "-p"]
+_FLAGS = [row.flag for row in SETTINGS] + ["--chat-format", "-sys", "--json", "--show-prompt", "--weights", "-p", "-lcs",
+                                          "-lcd"]
 _JUNK = ["0", "-1", "1", "2", "0.5", "-0.0", "1e309", "nan", "", " ", "on", "off", "chatml", "raw", "\x00",
          "\udcff", "9" * 30, "-c", "--", "drop-oldest", "error", "日本", "/dev/null", "3.5", "256"]
 _VALID = {"--temp": ["0", "0.7", "2"], "--top-k": ["0", "1", "40"], "--top-p": ["0.1", "1"], "--min-p": ["0", "0.9"],
@@ -381,6 +382,7 @@ _VALID = {"--temp": ["0", "0.7", "2"], "--top-k": ["0", "1", "40"], "--top-p": [
           "--spec-ngram-mod-n-max": ["0", "64"], "--spec-ngram-map-k-size-n": ["1", "12"],
           "--spec-ngram-map-k-size-m": ["1", "48"], "--spec-ngram-map-k4v-size-n": ["2"],
           "--spec-ngram-map-k4v-size-m": ["8"], "--spec-ngram-map-k4v-min-hits": ["1", "2"],
+          "-lcs": ["/dev/null"], "-lcd": ["/dev/null"],
           "--chat-format": ["chatml", "raw", "llama2", "gemma", "phi3"], "-sys": ["Be brief.", "\udcff\x01", ""],
           "-p": ["hi", "<|im_end|>", "\x1b[2J", ""]}
 

@@ -268,8 +268,8 @@ SETTINGS: tuple[Setting, ...] = (
             "speculative decoding (llama.cpp's names): tokens drafted from the chat's own history (draft-simple: by "
             "-md's model) and checked by the model in one batch, each with the whole sampler chain; several types, "
             "comma-separated, are asked in that order until one drafts "
-            "(docs/performance.md: when it pays, and why a near tie may go the other way)", True,
-            metavar="TYPE[,TYPE]"),
+            "(docs/performance.md: when it pays, and why a near tie may go the other way); given again, or with "
+            "--spec-default, the types add up, as in llama.cpp", True, metavar="TYPE[,TYPE]"),
     Setting("spec_default", ("--spec-default",), choice("on", "off"), "off", CONTEXT,
             "llama.cpp's default speculative setup: --spec-type ngram-mod with n-match 24, n-min 48, n-max 64",
             metavar="on|off", bare="on"),

@@ -235,9 +235,12 @@ class NgramMod:
 
 #: llama.cpp's lookup decoding (``common/ngram-cache.cpp``): the n-gram sizes counted, and for each size
 #: (1 to 4) the times a token must have followed the n-gram, and the share of its times, to be drafted
-#: (its "lax" thresholds, which it applies to the chat's own n-grams)
+#: (its "lax" thresholds, which it applies to the chat's own n-grams, and its "strict" ones, for a
+#: dynamic cache file's), and the size of a static cache file's n-grams
 CACHE_SIZES = (1, 2, 3, 4)
 CACHE_MIN_SEEN, CACHE_MIN_PERCENT = (2, 2, 1, 1), (66, 50, 50, 50)
+CACHE_MIN_SEEN_STRICT, CACHE_MIN_PERCENT_STRICT = (4, 3, 2, 2), (75, 66, 66, 66)
+CACHE_STATIC_SIZE = 2
 CACHE_DRAFT = 8  # (its n_draft, fixed in llama.cpp's speculative.cpp)
 
 
@@ -253,18 +256,26 @@ class NgramCache:
     the prompt is counted whole at the first draft, a reply written a token at a time adds nothing, and a
     draft the model took adds its own n-grams. Two followers seen equally often (each half the times, the
     one tie that can pass the thresholds) go to the one first seen later, the one llama.cpp's hash map
-    lists first. llama.cpp's files of n-grams from earlier text (``-lcs``, ``-lcd``) are not read. Worked
-    through: after 5, the 1-gram ``(5,)`` gives 6 (seen after it twice) and ``(5, 6)`` gives 7; ``(5, 6, 7)``
-    was followed by 8 once and by 9 once, a tie that goes to 9, seen later; then the 4-gram
-    ``(5, 6, 7, 9)`` gives 5, and so on to 8 tokens::
+    lists first. Worked through: after 5, the 1-gram ``(5,)`` gives 6 (seen after it twice) and ``(5, 6)``
+    gives 7; ``(5, 6, 7)`` was followed by 8 once and by 9 once, a tie that goes to 9, seen later; then the
+    4-gram ``(5, 6, 7, 9)`` gives 5, and so on to 8 tokens::
 
         >>> NgramCache().draft([5, 6, 7, 8, 5, 6, 7, 9], 5)
         [6, 7, 9, 5, 6, 7, 9, 5]
+
+    llama.cpp's cache files (lookup_cache.py) add two sources, read and never written, as llama-server
+    reads them. Where the chat's own n-grams give no token, a ``dynamic`` cache (``-lcd``: n-grams of earlier
+    text, 1 to 4 tokens) is asked with stricter thresholds (``CACHE_MIN_SEEN_STRICT``,
+    ``CACHE_MIN_PERCENT_STRICT``); then a ``static`` one (``-lcs``: the 2-grams of a text, counted by
+    ``llama-lookup-create``) gives the most frequent follower of the last two tokens, seen at least twice
+    and at least half its times. The static cache also weighs the other two's choices: a follower it has
+    seen after the last two tokens counts a hundred times its static count, the others once.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, static: LookupCounts | None = None, dynamic: LookupCounts | None = None) -> None:
         self._followers: dict[tuple[int, ...], dict[int, int]] = {}  # n-gram -> token -> times, first seen first
         self._counted = 0  # the history's tokens counted so far (llama.cpp's cache_size)
+        self._static, self._dynamic = static, dynamic
 
     def draft(self, history: Sequence[int], last: int) -> list[int]:
         if self._counted < len(history) + 1:
@@ -274,7 +285,7 @@ class NgramCache:
                     followers = self._followers.setdefault(tuple(piece[i - size:i]), {})
                     followers[piece[i]] = followers.get(piece[i], 0) + 1
             self._counted = len(history) + 1
-        if len(history) + 1 < 2:
+        if len(history) + 1 < CACHE_STATIC_SIZE:
             return []
         tail = [*history[max(0, len(history) - CACHE_SIZES[-1] + 1):], last]  # (the last tokens, then the draft)
         drafted: list[int] = []
@@ -287,22 +298,47 @@ class NgramCache:
         return drafted
 
     def _next(self, tail: list[int]) -> int | None:
-        """The token drafted after ``tail``: from its longest n-gram whose follower passes the thresholds."""
-        for size in reversed(CACHE_SIZES):
-            followers = self._followers.get(tuple(tail[-size:])) if len(tail) >= size else None
-            if not followers:
-                continue
-            best, times = None, 0
-            for token, seen in reversed(followers.items()):  # (a tie: the one first seen later)
-                if seen > times:
-                    best, times = token, seen
-            total = sum(followers.values())
-            if total >= CACHE_MIN_SEEN[size - 1] and 100 * times >= CACHE_MIN_PERCENT[size - 1] * total:
-                return best
-        return None
+        """The token drafted after ``tail``: the chat's n-grams, then the dynamic cache's, then the static's."""
+        static = (self._static.followers(tuple(tail[-CACHE_STATIC_SIZE:])) if self._static is not None else None) or {}
+        token = _most_often(self._followers.get, tail, static, CACHE_MIN_SEEN, CACHE_MIN_PERCENT)
+        if token is None and self._dynamic is not None:
+            token = _most_often(self._dynamic.followers, tail, static, CACHE_MIN_SEEN_STRICT, CACHE_MIN_PERCENT_STRICT)
+        if token is None and static:
+            best, times = max(reversed(static.items()), key=lambda item: item[1])  # (a tie: the one listed later)
+            total = sum(static.values())
+            if total >= CACHE_MIN_SEEN[CACHE_STATIC_SIZE - 1] and \
+                    100 * times >= CACHE_MIN_PERCENT[CACHE_STATIC_SIZE - 1] * total:
+                token = best
+        return token
 
     def accepted(self, drafted: int, accepted: int) -> None:
         pass
+
+
+class LookupCounts(Protocol):
+    def followers(self, ngram: tuple[int, ...]) -> dict[int, int] | None:
+        """The tokens that followed ``ngram`` and their counts, first seen first (None: never seen)."""
+        ...
+
+
+def _most_often(followers_of: Callable[[tuple[int, ...]], dict[int, int] | None], tail: list[int],
+                static: dict[int, int], min_seen: tuple[int, ...], min_percent: tuple[int, ...]) -> int | None:
+    """llama.cpp's ``try_draft``: from the longest n-gram of ``tail`` down, its most frequent follower (each
+    count times a hundred times its count in ``static``, where the static cache has it), where that
+    follower was seen often enough and in a large enough share of the n-gram's times."""
+    for size in reversed(CACHE_SIZES):
+        followers = followers_of(tuple(tail[-size:])) if len(tail) >= size else None
+        if not followers:
+            continue
+        best, times, weight = None, 0, 0
+        for token, seen in reversed(followers.items()):  # (a tie: the one first seen later)
+            token_weight = 100 * static[token] if token in static else 1
+            if seen * token_weight > times * weight:
+                best, times, weight = token, seen, token_weight
+        total = sum(followers.values())
+        if total >= min_seen[size - 1] and 100 * times >= min_percent[size - 1] * total:
+            return best
+    return None
 
 
 #: the n-gram types (llama.cpp's names): the drafter each makes, and the settings it takes, by the drafter's

@@ -24,12 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .base import common_prefix
-from .ngram_drafts import NGRAM_TYPES, Drafter
+from .ngram_drafts import NGRAM_TYPES, Drafter, NgramCache
+
+if TYPE_CHECKING:
+    from .lookup_cache import LookupCache  # (numpy: only where a cache file is read)
 
 __all__ = ["NGRAM_TYPES", "NO_SPECULATION", "SPEC_DEFAULT", "TYPE_ORDER", "DraftModel", "Drafter", "FirstDraft",
-           "Speculation", "checked", "spec_types", "vocabulary_difference"]
+           "Speculation", "added_types", "checked", "spec_types", "vocabulary_difference"]
 
 
 #: llama.cpp's order of preference among the types of one ``--spec-type`` list (``common_speculative_init``):
@@ -49,6 +53,17 @@ def spec_types(value: str) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"unknown speculative type {unknown[0]!r}")
     return () if "none" in names else tuple(name for name in TYPE_ORDER if name in names)
+
+
+def added_types(earlier: str, later: str) -> str:
+    """``--spec-type`` given again, or after ``--spec-default``: llama.cpp adds the later value's types to
+    the earlier ones (a value with "none" in it adds none, and takes none away)::
+
+        >>> added_types("ngram-mod", "ngram-simple"), added_types("ngram-mod", "none"), added_types("none", "none")
+        ('ngram-simple,ngram-mod', 'ngram-mod', 'none')
+    """
+    both = {*spec_types(earlier), *spec_types(later)}
+    return ",".join(name for name in TYPE_ORDER if name in both) or "none"
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,8 @@ class Speculation:
     ngram_mod_n_min: int = 48       # --spec-ngram-mod-n-min
     ngram_mod_n_max: int = 64       # --spec-ngram-mod-n-max
     draft_model: object = None      # -md: the draft model's llama.cpp context (runtime.LlamaModel), loaded
+    lookup_cache_static: LookupCache | None = None   # -lcs: llama.cpp's file of a text's 2-grams, read
+    lookup_cache_dynamic: LookupCache | None = None  # -lcd: its file of earlier text's 1- to 4-grams, read
 
     @property
     def types(self) -> tuple[str, ...]:
@@ -87,6 +104,8 @@ class Speculation:
         return None if not drafters else drafters[0] if len(drafters) == 1 else FirstDraft(drafters)
 
     def _drafter(self, spec_type: str) -> Drafter | None:
+        if spec_type == "ngram-cache":
+            return NgramCache(static=self.lookup_cache_static, dynamic=self.lookup_cache_dynamic)
         if spec_type in NGRAM_TYPES:
             return NGRAM_TYPES[spec_type][0](**self.sizes(spec_type))
         if spec_type == "draft-simple" and self.draft_model is not None:
@@ -119,7 +138,10 @@ class Speculation:
         bounds = f"drafts of {self.draft_n_min}-{self.draft_n_max} tokens" if self.draft_n_max >= 0 else \
             f"drafts of at least {self.draft_n_min} tokens" if self.draft_n_min > 0 else ""
         fit = "" if self.draft_fit else "drafts checked whole"
-        told = "; ".join(part for part in (sizes, bounds, fit) if part)
+        files = "; ".join(f"{kind} {cache.describe()}" for kind, cache in
+                          (("static", self.lookup_cache_static), ("dynamic", self.lookup_cache_dynamic))
+                          if cache is not None and spec_type == "ngram-cache")
+        told = "; ".join(part for part in (sizes, bounds, fit, files) if part)
         return f"{spec_type} ({told})" if told else spec_type
 
 

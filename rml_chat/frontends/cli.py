@@ -82,12 +82,25 @@ def _setting_type(row):
     return parse
 
 
+def _added_types(earlier: str, later: str) -> str:
+    from ..engines.speculative import added_types  # (only where --spec-type is given twice)
+
+    return added_types(earlier, later)
+
+
+#: the settings whose flag, given again, takes the value of both (the others take the later one)
+_AGAIN = {"spec_type": _added_types}  # (llama.cpp adds each --spec-type's types to the ones before)
+
+
 class _GivenStore(argparse._StoreAction):
-    """A setting's flag, noted as given (``given_settings``)."""
+    """A setting's flag, noted as given (``given_settings``); given again, the later value, or where
+    ``_AGAIN`` says, the value of both."""
 
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        again = _AGAIN.get(self.dest) if self.dest in namespace.given_settings else None
         namespace.given_settings = {*namespace.given_settings, self.dest}
-        super().__call__(parser, namespace, values, option_string)
+        super().__call__(parser, namespace, again(getattr(namespace, self.dest), values) if again else values,
+                         option_string)
 
 
 class _GivenAppend(argparse._AppendAction):
@@ -146,6 +159,12 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     model.add_argument("-md", "--model-draft", metavar="FILE", default=None,
                        help="a smaller model with the same vocabulary that drafts the reply ahead "
                             "(--spec-type draft-simple; docs/performance.md)")
+    model.add_argument("-lcs", "--lookup-cache-static", metavar="FILE", default=None,
+                       help="--spec-type ngram-cache: llama.cpp's lookup cache of a text's 2-grams (llama-lookup-create "
+                            "makes one), drafted from where the chat's own n-grams give nothing")
+    model.add_argument("-lcd", "--lookup-cache-dynamic", metavar="FILE", default=None,
+                       help="--spec-type ngram-cache: llama.cpp's lookup cache of earlier text's 1- to 4-grams (as "
+                            "llama-lookup saves one); read, not updated, as llama-server reads it")
     run = p.add_argument_group("one turn and scripts")
     run.add_argument("-p", "--prompt", metavar="TEXT", help="one turn: print the reply and exit (stdin works too)")
     run.add_argument("--prefill", metavar="TEXT", help="-p: the reply starts with TEXT and the model goes on from "

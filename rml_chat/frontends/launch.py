@@ -24,7 +24,7 @@ from ..core.structured import Constraint, check, from_grammar, from_schema
 from ..engines.base import Engine, context_size
 from ..engines.kv_cache import state_path
 from ..engines.sampler_chain import describe, stages
-from ..engines.speculative import SPEC_DEFAULT, Speculation, vocabulary_difference
+from ..engines.speculative import SPEC_DEFAULT, Speculation, added_types, vocabulary_difference
 from ..errors import UsageError
 from ..terminal import visible
 from ..words import counted
@@ -68,16 +68,22 @@ def _threads(value: int) -> int | None:
     return None if value == -1 else value
 
 
+#: the Speculation fields that hold what a file flag names, loaded once the model is (-md, -lcs, -lcd)
+_LOADED = ("draft_model", "lookup_cache_static", "lookup_cache_dynamic")
+
+
 def speculation_of(args: argparse.Namespace) -> Speculation:
     """The speculative settings the flags ask for: ``--spec-default`` is llama.cpp's (ngram-mod and its
     sizes) unless a ``--spec-*`` flag says otherwise."""
     base = SPEC_DEFAULT if args.spec_default == "on" else Speculation()
     flag = {"spec_type": "spec_type"}  # each field's settings row: spec_<field>, the type's own name aside
     chosen = {f.name: getattr(args, flag.get(f.name, f"spec_{f.name}")) for f in fields(Speculation)
-              if f.name != "draft_model"
+              if f.name not in _LOADED
               and (flag.get(f.name, f"spec_{f.name}") in args.given_settings or args.spec_default != "on")}
     chosen = {name: value == "on" if isinstance(getattr(base, name), bool) else value  # (an on|off flag)
               for name, value in chosen.items()}
+    if "spec_type" in chosen and base.on:  # (llama.cpp adds --spec-type's types to --spec-default's)
+        chosen["spec_type"] = added_types(base.spec_type, chosen["spec_type"])
     return replace(base, **chosen)
 
 
@@ -144,6 +150,34 @@ def _attach_draft(engine, model, args: argparse.Namespace) -> None:  # type: ign
                                  draft_model=draft)
 
 
+def _attach_lookup_caches(engine, model, args: argparse.Namespace, say: Callable[[str], None]) -> None:  # type: ignore[no-untyped-def]
+    """``-lcs``/``-lcd FILE``: llama.cpp's lookup cache files, read for ``--spec-type ngram-cache`` (and for a
+    later ``/set spec-type ngram-cache``); refused in one line where a file is not one, or names a token
+    past the model's vocabulary (another model's cache)."""
+    from ..engines.lookup_cache import LookupCache, LookupCacheError
+    from ..errors import ModelError
+
+    caches = {}
+    for field, flag, path in (("lookup_cache_static", "-lcs", args.lookup_cache_static),
+                              ("lookup_cache_dynamic", "-lcd", args.lookup_cache_dynamic)):
+        if not path:
+            continue
+        try:
+            cache = LookupCache.read(Path(path).expanduser())
+        except LookupCacheError as err:
+            raise ModelError(f"{flag} {path}: not a llama.cpp lookup cache: {err}") from None
+        except (OSError, ValueError) as err:  # (ValueError: a path with a NUL in it)
+            raise ModelError(f"{flag} {path}: {getattr(err, 'strerror', None) or err}") from None
+        largest, n_vocab = cache.largest_token(), model.tokenizer.vocab_size
+        if largest >= n_vocab:
+            raise ModelError(f"{flag} {path}: token id {largest} is past {model.name}'s vocabulary ({n_vocab} tokens): "
+                             "a cache made with another model's tokenizer")
+        caches[field] = cache
+    engine.speculation = replace(engine.speculation, **caches)
+    if "ngram-cache" not in engine.speculation.types:
+        say("note: -lcs and -lcd draft only with --spec-type ngram-cache")
+
+
 def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_ctx: int | None = None,
                 loading: Callable[[], Engine] | None = None) -> Engine:
     """llama.cpp over the model's weights (``loading``: a load already started), or the server of
@@ -154,7 +188,7 @@ def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_c
         server = ServerEngine(args.server)
         server.check_vocabulary(model.tokenizer, model.source)
         say(f"note: {server.url} serves {server.model_id} ({server.n_ctx}-token context)")
-        if speculation_of(args).on:
+        if speculation_of(args).on or args.lookup_cache_static or args.lookup_cache_dynamic:
             say("note: --spec-type is for a model loaded here; a llama-server speculates as its own --spec-type says")
         return server
     requested = args.ctx_size if n_ctx is None else n_ctx
@@ -163,6 +197,8 @@ def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_c
         engine.check_vocabulary(model.tokenizer, model.source)
         if args.model_draft:
             _attach_draft(engine, model, args)
+        if args.lookup_cache_static or args.lookup_cache_dynamic:
+            _attach_lookup_caches(engine, model, args, say)
     except BaseException:
         engine.close()
         raise

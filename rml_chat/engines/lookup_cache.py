@@ -1,0 +1,132 @@
+"""llama.cpp's lookup cache files (``-lcs/--lookup-cache-static``, ``-lcd/--lookup-cache-dynamic``): n-grams
+counted over earlier text, which ``--spec-type ngram-cache`` drafts from beside the chat's own n-grams
+(ngram_drafts.NgramCache).
+
+llama.cpp writes them with ``common_ngram_cache_save``: ``llama-lookup-create`` counts the 2-grams of a
+text (a static cache), and ``llama-lookup`` the 1- to 4-grams of what it generated (a dynamic one). A file
+is a run of records, every number a little-endian int32::
+
+    t0 t1 t2 t3   n   token count   token count ...   (n pairs)
+
+the n-gram padded with -1 to four tokens, then the n tokens that followed it, each with its count (above 0).
+llama.cpp reads a record again with ``emplace``, so the first record of an n-gram wins, and the first pair
+of a token in it.
+
+A cache made from a large text holds millions of n-grams. Dicts of tuples would keep some 9 times the file's
+size (316 MB for a 36 MB file of a million 2-grams), so the records stay as numpy arrays (``LookupCache``):
+the file's numbers, and the n-grams as 16-byte keys, sorted, found by a binary search (about 6 µs a lookup,
+a few lookups a drafted token); about 3 times the file's size in all (106 MB for that file). A worked
+example, a record of the 2-gram (5, 6), followed by 7 three times and 8 once::
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(suffix=".bin") as f:
+    ...     _ = f.write(np.array([5, 6, -1, -1, 2, 7, 3, 8, 1], dtype="<i4").tobytes()); f.flush()
+    ...     cache = LookupCache.read(f.name)
+    >>> cache.followers((5, 6)), cache.followers((6,)), len(cache)
+    ({7: 3, 8: 1}, None, 1)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+NGRAM_MAX = 4  # llama.cpp's LLAMA_NGRAM_MAX: the tokens of a record's n-gram, padded with -1
+_RECORD_HEAD = NGRAM_MAX + 1  # the n-gram, then how many followers
+
+
+class LookupCacheError(ValueError):
+    """A file that is not one of llama.cpp's lookup caches; str() says where it stops making sense."""
+
+
+class LookupCache:
+    """The n-grams of one lookup cache file, each with the tokens that followed it and their counts."""
+
+    def __init__(self, keys: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray, path: str = ""):
+        self._keys = keys        # each n-gram as 16 bytes (padded with -1), sorted
+        self._starts = starts    # where its followers' pairs start in ``numbers``, in the keys' order
+        self._ends = ends        # and end
+        self._numbers = numbers  # the whole file's int32s
+        self.path = path
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @classmethod
+    def read(cls, path: str | Path) -> LookupCache:
+        """The cache in ``path``; LookupCacheError where it is not one (OSError where it can't be read)."""
+        data = Path(path).read_bytes()
+        if len(data) % 4:
+            raise LookupCacheError(f"{len(data)} bytes is not a whole number of int32s")
+        numbers = np.frombuffer(data, dtype="<i4")
+        heads = _record_heads(numbers)
+        ngrams = numbers[heads[:, None] + np.arange(NGRAM_MAX)]
+        if (ngrams < -1).any():
+            raise LookupCacheError("an n-gram holds a token id below -1")
+        keys = np.ascontiguousarray(ngrams).view("V16").ravel()
+        order = np.argsort(keys, kind="stable")  # (an n-gram recorded twice: its first record first)
+        keys, heads = keys[order], heads[order]
+        first = np.ones(len(keys), dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        keys, heads = keys[first], heads[first]
+        starts = heads + _RECORD_HEAD
+        return cls(keys, starts, starts + 2 * numbers[heads + NGRAM_MAX].astype(np.int64), numbers, str(path))
+
+    def largest_token(self) -> int:
+        """The largest token id the file names (-1 where it is empty): past the vocabulary, it is another
+        model's cache."""
+        tokens = self._numbers[_pair_positions(self._starts, self._ends)]
+        return int(max(self._keys.view("<i4").max(initial=-1), tokens.max(initial=-1)))
+
+    def followers(self, ngram: tuple[int, ...]) -> dict[int, int] | None:
+        """The tokens that followed ``ngram`` and their counts, in the file's order (None: not in it)."""
+        key = np.array([*ngram, *(-1,) * (NGRAM_MAX - len(ngram))], dtype="<i4").tobytes()
+        at = int(np.searchsorted(self._keys, np.void(key)))
+        if at == len(self._keys) or self._keys[at].tobytes() != key:
+            return None
+        pairs = self._numbers[self._starts[at]:self._ends[at]].tolist()
+        counts: dict[int, int] = {}
+        for token, count in zip(pairs[::2], pairs[1::2]):
+            counts.setdefault(token, count)  # (a token listed twice: its first count, as llama.cpp reads it)
+        return counts
+
+    def describe(self) -> str:
+        return f"{self.path} ({len(self)} n-grams)"
+
+
+def _record_heads(numbers: np.ndarray) -> np.ndarray:
+    """Where each record starts in the file's int32s; LookupCacheError where a record is cut short or
+    holds no follower or a count under 1."""
+    heads = []
+    at, total = 0, len(numbers)
+    while at < total:
+        if at + _RECORD_HEAD > total:
+            raise LookupCacheError(f"the file ends inside a record's n-gram (int32 {at})")
+        n = int(numbers[at + NGRAM_MAX])
+        if n <= 0:
+            raise LookupCacheError(f"a record says {n} tokens followed its n-gram (int32 {at + NGRAM_MAX})")
+        if at + _RECORD_HEAD + 2 * n > total:
+            raise LookupCacheError(f"the file ends inside a record's {n} followers (int32 {at})")
+        heads.append(at)
+        at += _RECORD_HEAD + 2 * n
+    found = np.array(heads, dtype=np.int64)
+    starts = found + _RECORD_HEAD
+    tokens = _pair_positions(starts, starts + 2 * numbers[found + NGRAM_MAX].astype(np.int64))
+    if tokens.size and (numbers[tokens] < 0).any():
+        raise LookupCacheError("a follower's token id is below 0")
+    if tokens.size and (numbers[tokens + 1] < 1).any():
+        raise LookupCacheError("a follower's count is below 1")
+    return found
+
+
+def _pair_positions(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The positions of every follower's token (its count is the int32 after it) from ``starts`` to ``ends``.
+
+        >>> _pair_positions(np.array([5, 20]), np.array([9, 22])).tolist()
+        [5, 7, 20]
+    """
+    pairs = (ends - starts) // 2
+    firsts = np.repeat(starts, pairs)
+    nth = np.arange(int(pairs.sum())) - np.repeat(np.cumsum(pairs) - pairs, pairs)
+    return firsts + 2 * nth
