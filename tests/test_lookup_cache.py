@@ -62,9 +62,22 @@ def test_a_file_that_is_not_a_lookup_cache_is_refused_saying_where(tmp_path, num
     with pytest.raises(LookupCacheError) as caught:
         LookupCache.read(path)
     assert str(caught.value).startswith(said)
-    path.write_bytes(b"GGUF\x03")
+    path.write_bytes(b"GGUG\x03")
     with pytest.raises(LookupCacheError, match="5 bytes is not a whole number of int32s"):
         LookupCache.read(path)
+
+
+@pytest.mark.offline
+def test_a_model_or_a_device_given_by_mistake_is_refused_before_it_is_read(tmp_path) -> None:
+    """A GGUF (many gigabytes, for a real model) at its magic; a device that never ends, or a pipe, as no
+    regular file; neither is read whole."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + bytes(4_000_001))
+    with pytest.raises(LookupCacheError, match=r"it is a GGUF file \(a model's\)"):
+        LookupCache.read(model)
+    for device in ("/dev/zero", "/dev/urandom"):
+        with pytest.raises(LookupCacheError, match="not a regular file"):
+            LookupCache.read(device)
 
 
 # ----- the drafts ----------------------------------------------------------------------------------------
@@ -171,7 +184,7 @@ def test_lcs_and_lcd_are_read_and_reported_and_a_bad_file_is_one_line(tmp_path) 
     assert noted.returncode == 0 and "note: -lcs and -lcd draft only with --spec-type ngram-cache" in noted.stderr
     other_model = _cache_file(tmp_path / "other.bin", [((28, 29), [(151_000, 2)])])
     for flags, said in ((["-lcs", str(tmp_path / "missing.bin")], f"-lcs {tmp_path / 'missing.bin'}: No such file"),
-                        (["-lcd", str(model_path("smollm2"))], "-lcd "),
+                        (["-lcd", str(model_path("smollm2"))], "not a llama.cpp lookup cache: it is a GGUF file"),
                         (["-lcs", str(other_model)], "token id 151000 is past")):
         done = _ask("--spec-type", "ngram-cache", *flags)
         assert done.returncode == 1, done.stderr

@@ -28,6 +28,8 @@ example, a record of the 2-gram (5, 6), followed by 7 three times and 8 once::
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -55,12 +57,22 @@ class LookupCache:
 
     @classmethod
     def read(cls, path: str | Path) -> LookupCache:
-        """The cache in ``path``; LookupCacheError where it is not one (OSError where it can't be read)."""
-        data = Path(path).read_bytes()
-        if len(data) % 4:
-            raise LookupCacheError(f"{len(data)} bytes is not a whole number of int32s")
-        numbers = np.frombuffer(data, dtype="<i4")
-        heads = _record_heads(numbers)
+        """The cache in ``path``; LookupCacheError where it is not one (OSError where it can't be read).
+
+        The file is mapped, not read, while its records are checked: a file given by mistake (a model of
+        many gigabytes, a device that never ends) is refused at its first records without being loaded."""
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno())
+            if not stat.S_ISREG(size.st_mode):
+                raise LookupCacheError("not a regular file")
+            if file.read(4) == b"GGUF":
+                raise LookupCacheError("it is a GGUF file (a model's)")
+            if size.st_size % 4:
+                raise LookupCacheError(f"{size.st_size} bytes is not a whole number of int32s")
+        mapped = np.memmap(path, dtype="<i4", mode="r") if size.st_size else np.empty(0, dtype="<i4")
+        heads = _record_heads(mapped)
+        numbers = np.array(mapped)  # (a copy, checked: the file may change once read)
+        del mapped
         ngrams = numbers[heads[:, None] + np.arange(NGRAM_MAX)]
         if (ngrams < -1).any():
             raise LookupCacheError("an n-gram holds a token id below -1")
