@@ -505,9 +505,9 @@ def test_json_reports_the_drafts_and_the_reply_is_the_same(tmp_path) -> None:
 
 
 def test_parallel_lines_draft_too_and_part_from_the_undrafted_replies_only_where_the_kernels_do() -> None:
-    """``--batch -np``: each line drafts from its own history, in the step's one batch; the replies are the
-    undrafted ones but where a batch's logits part at a near tie (as in ``test_a_batched_check_parts...``),
-    a line under a schema still follows it, and a draft model is left out with a note."""
+    """``--batch -np``: each line drafts from its own history, in the step's one batch, or by a draft model
+    with a sequence for each line; the replies are the undrafted ones but where a batch's logits part at a
+    near tie (as in ``test_a_batched_check_parts...``), and a line under a schema still follows it."""
     schema = {"type": "object", "properties": {"days": {"type": "array", "items": {"type": "string"}, "maxItems": 7}},
               "required": ["days"]}
     lines = [{"id": i, "prompt": prompt} for i, prompt in enumerate(PROMPTS)]
@@ -528,9 +528,14 @@ def test_parallel_lines_draft_too_and_part_from_the_undrafted_replies_only_where
     assert sum(d["reply"] == p["reply"] for d, p in zip(drafted, plain)) >= len(lines) // 2
     assert all(d["reply"][:24] == p["reply"][:24] for d, p in zip(drafted, plain))
     assert set(json.loads(drafted[-1]["reply"])) == {"days"}
-    with_model, said = run("-md", str(model_path("smollm2")))
-    assert "-np 3 decodes the lines together, without the draft model" in said
-    assert all(o["speculative"]["drafted"] == 0 for o in with_model)
+    with_model, said = run("-md", str(model_path("smollm2")))  # (the model drafting for itself: all taken but at ties)
+    assert "Traceback" not in said and [o["id"] for o in with_model] == [line["id"] for line in lines]
+    assert all(o["speculative"]["drafted"] > 0 for o in with_model)
+    assert sum(o["speculative"]["accepted"] for o in with_model) >= 0.8 * sum(o["speculative"]["drafted"] for o in with_model)
+    # (its drafts start at a reply's second token, and which lines share a step, so the batch's numerics, moves
+    # from run to run: a near tie may part a reply early)
+    assert sum(d["reply"] == p["reply"] for d, p in zip(with_model, plain)) >= len(lines) // 2
+    assert set(json.loads(with_model[-1]["reply"])) == {"days"}
 
 
 def test_bad_speculation_flags_are_one_line_usage_errors() -> None:

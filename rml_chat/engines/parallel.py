@@ -15,8 +15,8 @@ sampler chain (its settings, seed and grammar)::
 
 With an n-gram ``--spec-type`` on, a line whose history offers a draft
 puts the draft after its token in the same batch and is sampled position by position as a single reply is
-(``LocalEngine._checked``); its rejected cells are dropped at once. A draft model drafts for one sequence
-only: with ``-np`` above 1 it drafts for none.
+(``LocalEngine._checked``); its rejected cells are dropped at once. A draft model (``-md``) has a context
+with a sequence for each line too, and drafts for one line after another (``speculative.DraftSequence``).
 
 When a line is done its cells are dropped and the next line starts there. The shared prefix (seq 0) is
 the common prefix of the first two prompts, when 16 tokens or more. Sequences share every cell of the
@@ -65,8 +65,10 @@ class Decoder:
 
     def __init__(self, llama: LlamaModel, slots: int, speculation: Speculation = NO_SPECULATION):
         self.llama, self.slots = llama, slots
-        # (a draft model's one context follows one reply: the lines draft with the n-gram types only)
-        self.speculation = replace(speculation, draft_model=None) if llama.drops_part else NO_SPECULATION
+        # (a draft model drafts for the lines where its context has a sequence for each: launch.py makes it so)
+        lined = speculation.draft_model is not None and getattr(speculation.draft_model, "n_seq", 1) > slots
+        self.speculation = NO_SPECULATION if not llama.drops_part else \
+            speculation if lined else replace(speculation, draft_model=None)
         self._incoming: queue.Queue = queue.Queue()
         self._active: list[_Stream] = []
         self._free = list(range(1, slots + 1))
@@ -118,7 +120,7 @@ class Decoder:
         stream.gen.to_evaluate = len(stream.pending)
         s = stream.sampling
         seed = s.seed if s.seed >= 0 else random.randrange(RANDOM_SEED)
-        stream.drafter, stream.history = self.speculation.drafter(), list(prompt)
+        stream.drafter, stream.history = self.speculation.drafter(stream.seq, self.slots), list(prompt)
         stream.sampler = self.llama.sampler(stages(replace(s, seed=seed), grammar=stream.grammar is not None,
                                                    stop_ids=sorted(stream.stops)), stream.grammar,
                                             history=prompt, seq=stream.seq, on_device=s.backend_sampling,

@@ -193,6 +193,7 @@ class LlamaModel:
         self._counts = params.n_threads, params.n_threads_batch = self._thread_counts(threads.current)
         params.flash_attn_type = getattr(lib, f"LLAMA_FLASH_ATTN_TYPE_{_FLASH_ATTN[flash_attn]}")
         params.n_seq_max, params.kv_unified = n_seq, n_seq > 1  # (parallel.py: sequences share every cell)
+        self.n_seq = n_seq
         params.n_outputs_max_per_seq = self.outputs_per_seq = outputs_per_seq
         params.no_perf = False
         log = llama_log()

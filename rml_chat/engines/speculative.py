@@ -32,7 +32,7 @@ from .ngram_drafts import NGRAM_TYPES, Drafter, NgramCache
 if TYPE_CHECKING:
     from .lookup_cache import LookupCache  # (numpy: only where a cache file is read)
 
-__all__ = ["NGRAM_TYPES", "NO_SPECULATION", "SPEC_DEFAULT", "TYPE_ORDER", "DraftModel", "Drafter", "FirstDraft",
+__all__ = ["NGRAM_TYPES", "NO_SPECULATION", "SPEC_DEFAULT", "TYPE_ORDER", "DraftModel", "DraftSequence", "Drafter", "FirstDraft",
            "Speculation", "added_types", "checked", "spec_types", "vocabulary_difference"]
 
 
@@ -98,18 +98,21 @@ class Speculation:
     def on(self) -> bool:
         return bool(self.types)
 
-    def drafter(self) -> Drafter | None:
-        """A fresh drafter for one reply (None: speculation is off, or its one type can't draft here)."""
-        drafters = [found for found in map(self._drafter, self.types) if found is not None]
+    def drafter(self, seq: int = 0, slots: int = 1) -> Drafter | None:
+        """A fresh drafter for one reply (None: speculation is off, or its one type can't draft here); with
+        ``-np`` (``slots`` lines), for the line of sequence ``seq`` (1 to ``slots``)."""
+        drafters = [found for found in (self._drafter(spec_type, seq, slots) for spec_type in self.types)
+                    if found is not None]
         return None if not drafters else drafters[0] if len(drafters) == 1 else FirstDraft(drafters)
 
-    def _drafter(self, spec_type: str) -> Drafter | None:
+    def _drafter(self, spec_type: str, seq: int = 0, slots: int = 1) -> Drafter | None:
         if spec_type == "ngram-cache":
             return NgramCache(static=self.lookup_cache_static, dynamic=self.lookup_cache_dynamic)
         if spec_type in NGRAM_TYPES:
             return NGRAM_TYPES[spec_type][0](**self.sizes(spec_type))
         if spec_type == "draft-simple" and self.draft_model is not None:
-            return DraftModel(self.draft_model, self.draft_n_max if self.draft_n_max >= 0 else 3)
+            context = self.draft_model if slots == 1 else DraftSequence(self.draft_model, seq, slots)
+            return DraftModel(context, self.draft_n_max if self.draft_n_max >= 0 else 3)
         return None
 
     def sizes(self, spec_type: str) -> dict[str, int]:
@@ -221,6 +224,34 @@ class DraftModel:
 
     def accepted(self, drafted: int, accepted: int) -> None:
         pass
+
+
+class DraftSequence:
+    """One line's part of a draft model's context under ``-np``: its sequence ``seq`` (the line's own id in
+    the model's context, 1 to ``slots``), with what ``DraftModel`` asks of a context of its own (``cached``,
+    ``keep``, ``eval``, ``logits``, ``n_ctx``, ``n_ubatch``). The lines share the context's cells, a
+    ``slots``-th each, so a line whose chat outgrows its share drafts no more; a new line on the sequence
+    starts it afresh."""
+
+    def __init__(self, llama: object, seq: int, slots: int):
+        self.llama, self.seq = llama, seq
+        self.n_ctx, self.n_ubatch = llama.n_ctx // slots, llama.n_ubatch  # type: ignore[attr-defined]
+        self.cached: list[int] = []
+        llama.seq_drop(seq)  # type: ignore[attr-defined]  (what the sequence's last line left)
+
+    def keep(self, n: int) -> None:
+        if n < len(self.cached):
+            n = n if self.llama.drops_part else 0  # type: ignore[attr-defined]
+            self.llama.seq_drop(self.seq, n)  # type: ignore[attr-defined]
+            del self.cached[n:]
+
+    def eval(self, ids: Sequence[int]) -> None:
+        n, past = len(ids), len(self.cached)
+        self.llama.decode_seqs(ids, range(past, past + n), [self.seq] * n, [False] * (n - 1) + [True])  # type: ignore[attr-defined]
+        self.cached.extend(ids)
+
+    def logits(self):  # type: ignore[no-untyped-def]
+        return self.llama.logits()  # type: ignore[attr-defined]
 
 
 def vocabulary_difference(target: object, draft: object) -> str:

@@ -230,10 +230,6 @@ def _summary(done: int, failed: list[int]) -> int:
 def run_parallel(session: ChatSession, args: argparse.Namespace) -> int:
     """``-np N``: N worker threads, each a twin of the session over one of the engine's lines (decoded
     together: engines/parallel.py); lines are parsed here, in order, and written in input order."""
-    speculation = getattr(session.engine, "speculation", None)
-    if speculation is not None and speculation.draft_model is not None:  # (its one context drafts for one line)
-        print(f"rml-chat: note: -np {args.parallel} decodes the lines together, without the draft model "
-              "(-md drafts with -np 1; the n-gram types draft for every line)", file=sys.stderr)
     twins = [session.twin(engine) for engine in session.engine.lines(args.parallel)]
     progress = _Progress(_count_lines(args.batch), sys.stderr)
     base, constraints = session.options.sampling, {}

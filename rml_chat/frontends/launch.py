@@ -140,9 +140,11 @@ def _attach_draft(engine, model, args: argparse.Namespace) -> None:  # type: ign
     difference = vocabulary_difference(model.tokenizer, draft_vocabulary)
     if difference:
         raise ModelError(f"-md {args.model_draft}: this draft model can't draft for {model.name}: {difference}")
+    lines = args.parallel if getattr(args, "batch", None) is not None else 1  # (-np: a sequence for each line)
     try:
         draft = LlamaModel(path, n_ctx=engine.n_ctx, n_batch=512, threads=ThreadChoice(_threads(args.threads)),
-                           threads_batch=None, gpu=(args.n_gpu_layers, args.split_mode))
+                           threads_batch=None, gpu=(args.n_gpu_layers, args.split_mode),
+                           n_seq=lines + 1 if lines > 1 else 1)
     except (LoadError, OSError) as err:
         raise ModelError(f"-md {args.model_draft}: llama.cpp could not load it: {err}") from None
     chosen = engine.speculation
