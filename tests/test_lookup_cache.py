@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import model_path
-from test_speculative import PROMPTS, SAMPLINGS, _ids, _run
+from test_speculative import PROMPTS, SAMPLINGS, _as_on_server, _ids, _run
 
 from rml_chat.engines.lookup_cache import LookupCache, LookupCacheError
 from rml_chat.engines.ngram_drafts import NgramCache
@@ -141,29 +141,17 @@ def test_ngram_cache_drafts_from_llamas_own_files_what_llama_server_does(smollm,
     greedy: the same tokens, and as many tokens drafted and accepted. Each file drafts tokens that the
     chat's own n-grams don't, and the model takes them: the dynamic one in the days' reply, the static one
     in the story's."""
-    import cluster
-
     model, engine = smollm
     static, dynamic = (LookupCache.read(path) for path in lookup_files)
     with_files = Speculation("ngram-cache", draft_fit=False, lookup_cache_static=static, lookup_cache_dynamic=dynamic)
     for prompt, one_file in zip(PROMPTS[1:3], (replace(with_files, lookup_cache_static=None),
                                                replace(with_files, lookup_cache_dynamic=None))):
         ids = _ids(model, prompt)
-        tokens, gen, _ = _run(model, engine, ids, SAMPLINGS["greedy"], with_files)
         _, alone, _ = _run(model, engine, ids, SAMPLINGS["greedy"], Speculation("ngram-cache", draft_fit=False))
         _, from_one, _ = _run(model, engine, ids, SAMPLINGS["greedy"], one_file)
         assert from_one.accepted - alone.accepted > 10, prompt
-        served = cluster.start(model.weights, workers=0, ctx=2048, threads=2,
-                               extra=["--spec-type", "ngram-cache", "-lcs", str(lookup_files[0]),
-                                      "-lcd", str(lookup_files[1]), "-fa", "off"])
-        try:
-            data = served.greedy(ids, SAMPLINGS["greedy"].max_tokens)
-        finally:
-            served.stop()
-        theirs = [t for t in data["tokens"] if t not in model.stop_ids]
-        timings = data["timings"]
-        assert tokens == theirs, prompt
-        assert (gen.drafted, gen.accepted) == (timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)), prompt
+        _as_on_server(model, engine, ids, with_files, ["--spec-type", "ngram-cache", "-lcs", str(lookup_files[0]),
+                                                      "-lcd", str(lookup_files[1])])
 
 
 # ----- the flags -----------------------------------------------------------------------------------------

@@ -339,26 +339,30 @@ def test_each_ngram_type_drafts_and_writes_what_llama_server_does(smollm, spec_t
     prompt ids, greedy: the same tokens, and as many tokens drafted and accepted (its ``timings``), over
     prompts that draft a lot, a little and not at all. A fresh server for each prompt: its drafters keep
     their state from one request to the next (a reply here drafts from its own history only)."""
-    import cluster  # (scripts/, on the path: conftest puts it there)
-
     model, engine = smollm
     speculation = ON_SERVER[spec_type]
     accepted = 0
     for prompt in PROMPTS[:3]:
-        ids = _ids(model, prompt)
-        tokens, gen, _ = _run(model, engine, ids, SAMPLINGS["greedy"], speculation)
-        served = cluster.start(model.weights, workers=0, ctx=2048, threads=2,
-                               extra=[*server_flags(speculation), "-fa", "off"])
-        try:
-            data = served.greedy(ids, SAMPLINGS["greedy"].max_tokens)
-        finally:
-            served.stop()
-        theirs = [t for t in data["tokens"] if t not in model.stop_ids]
-        timings = data["timings"]
-        assert tokens == theirs, prompt
-        assert (gen.drafted, gen.accepted) == (timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)), prompt
-        accepted += gen.accepted
+        accepted += _as_on_server(model, engine, _ids(model, prompt), speculation, server_flags(speculation)).accepted
     assert accepted > 20
+
+
+def _as_on_server(model, engine, ids: list[int], speculation: Speculation, flags: list[str]) -> Generation:  # type: ignore[no-untyped-def]
+    """Our greedy reply to ``ids`` with ``speculation``, checked against a fresh llama-server's with ``flags``
+    (its drafters keep their state from one request to the next): the same tokens, and as many drafted and
+    accepted (its ``timings``); our reply's counts."""
+    import cluster  # (scripts/, on the path: conftest puts it there)
+
+    tokens, gen, _ = _run(model, engine, ids, SAMPLINGS["greedy"], speculation)
+    served = cluster.start(model.weights, workers=0, ctx=2048, threads=2, extra=[*flags, "-fa", "off"])
+    try:
+        data = served.greedy(ids, SAMPLINGS["greedy"].max_tokens)
+    finally:
+        served.stop()
+    timings = data["timings"]
+    assert tokens == [t for t in data["tokens"] if t not in model.stop_ids]
+    assert (gen.drafted, gen.accepted) == (timings.get("draft_n", 0), timings.get("draft_n_accepted", 0))
+    return gen
 
 
 def test_a_batched_check_parts_from_the_reply_only_where_the_kernels_do(smollm) -> None:
