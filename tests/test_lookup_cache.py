@@ -42,7 +42,7 @@ def test_a_file_is_read_as_llama_cpp_reads_it(tmp_path) -> None:
     assert cache.followers((5, 6)) == {9: 1, 7: 3} and list(cache.followers((5, 6))) == [9, 7]
     assert cache.followers((7,)) == {8: 2} and cache.followers((1, 2, 3, 4)) == {5: 1}
     assert cache.followers((6,)) is None and cache.followers((7, 8)) is None and cache.followers((2, 3, 4)) is None
-    assert cache.largest_token() == 9
+    assert cache.largest_token == 9
     assert len(LookupCache.read(_cache_file(tmp_path / "empty.bin", []))) == 0
 
 

@@ -15,8 +15,8 @@ of a token in it.
 A cache made from a large text holds millions of n-grams. Dicts of tuples would keep some 9 times the file's
 size (316 MB for a 36 MB file of a million 2-grams), so the records stay as numpy arrays (``LookupCache``):
 the file's numbers, and the n-grams as 16-byte keys, sorted, found by a binary search (about 6 µs a lookup,
-a few lookups a drafted token); about 3 times the file's size in all (106 MB for that file). A worked
-example, a record of the 2-gram (5, 6), followed by 7 three times and 8 once::
+a few lookups a drafted token); 3 to 4 times the file's size in all (the process grew by 107-129 MB for
+that file). A worked example, a record of the 2-gram (5, 6), followed by 7 three times and 8 once::
 
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile(suffix=".bin") as f:
@@ -45,11 +45,11 @@ class LookupCacheError(ValueError):
 class LookupCache:
     """The n-grams of one lookup cache file, each with the tokens that followed it and their counts."""
 
-    def __init__(self, keys: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray, path: str = ""):
+    def __init__(self, keys: np.ndarray, starts: np.ndarray, numbers: np.ndarray, largest_token: int, path: str = ""):
         self._keys = keys        # each n-gram as 16 bytes (padded with -1), sorted
-        self._starts = starts    # where its followers' pairs start in ``numbers``, in the keys' order
-        self._ends = ends        # and end
+        self._starts = starts    # where its followers' pairs start in ``numbers`` (their count is just before)
         self._numbers = numbers  # the whole file's int32s
+        self.largest_token = largest_token  # the largest id it names (-1: none); past the vocabulary: another model's
         self.path = path
 
     def __len__(self) -> int:
@@ -59,7 +59,7 @@ class LookupCache:
     def read(cls, path: str | Path) -> LookupCache:
         """The cache in ``path``; LookupCacheError where it is not one (OSError where it can't be read).
 
-        The file is mapped, not read, while its records are checked: a file given by mistake (a model of
+        The file is mapped, not read, while its records are walked: a file given by mistake (a model of
         many gigabytes, a device that never ends) is refused at its first records without being loaded."""
         with open(path, "rb") as file:
             size = os.fstat(file.fileno())
@@ -73,23 +73,22 @@ class LookupCache:
         heads = _record_heads(mapped)
         numbers = np.array(mapped)  # (a copy, checked: the file may change once read)
         del mapped
+        starts = heads + _RECORD_HEAD
+        tokens = _pair_positions(starts, numbers[heads + NGRAM_MAX])
+        if (numbers[tokens] < 0).any():
+            raise LookupCacheError("a follower's token id is below 0")
+        if (numbers[tokens + 1] < 1).any():
+            raise LookupCacheError("a follower's count is below 1")
         ngrams = numbers[heads[:, None] + np.arange(NGRAM_MAX)]
         if (ngrams < -1).any():
             raise LookupCacheError("an n-gram holds a token id below -1")
+        largest = int(max(ngrams.max(initial=-1), numbers[tokens].max(initial=-1)))
         keys = np.ascontiguousarray(ngrams).view("V16").ravel()
         order = np.argsort(keys, kind="stable")  # (an n-gram recorded twice: its first record first)
-        keys, heads = keys[order], heads[order]
+        keys, starts = keys[order], starts[order]
         first = np.ones(len(keys), dtype=bool)
         first[1:] = keys[1:] != keys[:-1]
-        keys, heads = keys[first], heads[first]
-        starts = heads + _RECORD_HEAD
-        return cls(keys, starts, starts + 2 * numbers[heads + NGRAM_MAX].astype(np.int64), numbers, str(path))
-
-    def largest_token(self) -> int:
-        """The largest token id the file names (-1 where it is empty): past the vocabulary, it is another
-        model's cache."""
-        tokens = self._numbers[_pair_positions(self._starts, self._ends)]
-        return int(max(self._keys.view("<i4").max(initial=-1), tokens.max(initial=-1)))
+        return cls(keys[first], starts[first], numbers, largest, str(path))
 
     def followers(self, ngram: tuple[int, ...]) -> dict[int, int] | None:
         """The tokens that followed ``ngram`` and their counts, in the file's order (None: not in it)."""
@@ -97,7 +96,8 @@ class LookupCache:
         at = int(np.searchsorted(self._keys, np.void(key)))
         if at == len(self._keys) or self._keys[at].tobytes() != key:
             return None
-        pairs = self._numbers[self._starts[at]:self._ends[at]].tolist()
+        start = int(self._starts[at])
+        pairs = self._numbers[start:start + 2 * int(self._numbers[start - 1])].tolist()
         counts: dict[int, int] = {}
         for token, count in zip(pairs[::2], pairs[1::2]):
             counts.setdefault(token, count)  # (a token listed twice: its first count, as llama.cpp reads it)
@@ -109,7 +109,7 @@ class LookupCache:
 
 def _record_heads(numbers: np.ndarray) -> np.ndarray:
     """Where each record starts in the file's int32s; LookupCacheError where a record is cut short or
-    holds no follower or a count under 1."""
+    says no token followed its n-gram."""
     heads = []
     at, total = 0, len(numbers)
     while at < total:
@@ -122,23 +122,17 @@ def _record_heads(numbers: np.ndarray) -> np.ndarray:
             raise LookupCacheError(f"the file ends inside a record's {n} followers (int32 {at})")
         heads.append(at)
         at += _RECORD_HEAD + 2 * n
-    found = np.array(heads, dtype=np.int64)
-    starts = found + _RECORD_HEAD
-    tokens = _pair_positions(starts, starts + 2 * numbers[found + NGRAM_MAX].astype(np.int64))
-    if tokens.size and (numbers[tokens] < 0).any():
-        raise LookupCacheError("a follower's token id is below 0")
-    if tokens.size and (numbers[tokens + 1] < 1).any():
-        raise LookupCacheError("a follower's count is below 1")
-    return found
+    return np.array(heads, dtype=np.int64)
 
 
-def _pair_positions(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The positions of every follower's token (its count is the int32 after it) from ``starts`` to ``ends``.
+def _pair_positions(starts: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """The positions of every follower's token (its count is the int32 after it): ``pairs[i]`` pairs from
+    ``starts[i]`` on.
 
-        >>> _pair_positions(np.array([5, 20]), np.array([9, 22])).tolist()
+        >>> _pair_positions(np.array([5, 20]), np.array([2, 1])).tolist()
         [5, 7, 20]
     """
-    pairs = (ends - starts) // 2
+    pairs = pairs.astype(np.int64)
     firsts = np.repeat(starts, pairs)
     nth = np.arange(int(pairs.sum())) - np.repeat(np.cumsum(pairs) - pairs, pairs)
     return firsts + 2 * nth

@@ -65,10 +65,9 @@ class Decoder:
 
     def __init__(self, llama: LlamaModel, slots: int, speculation: Speculation = NO_SPECULATION):
         self.llama, self.slots = llama, slots
-        # (a draft model drafts for the lines where its context has a sequence for each: launch.py makes it so)
-        lined = speculation.draft_model is not None and getattr(speculation.draft_model, "n_seq", 1) > slots
-        self.speculation = NO_SPECULATION if not llama.drops_part else \
-            speculation if lined else replace(speculation, draft_model=None)
+        self.speculation = speculation if llama.drops_part else NO_SPECULATION
+        if getattr(speculation.draft_model, "n_seq", 1) <= slots:  # (a draft model drafts for the lines only
+            self.speculation = replace(self.speculation, draft_model=None)  # with a sequence for each: launch.py)
         self._incoming: queue.Queue = queue.Queue()
         self._active: list[_Stream] = []
         self._free = list(range(1, slots + 1))

@@ -170,7 +170,7 @@ def _attach_lookup_caches(engine, model, args: argparse.Namespace, say: Callable
             raise ModelError(f"{flag} {path}: not a llama.cpp lookup cache: {err}") from None
         except (OSError, ValueError) as err:  # (ValueError: a path with a NUL in it)
             raise ModelError(f"{flag} {path}: {getattr(err, 'strerror', None) or err}") from None
-        largest, n_vocab = cache.largest_token(), model.tokenizer.vocab_size
+        largest, n_vocab = cache.largest_token, model.tokenizer.vocab_size
         if largest >= n_vocab:
             raise ModelError(f"{flag} {path}: token id {largest} is past {model.name}'s vocabulary ({n_vocab} tokens): "
                              "a cache made with another model's tokenizer")
