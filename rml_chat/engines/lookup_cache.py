@@ -104,7 +104,7 @@ class LookupCache:
         return counts
 
     def describe(self) -> str:
-        return f"{self.path} ({len(self)} n-grams)"
+        return f"{self.path} ({len(self)} n-gram{'s' * (len(self) != 1)})"
 
 
 def _record_heads(numbers: np.ndarray) -> np.ndarray:
