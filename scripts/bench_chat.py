@@ -27,6 +27,9 @@ Sections (``--only`` picks some):
   whole processes (the prompt cache off): tokens/s of each and their ratio, and how many greedy replies
   differ (llama.cpp's arithmetic over a batch of several sequences is not bit for bit a single one's); and
   llama.cpp's own decode step over one sequence against four (scripts/bench_parallel.py).
+* ``parallel-draft`` ``--batch -np 3`` with a draft model (``--model-draft``, else the model itself) and
+  without, against llama-server's slots with the same draft model; with ``--tree DIR``, that checkout's
+  ``-md`` run too (scripts/bench_parallel.py).
 * ``format``      formatting + encoding one turn of a 50-exchange conversation (what a turn costs before
   llama.cpp sees it), µs; with ``--tree DIR`` the same for another checkout, in alternating processes.
 """
@@ -54,7 +57,8 @@ from rml_chat.engines.local import LocalEngine  # noqa: E402
 from tokenizer.chat import segments_text  # noqa: E402
 
 STORY = "Write a long story about a dragon who learns to cook, with many details."
-SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "reasoning", "prompt-cache", "parallel")
+SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "reasoning", "prompt-cache", "parallel",
+            "parallel-draft")
 
 
 # ----- generation ------------------------------------------------------------------------------------
@@ -320,7 +324,9 @@ def main() -> None:
     parser.add_argument("model", nargs="?")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--tree", action="append", default=[], type=Path, help="another checkout (format, launch)")
+    parser.add_argument("--tree", action="append", default=[], type=Path,
+                        help="another checkout (format, launch, parallel-draft)")
+    parser.add_argument("--model-draft", help="parallel-draft: the draft model (default: the model itself)")
     args = parser.parse_args()
     for section in args.only:
         if section == "generation":
@@ -337,6 +343,10 @@ def main() -> None:
             from bench_parallel import parallel
 
             parallel(str(load_model(args.model).weights))
+        elif section == "parallel-draft":
+            from bench_parallel import parallel_draft
+
+            parallel_draft(str(load_model(args.model).weights), args.model_draft, args.repeat, args.tree)
         elif section == "prompt-cache":
             from bench_prompt_cache import prompt_cache
 

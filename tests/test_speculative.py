@@ -24,7 +24,16 @@ from rml_chat.core.model import load_model
 from rml_chat.engines.base import Generation, Sampling
 from rml_chat.engines.local import LocalEngine
 from rml_chat.engines.ngram_drafts import NgramCache, NgramMap, NgramMod, NgramSimple
-from rml_chat.engines.speculative import NGRAM_TYPES, SPEC_DEFAULT, TYPE_ORDER, FirstDraft, Speculation, spec_types
+from rml_chat.engines.speculative import (
+    NGRAM_TYPES,
+    SPEC_DEFAULT,
+    TYPE_ORDER,
+    DraftSequence,
+    FirstDraft,
+    Speculation,
+    draft_greedily,
+    spec_types,
+)
 
 CODE = "\n".join(f"def f{i}(x):\n    return x * {i} + {i * i}" for i in range(12))
 PROMPTS = [f"Repeat this code exactly, renaming f3 to g3:\n```python\n{CODE}\n```",
@@ -581,6 +590,50 @@ def test_a_draft_fits_one_micro_batch() -> None:
 
 
 # ----- a draft model -------------------------------------------------------------------------------------
+
+class _NextIdModel:
+    """A stand-in for a draft model's context, as ``draft_greedily`` uses one: each row's logits make the
+    id after the row's token the likeliest; every decode and every drop is recorded."""
+
+    n_ctx, n_ubatch, n_vocab, drops_part = 64, 8, 100, True
+
+    def __init__(self) -> None:
+        self.decodes: list[list[tuple[int, int, int, bool]]] = []  # (token, position, sequence, logits) rows
+        self.drops: list[tuple[int, int]] = []
+
+    def decode_seqs(self, tokens, positions, seqs, logits) -> None:  # type: ignore[no-untyped-def]
+        self.decodes.append(list(zip(tokens, positions, seqs, logits)))
+
+    def logits(self, index: int):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        row = np.zeros(self.n_vocab)
+        row[(self.decodes[-1][index][0] + 1) % self.n_vocab] = 1.0
+        return row
+
+    def seq_drop(self, seq: int, start: int = -1) -> None:
+        self.drops.append((seq, start))
+
+
+def test_a_draft_model_drafts_for_every_line_at_once_one_batch_a_drafted_position() -> None:
+    """``-np``: the lines' catch-up shares micro-batches (logits at each line's last id only), then each
+    drafted position is one decode with a row for each line; a line's next draft keeps what it accepted."""
+    model = _NextIdModel()
+    a, b, c = (DraftSequence(model, seq, 2) for seq in (1, 2, 3))  # (32 cells each)
+    history_a, history_b = list(range(1, 11)), [50, 51]
+    assert draft_greedily(model, [(a, history_a), (b, history_b), (c, list(range(30)))], 3) == [
+        [11, 12, 13], [52, 53, 54], []]  # (c: 30 ids and a draft of 3 outgrow its 32 cells)
+    assert [len(rows) for rows in model.decodes] == [8, 4, 2, 2]
+    assert [(token, position, seq) for rows in model.decodes[:2] for token, position, seq, wants in rows if wants] == [
+        (10, 9, 1), (51, 1, 2)]
+    assert model.decodes[2:] == [[(11, 10, 1, True), (52, 2, 2, True)], [(12, 11, 1, True), (53, 3, 2, True)]]
+    assert a.cached == [*history_a, 11, 12] and c.cached == []
+    # a took its draft's first token and then wrote 20; b took none and wrote 60
+    model.decodes.clear()
+    assert draft_greedily(model, [(a, [*history_a, 11, 20]), (b, [*history_b, 60])], 2) == [[21, 22], [61, 62]]
+    assert (1, 11) in model.drops and (2, 2) in model.drops
+    assert model.decodes == [[(20, 11, 1, True), (60, 2, 2, True)], [(21, 12, 1, True), (61, 3, 2, True)]]
+
 
 @pytest.mark.whitebox
 def test_a_model_drafting_for_itself_is_accepted_whole_and_the_reply_is_the_same(smollm) -> None:

@@ -16,7 +16,9 @@ sampler chain (its settings, seed and grammar)::
 With an n-gram ``--spec-type`` on, a line whose history offers a draft
 puts the draft after its token in the same batch and is sampled position by position as a single reply is
 (``LocalEngine._checked``); its rejected cells are dropped at once. A draft model (``-md``) has a context
-with a sequence for each line too, and drafts for one line after another (``speculative.DraftSequence``).
+with a sequence for each line too (``speculative.DraftSequence``), and drafts for all the lines that want
+one at once, one batch of the draft model a drafted position (``speculative.draft_greedily``), before the
+step's batch.
 
 When a line is done its cells are dropped and the next line starts there. The shared prefix (seq 0) is
 the common prefix of the first two prompts, when 16 tokens or more. Sequences share every cell of the
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix
 from .runtime import LlamaModel, Sampler
 from .sampler_chain import stages
-from .speculative import NO_SPECULATION, Drafter, Speculation, checked
+from .speculative import NO_SPECULATION, Drafter, DraftSequence, Speculation, checked, draft_greedily
 
 SHARED_AT_LEAST = 16
 _DONE = object()
@@ -56,7 +58,9 @@ class _Stream:
     budget: int = 0
     sampler: Sampler | None = None
     last: int | None = None  # the id sampled last, to decode next
-    drafter: Drafter | None = None
+    drafter: Drafter | None = None  # its n-gram types' (the draft model's drafts: ``Decoder._drafts``)
+    draft_place: DraftSequence | None = None  # its sequence in the draft model's context (-md)
+    drafted_by_model: bool = False  # whether the draft model made the step's draft
     history: list[int] = field(default_factory=list)  # the drafts' source: the prompt, the reply before ``last``
 
 
@@ -119,11 +123,14 @@ class Decoder:
         stream.gen.to_evaluate = len(stream.pending)
         s = stream.sampling
         seed = s.seed if s.seed >= 0 else random.randrange(RANDOM_SEED)
-        stream.drafter, stream.history = self.speculation.drafter(stream.seq, self.slots), list(prompt)
+        stream.drafter, stream.history = self.speculation.drafter(model=False), list(prompt)
+        model = self.speculation.draft_model
+        if model is not None and "draft-simple" in self.speculation.types:
+            stream.draft_place = DraftSequence(model, stream.seq, self.slots)
         stream.sampler = self.llama.sampler(stages(replace(s, seed=seed), grammar=stream.grammar is not None,
                                                    stop_ids=sorted(stream.stops)), stream.grammar,
                                             history=prompt, seq=stream.seq, on_device=s.backend_sampling,
-                                            drafting=stream.drafter is not None)
+                                            drafting=stream.drafter is not None or stream.draft_place is not None)
         if stream.budget <= 0:
             self._finish(stream)
             return
@@ -139,15 +146,15 @@ class Decoder:
         tokens, positions, seqs, logits = [], [], [], []
         owners: list[tuple[_Stream, int, list[int]]] = []  # (a stream to sample, its first logits' index, its draft)
         room = self.llama.n_batch
+        offered = self._drafts()
         for stream in list(self._active):
             if stream.cancelled:
                 self._finish(stream)
                 continue
             draft: list[int] = []
             if stream.last is not None:
-                if stream.drafter is not None:
-                    draft = self.speculation.cap(stream.drafter.draft(stream.history, stream.last), min(
-                        stream.budget - len(stream.gen.tokens) - 1, room - 1, self.llama.n_ubatch - 1))
+                draft = self.speculation.cap(offered.get(stream.seq, []), min(
+                    stream.budget - len(stream.gen.tokens) - 1, room - 1, self.llama.n_ubatch - 1))
                 take = [stream.last, *draft]
             else:
                 take = stream.pending[:max(room - 1, 1)] if room > 0 else []
@@ -156,7 +163,7 @@ class Decoder:
             if not take or room < len(take):
                 continue
             room -= len(take)
-            if stream.last is not None and stream.drafter is not None:
+            if stream.last is not None:
                 stream.history.append(stream.last)
             wants = stream.last is not None or not stream.pending
             for i, token in enumerate(take):
@@ -173,6 +180,26 @@ class Decoder:
         for stream, index, draft in owners:
             self._written(stream, self._checked(stream, index, draft))
 
+    def _drafts(self) -> dict[int, list[int]]:
+        """Each line's draft for this step, by its sequence: its n-gram types' (``stream.drafter``), else,
+        with a draft model, the model's, drafted for all such lines at once (``draft_greedily``)."""
+        drafts: dict[int, list[int]] = {}
+        wanting: list[_Stream] = []
+        for stream in self._active:
+            if stream.last is None or stream.cancelled:
+                continue
+            if stream.drafter is not None:
+                drafts[stream.seq] = stream.drafter.draft(stream.history, stream.last)
+            stream.drafted_by_model = stream.draft_place is not None and not drafts.get(stream.seq)
+            if stream.drafted_by_model:
+                wanting.append(stream)
+        if wanting:
+            made = draft_greedily(self.speculation.draft_model,
+                                  [(stream.draft_place, [*stream.history, stream.last]) for stream in wanting],  # type: ignore[misc]
+                                  self.speculation.draft_model_n_max)
+            drafts.update((stream.seq, draft) for stream, draft in zip(wanting, made))
+        return drafts
+
     def _checked(self, stream: _Stream, index: int, draft: list[int]) -> list[int]:
         """The ids sampled for a stream from the batch, its logits from ``index`` on: one, or with a draft,
         the draft's accepted start and the id after it, the rejected rest dropped from its cells."""
@@ -180,7 +207,8 @@ class Decoder:
         if draft:
             stream.gen.drafted += len(draft)
             stream.gen.accepted += len(written) - 1
-            stream.drafter.accepted(len(draft), len(written) - 1)  # type: ignore[union-attr]
+            if not stream.drafted_by_model:
+                stream.drafter.accepted(len(draft), len(written) - 1)  # type: ignore[union-attr]
             stream.position -= len(draft) + 1 - len(written)
             if len(written) <= len(draft):
                 self.llama.seq_drop(stream.seq, stream.position)

@@ -272,11 +272,12 @@ class LlamaModel:
         self.decode_seqs(ids, range(past, past + n), [0] * n, [True] * n if every else [False] * (n - 1) + [logits])
         self.cached.extend(ids)
 
-    def logits(self):  # type: ignore[no-untyped-def]
-        """The last decoded id's logits (a numpy view: copy it to keep it past the next decode)."""
+    def logits(self, index: int = -1):  # type: ignore[no-untyped-def]
+        """The last decoded id's logits, or those of the last batch's row ``index`` (a numpy view: copy it
+        to keep it past the next decode)."""
         import numpy as np
 
-        return np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,))
+        return np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self.ctx, index), shape=(self.n_vocab,))
 
     @property
     def drops_part(self) -> bool:

@@ -9,7 +9,8 @@ have written, so nothing is lost but the evaluation of the rejected positions.
 The types are llama.cpp's (``--spec-type``): its n-gram drafters, which guess from the chat's own history
 (ngram_drafts.py), and ``draft-simple``: a smaller model with the same vocabulary (``-md``) writes the draft
 greedily, ``--spec-draft-n-max`` tokens (3, llama.cpp's default), in a context of its own that follows the
-chat (``DraftModel``); a draft model whose vocabulary differs is refused (``vocabulary_difference``).
+chat (``DraftModel``), or, under ``-np``, in a sequence of its context for each line, all lines drafted
+at once (``draft_greedily``); a draft model whose vocabulary differs is refused (``vocabulary_difference``).
 Several types at once (``--spec-type ngram-mod,draft-simple``) are asked in llama.cpp's order until one
 drafts (``FirstDraft``).
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .base import common_prefix
 from .ngram_drafts import NGRAM_TYPES, Drafter, NgramCache
@@ -32,8 +33,9 @@ from .ngram_drafts import NGRAM_TYPES, Drafter, NgramCache
 if TYPE_CHECKING:
     from .lookup_cache import LookupCache  # (numpy: only where a cache file is read)
 
-__all__ = ["NGRAM_TYPES", "NO_SPECULATION", "SPEC_DEFAULT", "TYPE_ORDER", "DraftModel", "DraftSequence", "Drafter", "FirstDraft",
-           "Speculation", "added_types", "checked", "spec_types", "vocabulary_difference"]
+__all__ = ["NGRAM_TYPES", "NO_SPECULATION", "SPEC_DEFAULT", "TYPE_ORDER", "DraftModel", "DraftPlace", "DraftSequence",
+           "Drafter", "FirstDraft", "Speculation", "WholeContext", "added_types", "checked", "draft_greedily", "spec_types",
+           "vocabulary_difference"]
 
 
 #: llama.cpp's order of preference among the types of one ``--spec-type`` list (``common_speculative_init``):
@@ -98,21 +100,26 @@ class Speculation:
     def on(self) -> bool:
         return bool(self.types)
 
-    def drafter(self, seq: int = 0, slots: int = 1) -> Drafter | None:
-        """A fresh drafter for one reply (None: speculation is off, or its one type can't draft here); with
-        ``-np`` (``slots`` lines), for the line of sequence ``seq`` (1 to ``slots``)."""
-        drafters = [found for found in (self._drafter(spec_type, seq, slots) for spec_type in self.types)
+    @property
+    def draft_model_n_max(self) -> int:
+        """The tokens a draft model drafts at a time: ``--spec-draft-n-max``, else llama.cpp's 3."""
+        return self.draft_n_max if self.draft_n_max >= 0 else 3
+
+    def drafter(self, model: bool = True) -> Drafter | None:
+        """A fresh drafter for one reply (None: speculation is off, or its one type can't draft here);
+        without the draft model where not ``model`` (``-np``: parallel.py drafts with it for every line at
+        once, where the line's other types drafted nothing)."""
+        drafters = [found for found in (self._drafter(spec_type, model) for spec_type in self.types)
                     if found is not None]
         return None if not drafters else drafters[0] if len(drafters) == 1 else FirstDraft(drafters)
 
-    def _drafter(self, spec_type: str, seq: int = 0, slots: int = 1) -> Drafter | None:
+    def _drafter(self, spec_type: str, model: bool) -> Drafter | None:
         if spec_type == "ngram-cache":
             return NgramCache(static=self.lookup_cache_static, dynamic=self.lookup_cache_dynamic)
         if spec_type in NGRAM_TYPES:
             return NGRAM_TYPES[spec_type][0](**self.sizes(spec_type))
-        if spec_type == "draft-simple" and self.draft_model is not None:
-            context = self.draft_model if slots == 1 else DraftSequence(self.draft_model, seq, slots)
-            return DraftModel(context, self.draft_n_max if self.draft_n_max >= 0 else 3)
+        if spec_type == "draft-simple" and self.draft_model is not None and model:
+            return DraftModel(self.draft_model, self.draft_model_n_max)
         return None
 
     def sizes(self, spec_type: str) -> dict[str, int]:
@@ -134,8 +141,7 @@ class Speculation:
 
     def _describe(self, spec_type: str) -> str:
         if spec_type == "draft-simple":
-            n = self.draft_n_max if self.draft_n_max >= 0 else 3
-            return f"draft-simple (a draft model, {n} tokens a draft)" if self.draft_model is not None else \
+            return f"draft-simple (a draft model, {self.draft_model_n_max} tokens a draft)" if self.draft_model is not None else \
                 "draft-simple (drafts nothing: it needs -md FILE)"
         sizes = ", ".join(f"{name}={value}" for name, value in self.sizes(spec_type).items())
         bounds = f"drafts of {self.draft_n_min}-{self.draft_n_max} tokens" if self.draft_n_max >= 0 else \
@@ -195,47 +201,45 @@ class FirstDraft:
 
 
 class DraftModel:
-    """llama.cpp's ``draft-simple``: the draft model's own context follows the chat (the ids it holds that
-    the history still starts with are kept, the rest evaluated), then it writes ``n_max`` tokens greedily,
-    each evaluated for the next. Its cache keeps them; the next draft keeps what the reply accepted."""
+    """llama.cpp's ``draft-simple`` for one reply at a time: the draft model's context of its own follows
+    the chat and writes ``n_max`` tokens greedily (``draft_greedily``). Its cache keeps them; the next draft
+    keeps what the reply accepted."""
 
     def __init__(self, llama: object, n_max: int):
-        self.llama, self.n_max = llama, n_max
+        self.place, self.n_max = WholeContext(llama), n_max
 
     def draft(self, history: Sequence[int], last: int) -> list[int]:
-        import numpy as np
-
-        llama = self.llama
-        ids = [*history, last]
-        # (the last id is evaluated again: its logits are the draft's start)
-        llama.keep(min(common_prefix(llama.cached, ids), len(ids) - 1))
-        if len(ids) + self.n_max >= llama.n_ctx:
-            return []
-        todo = ids[len(llama.cached):]
-        for start in range(0, len(todo), llama.n_ubatch):
-            llama.eval(todo[start:start + llama.n_ubatch])
-        drafted: list[int] = []
-        for _ in range(self.n_max):
-            token = int(np.argmax(llama.logits()))
-            drafted.append(token)
-            if len(drafted) < self.n_max:
-                llama.eval([token])
-        return drafted
+        return draft_greedily(self.place.llama, [(self.place, [*history, last])], self.n_max)[0]
 
     def accepted(self, drafted: int, accepted: int) -> None:
         pass
 
 
+class WholeContext:
+    """A draft model's context, all of it for one chat (sequence 0), as ``draft_greedily`` asks of a
+    chat's place in it: ``seq``, ``cached``, ``keep`` and ``n_ctx``."""
+
+    seq = 0
+
+    def __init__(self, llama: object):
+        self.llama, self.n_ctx = llama, llama.n_ctx  # type: ignore[attr-defined]
+
+    @property
+    def cached(self) -> list[int]:
+        return self.llama.cached  # type: ignore[attr-defined]
+
+    def keep(self, n: int) -> None:
+        self.llama.keep(n)  # type: ignore[attr-defined]
+
+
 class DraftSequence:
-    """One line's part of a draft model's context under ``-np``: its sequence ``seq`` (the line's own id in
-    the model's context, 1 to ``slots``), with what ``DraftModel`` asks of a context of its own (``cached``,
-    ``keep``, ``eval``, ``logits``, ``n_ctx``, ``n_ubatch``). The lines share the context's cells, a
-    ``slots``-th each, so a line whose chat outgrows its share drafts no more; a new line on the sequence
-    starts it afresh."""
+    """One ``-np`` line's place in a draft model's context: its sequence ``seq`` (the line's own id in the
+    model's context, 1 to ``slots``). The lines share the context's cells, a ``slots``-th each, so a line
+    whose chat outgrows its share drafts no more; a new line on the sequence starts it afresh."""
 
     def __init__(self, llama: object, seq: int, slots: int):
         self.llama, self.seq = llama, seq
-        self.n_ctx, self.n_ubatch = llama.n_ctx // slots, llama.n_ubatch  # type: ignore[attr-defined]
+        self.n_ctx = llama.n_ctx // slots  # type: ignore[attr-defined]
         self.cached: list[int] = []
         llama.seq_drop(seq)  # type: ignore[attr-defined]  (what the sequence's last line left)
 
@@ -245,13 +249,69 @@ class DraftSequence:
             self.llama.seq_drop(self.seq, n)  # type: ignore[attr-defined]
             del self.cached[n:]
 
-    def eval(self, ids: Sequence[int]) -> None:
-        n, past = len(ids), len(self.cached)
-        self.llama.decode_seqs(ids, range(past, past + n), [self.seq] * n, [False] * (n - 1) + [True])  # type: ignore[attr-defined]
-        self.cached.extend(ids)
 
-    def logits(self):  # type: ignore[no-untyped-def]
-        return self.llama.logits()  # type: ignore[attr-defined]
+class DraftPlace(Protocol):
+    """A chat's place in a draft model's context: ``WholeContext`` or ``DraftSequence``."""
+
+    seq: int
+    n_ctx: int
+
+    @property
+    def cached(self) -> list[int]: ...
+
+    def keep(self, n: int) -> None: ...
+
+
+def draft_greedily(llama: object, chats: Sequence[tuple[DraftPlace, list[int]]], n_max: int) -> list[list[int]]:
+    """A draft model's drafts of ``n_max`` greedy tokens for each chat (its place in the model's context,
+    and its ids: the history, then the token just sampled), all chats at once, as llama-server drafts for
+    its slots (``common_speculative_impl_draft_simple::draft``): one batch for each drafted position.
+
+    First each chat's place follows its ids: the ids it holds that the chat still starts with are kept
+    (the last id is always evaluated again: its logits give the draft's first token), and the rest are
+    evaluated, the chats' rows sharing micro-batches. Then each drafted token is evaluated for the next::
+
+        chat A  [kept][new ids][last A] -> a1   [a1] -> a2   [a2] -> a3
+        chat B  [kept][last B]          -> b1   [b1] -> b2   [b2] -> b3
+                the catch-up, shared batches    one batch    one batch
+
+    So three chats drafting three tokens each cost three evaluations (of three rows), not nine. A chat too
+    long for its place (its ids and the draft past ``n_ctx``) drafts nothing.
+    """
+    drafts: list[list[int]] = [[] for _ in chats]
+    rows: list[tuple[int, int, bool]] = []  # (the chat's index, a token, whether its logits draft)
+    for k, (place, ids) in enumerate(chats):
+        place.keep(min(common_prefix(place.cached, ids), len(ids) - 1))
+        if len(ids) + n_max < place.n_ctx:
+            todo = ids[len(place.cached):]
+            rows += [(k, token, i == len(todo) - 1) for i, token in enumerate(todo)]
+    step = llama.n_ubatch  # type: ignore[attr-defined]
+    for start in range(0, len(rows), step):
+        _evaluated(llama, chats, rows[start:start + step], drafts)
+    for _ in range(n_max - 1):
+        rows = [(k, draft[-1], True) for k, draft in enumerate(drafts) if draft]
+        if not rows:
+            break
+        _evaluated(llama, chats, rows, drafts)
+    return drafts
+
+
+def _evaluated(llama: object, chats: Sequence[tuple[DraftPlace, list[int]]], rows: list[tuple[int, int, bool]],
+               drafts: list[list[int]]) -> None:
+    """One decode of ``rows``, each token after its chat's cached ids (a chat's rows in order); a row with
+    logits adds their most likely token to its chat's draft."""
+    import numpy as np
+
+    positions, seqs = [], []
+    for k, token, _ in rows:
+        place = chats[k][0]
+        positions.append(len(place.cached))
+        seqs.append(place.seq)
+        place.cached.append(token)
+    llama.decode_seqs([token for _, token, _ in rows], positions, seqs, [wants for _, _, wants in rows])  # type: ignore[attr-defined]
+    for i, (k, _, wants) in enumerate(rows):
+        if wants:
+            drafts[k].append(int(np.argmax(llama.logits(i))))  # type: ignore[attr-defined]
 
 
 def vocabulary_difference(target: object, draft: object) -> str:
