@@ -4,10 +4,11 @@
 #
 #   bash scripts/device_bench.sh [build|tools|speculative|all]     (default: all; OUT= where logs go)
 #
-# build: llama.cpp with CUDA (llama-bench, llama-simple, llama-batched-bench, llama-server and the
-#        libraries llama_cpp loads; about 5 minutes on 16 cores, once), the kit's wheels and llama_cpp set
-#        up with those libraries, and a random-weight 1.07 B F16 model. All of it goes to .device-work/,
-#        beside the kit, so a new copy of the kit (a second call that carries it again) leaves it be.
+# build: llama.cpp with CUDA (llama-bench, llama-simple, llama-batched-bench, llama-server, the lookup
+#        tools scripts/cluster.py expects beside it, and the libraries llama_cpp loads; about 5 minutes on
+#        16 cores, once), the kit's wheels and llama_cpp set up with those libraries, and a random-weight
+#        1.07 B F16 model. All of it goes to .device-work/, beside the kit, so a new copy of the kit (a
+#        second call that carries it again) leaves it be.
 # tools: bench_llama_tools.py (decode, prompt evaluation, -np 1/4/8 against llama.cpp's own tools).
 # speculative: bench_speculative.py on the GPU: the n-gram types and the model as its own draft.
 # CUDA=off builds for the CPU instead, and SIZE=tiny makes a 3 M model (to try the script without a GPU).
@@ -34,7 +35,7 @@ build() {
             -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DCMAKE_BUILD_TYPE=Release \
             > "$OUT/build.log" 2>&1
         cmake --build $BUILD -j "$(nproc)" --target llama mtmd llama-bench llama-simple llama-batched-bench \
-            llama-server ggml-rpc-server >> "$OUT/build.log" 2>&1
+            llama-server ggml-rpc-server llama-lookup-create llama-lookup >> "$OUT/build.log" 2>&1
         touch $BUILD/done
     fi
     if [ ! -f $SITE/done ]; then
