@@ -30,6 +30,9 @@ Sections (``--only`` picks some):
 * ``parallel-draft`` ``--batch -np 3`` with a draft model (``--model-draft``, else the model itself) and
   without, against llama-server's slots with the same draft model; with ``--tree DIR``, that checkout's
   ``-md`` run too (scripts/bench_parallel.py).
+* ``parallel-ngram`` twelve rewrites of code through ``--batch -np 4``, drafts off, and ngram-simple and
+  ``--spec-default`` with their drafts cut to what pays and checked whole; with ``--tree DIR``, that
+  checkout's cut runs too (scripts/bench_parallel.py).
 * ``format``      formatting + encoding one turn of a 50-exchange conversation (what a turn costs before
   llama.cpp sees it), µs; with ``--tree DIR`` the same for another checkout, in alternating processes.
 """
@@ -58,7 +61,7 @@ from tokenizer.chat import segments_text  # noqa: E402
 
 STORY = "Write a long story about a dragon who learns to cook, with many details."
 SECTIONS = ("generation", "overflow", "launch", "format", "batch", "remote", "reasoning", "prompt-cache", "parallel",
-            "parallel-draft")
+            "parallel-draft", "parallel-ngram")
 
 
 # ----- generation ------------------------------------------------------------------------------------
@@ -325,7 +328,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--tree", action="append", default=[], type=Path,
-                        help="another checkout (format, launch, parallel-draft)")
+                        help="another checkout (format, launch, parallel-draft, parallel-ngram)")
     parser.add_argument("--model-draft", help="parallel-draft: the draft model (default: the model itself)")
     args = parser.parse_args()
     for section in args.only:
@@ -347,6 +350,10 @@ def main() -> None:
             from bench_parallel import parallel_draft
 
             parallel_draft(str(load_model(args.model).weights), args.model_draft, args.repeat, args.tree)
+        elif section == "parallel-ngram":
+            from bench_parallel import parallel_ngram
+
+            parallel_ngram(str(load_model(args.model).weights), args.repeat, args.tree)
         elif section == "prompt-cache":
             from bench_prompt_cache import prompt_cache
 

@@ -8,6 +8,8 @@ The ``parallel-draft`` section: six prompts at ``-n 120`` through ``--batch -np 
 and with ``-md`` (the model drafting for itself unless another draft is given), against llama-server with
 the same ``-np`` and ``-md`` (its slots through ``--server``), whole processes in alternating rounds:
 median tokens/s and the drafts taken; with ``--tree DIR``, another checkout's ``-md`` run beside ours.
+The ``parallel-ngram`` section: twelve rewrites of code through ``--batch -np 4`` with n-gram drafts, cut to
+what pays beside the other lines and checked whole (``parallel_ngram``).
 """
 
 from __future__ import annotations
@@ -78,43 +80,76 @@ DRAFT_PROMPTS = ("List the days of the week, then list them again in the same or
                  "Write a short story about a cat who counts stars.",
                  "What is the capital of France? Explain in detail.", "List the months of the year.",
                  "Count from one to twenty in words.", "Describe a rainy day in a city.")
+#: the parallel-ngram section's lines: the rewrite of scripts/bench_speculative.py, each with its own name
+RENAMES = ("acc", "sum", "result", "running", "tally", "out", "value_sum", "s", "agg", "carry", "store", "memo")
+HERE = Path(__file__).resolve().parent.parent
 
 
 def parallel_draft(path: str, draft: str | None = None, rounds: int = 3, trees: Sequence[Path] = (),
                    slots: int = 3) -> None:
     """``--batch -np`` with a draft model beside llama-server's (module docstring)."""
     draft = draft or path
-    lines = "\n".join(json.dumps({"id": i, "prompt": prompt}) for i, prompt in enumerate(DRAFT_PROMPTS)) + "\n"
-    here = Path(__file__).resolve().parent.parent
+    lines = [{"id": i, "prompt": prompt} for i, prompt in enumerate(DRAFT_PROMPTS)]
     servers = {label: cluster.start(Path(path), workers=0, ctx=4096 * slots, threads=os.cpu_count() or 1, slots=slots,
                                     extra=["-fa", "off", *extra])
                for label, extra in (("llama-server", []), ("llama-server -md", ["-md", draft, "--spec-type", "draft-simple"]))}
-    runs = [("rml-chat", here, []), ("rml-chat -md", here, ["-md", draft]),
+    runs = [("rml-chat", HERE, []), ("rml-chat -md", HERE, ["-md", draft]),
             *((f"{tree} -md", tree, ["-md", draft]) for tree in trees),
-            *((label, here, ["--server", server.url]) for label, server in servers.items())]
-    figures: dict[str, list[float]] = {}
-    taken: dict[str, tuple[int, int]] = {}
+            *((label, HERE, ["--server", server.url]) for label, server in servers.items())]
     try:
-        for _ in range(rounds):
-            for label, tree, flags in runs:
-                env = {**os.environ, "RML_CHAT_PROMPT_CACHE": "off", "PYTHONPATH": str(tree)}
-                start = time.perf_counter()
-                done = subprocess.run([sys.executable, "-m", "rml_chat", path, "--batch", "-", "--temp", "0", "-n", "120",
-                                       "-np", str(slots), "-fa", "off", *flags], input=lines.encode(), capture_output=True,
-                                      env=env, cwd=tree, check=True)
-                wall = time.perf_counter() - start
-                out = [json.loads(line) for line in done.stdout.decode().splitlines()]
-                figures.setdefault(label, []).append(sum(o["completion_tokens"] for o in out) / wall)
-                speculative = [o.get("speculative", {}) for o in out]
-                taken[label] = (sum(s.get("drafted", 0) for s in speculative), sum(s.get("accepted", 0) for s in speculative))
+        figures = _rounds(path, lines, runs, rounds, ["-np", str(slots), "-n", "120", "-fa", "off"])
     finally:
         for server in servers.values():
             server.stop()
-    served = statistics.median(figures["llama-server -md"])
-    print(f"--batch -np {slots}, {len(DRAFT_PROMPTS)} prompts, -n 120, draft model {Path(draft).name}, {rounds} rounds "
+    print(f"--batch -np {slots}, {len(lines)} prompts, -n 120, draft model {Path(draft).name}, {rounds} rounds "
           "(median tokens/s, whole processes; llama-server's slots through --server):")
-    for label, values in figures.items():
-        drafted, accepted = taken[label]
-        told = f", {accepted}/{drafted} drafts taken" if drafted else ""
-        print(f"  {label:24s} {statistics.median(values):6.1f} tok/s ({', '.join(f'{v:.1f}' for v in values)}); "
-              f"x llama-server -md {statistics.median(values) / served:.2f}{told}")
+    _report(figures, "llama-server -md")
+
+
+def parallel_ngram(path: str, rounds: int = 3, trees: Sequence[Path] = (), slots: int = 4) -> None:
+    """``--batch -np`` with n-gram drafts: twelve rewrites of code (each renaming another name), off and
+    with ngram-simple and ``--spec-default``, each with its drafts cut to what pays and checked whole
+    (``--spec-draft-fit off``); with ``--tree DIR``, that checkout's cut runs too. Replies part at near ties
+    from run to run (a batch's numerics), so the figures are tokens/s of whole processes."""
+    import bench_speculative
+
+    text = bench_speculative.TASKS["rewrite"][0]
+    lines = [{"id": i, "prompt": text.replace("`acc`", f"`{name}`")} for i, name in enumerate(RENAMES)]
+    types = {"ngram-simple": ["--spec-type", "ngram-simple"], "--spec-default": ["--spec-default"]}
+    runs = [("off", HERE, []),
+            *((f"{name}{label}", tree, [*flags, *fit]) for name, flags in types.items()
+              for label, tree, fit in ((", cut", HERE, []), (", checked whole", HERE, ["--spec-draft-fit", "off"]),
+                                       *((f", cut, {tree}", tree, []) for tree in trees)))]
+    figures = _rounds(path, lines, runs, rounds, ["-np", str(slots), "-n", "400", "-c", "8192"])
+    print(f"--batch -np {slots}, {len(lines)} rewrites of code, -n 400, {rounds} rounds (median tokens/s, whole "
+          "processes):")
+    _report(figures, "off")
+
+
+def _rounds(path: str, lines: list[dict], runs: Sequence[tuple[str, Path, list[str]]], rounds: int,
+            flags: list[str]) -> dict[str, tuple[list[float], int, int]]:
+    """Each run (a label, the checkout, its flags) ``rounds`` times in turn, greedy, ``--batch`` of ``lines``
+    with ``flags``: its tokens/s each time, and its drafted and accepted tokens the last time."""
+    given = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    figures: dict[str, tuple[list[float], int, int]] = {}
+    for _ in range(rounds):
+        for label, tree, own in runs:
+            env = {**os.environ, "RML_CHAT_PROMPT_CACHE": "off", "PYTHONPATH": str(tree)}
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "rml_chat", path, "--batch", "-", "--temp", "0", *flags, *own],
+                                  input=given, capture_output=True, env=env, cwd=tree, check=True)
+            wall = time.perf_counter() - start
+            out = [json.loads(line) for line in done.stdout.decode().splitlines()]
+            speculative = [o.get("speculative", {}) for o in out]
+            rates = figures.get(label, ([], 0, 0))[0]
+            figures[label] = ([*rates, sum(o["completion_tokens"] for o in out) / wall],
+                              sum(s.get("drafted", 0) for s in speculative), sum(s.get("accepted", 0) for s in speculative))
+    return figures
+
+
+def _report(figures: dict[str, tuple[list[float], int, int]], against: str) -> None:
+    base = statistics.median(figures[against][0])
+    for label, (rates, drafted, accepted) in figures.items():
+        told = f", {accepted}/{drafted} drafted tokens taken" if drafted else ""
+        print(f"  {label:36s} {statistics.median(rates):6.1f} tok/s ({', '.join(f'{rate:.1f}' for rate in rates)}); "
+              f"x {against} {statistics.median(rates) / base:.2f}{told}")

@@ -3,10 +3,14 @@ costs and the model's acceptance, and a reply with cut drafts is the one written
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 from test_speculative import PROMPTS, SAMPLINGS, _ids, _run
 
-from rml_chat.engines.draft_fit import DraftFit, StepCosts
+from rml_chat.engines.draft_fit import DraftFit, StepCosts, fitted_lengths
 from rml_chat.engines.speculative import Speculation
 
 
@@ -131,3 +135,35 @@ def test_cut_drafts_write_the_reply_written_without_drafts_and_check_fewer_posit
         engine._check_alone, engine._step_costs = False, kept
     assert whole[1] > 20 and fitted[1] > 0, (whole, fitted)
     assert fitted[0] < whole[0] and fitted[1] / fitted[0] > whole[1] / whole[0], (whole, fitted)
+
+
+def test_several_drafts_in_one_step_keep_their_likeliest_positions_while_the_step_writes_more_a_second() -> None:
+    assert fitted_lengths([[0.9, 0.8]], 0.0) == [2]  # (a position that costs nothing always pays)
+    assert fitted_lengths([[1.0, 1.0, 1.0]], 0.5, sure=8) == [0]  # (8 tokens a step: 1 for half a step's cost loses)
+    assert fitted_lengths([[0.99, 0.2], [0.9, 0.85, 0.1]], 0.1, sure=2) == [1, 2]
+    # the more lines a step writes anyway, the likelier a position must be to pay
+    lengths = [sum(fitted_lengths([[0.95, 0.9, 0.8, 0.6, 0.4]], 0.1, sure=sure)) for sure in (1, 2, 4, 8)]
+    assert lengths == sorted(lengths, reverse=True) and lengths[0] > lengths[-1], lengths
+
+
+def test_parallel_lines_cut_their_drafts_to_what_pays_beside_the_other_lines() -> None:
+    """``--batch -np 3`` with 2-gram keys (drafts often wrong): with the cut, each step weighs each line's
+    positions against the tokens the batch writes anyway; fewer positions are checked than with the drafts
+    whole, a larger share of them is taken, and every line answers."""
+    lines = "\n".join(json.dumps({"id": i, "prompt": prompt}) for i, prompt in enumerate(PROMPTS)) + "\n"
+
+    def run(*flags: str) -> list[dict]:
+        done = subprocess.run([sys.executable, "-m", "rml_chat", "--batch", "-", "-np", "3", "--temp", "0", "-n", "100",
+                               "--prompt-cache", "off", "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2",
+                               *flags], input=lines, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    counts = {}
+    for fit in ("on", "off"):
+        out = run("--spec-draft-fit", fit)
+        assert [o["id"] for o in out] == list(range(len(PROMPTS))) and all(o["reply"] for o in out)
+        counts[fit] = (sum(o["speculative"]["drafted"] for o in out), sum(o["speculative"]["accepted"] for o in out))
+    (cut, cut_taken), (whole, whole_taken) = counts["on"], counts["off"]
+    assert whole_taken > 20 and cut_taken > 0, counts
+    assert cut < whole and cut_taken / cut > whole_taken / whole, counts

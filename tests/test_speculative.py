@@ -534,7 +534,10 @@ def test_parallel_lines_draft_too_and_part_from_the_undrafted_replies_only_where
         return [json.loads(line) for line in done.stdout.splitlines()], done.stderr
 
     plain, _ = run()
-    drafted, _ = run("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-draft-n-max", "5")
+    # (checked whole: the cut to what pays, timed from the steps, moves the batches' make-up from run to run,
+    # and with it where a near tie parts; it has its own test in test_draft_fit.py)
+    drafted, _ = run("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-draft-n-max", "5",
+                     "--spec-draft-fit", "off")
     assert [o["id"] for o in drafted] == [line["id"] for line in lines]
     assert all(o["speculative"]["drafted"] >= o["speculative"]["accepted"] for o in drafted)
     assert drafted[0]["speculative"]["accepted"] > 20 and plain[0]["speculative"]["drafted"] == 0

@@ -19,6 +19,9 @@ So each draft is cut to the length ``L`` that is expected to write the most toke
   with nothing seen yet a draft is checked whole, as llama.cpp checks it.
 - ``L = 0``, no draft, where no length beats a one-position step (``rate(0) = 1``).
 
+With ``--batch -np`` the lines' drafts share a step, which writes a token for each line anyway: the cost is
+a share of that step, and the positions of all the drafts are weighed together (``fitted_lengths``).
+
 The reply is the same either way: the draft is checked as llama.cpp checks it, and a shorter draft only
 means more, smaller checks. A worked example, two positions' worth of cost for a draft the model took 3 of
 before rejecting it, and another it took whole::
@@ -92,21 +95,24 @@ class DraftFit:
 
     def length(self, offered: int) -> int:
         """How many of the ``offered`` draft's tokens to check: 0 to ``offered``."""
-        self._reached = [weight * self.MEMORY for weight in self._reached]
-        self._rejected = [weight * self.MEMORY for weight in self._rejected]
+        chances = self.chances(offered)
         extra = self.costs.extra()
         if extra is None or extra <= 0:
             return offered
+        return fitted_lengths([chances], extra)[0]
+
+    def chances(self, offered: int) -> list[float]:
+        """``S(1)`` to ``S(offered)``: the chance that the model takes the draft's first ``i`` tokens. Asking
+        counts as a draft offered (the earlier ones weigh ``MEMORY`` times less)."""
+        self._reached = [weight * self.MEMORY for weight in self._reached]
+        self._rejected = [weight * self.MEMORY for weight in self._rejected]
         overall = sum(self._rejected) / (sum(self._reached) + self.PRIOR)
-        best, best_rate, expected, taken = 0, 1.0, 1.0, 1.0
+        chances, taken = [], 1.0
         for i in range(offered):
             reached, rejected = (self._reached[i], self._rejected[i]) if i < len(self._reached) else (0.0, 0.0)
             taken *= 1 - (rejected + self.PRIOR * overall) / (reached + self.PRIOR)
-            expected += taken
-            rate = expected / (1 + extra * (i + 1))
-            if rate > best_rate:
-                best, best_rate = i + 1, rate
-        return best
+            chances.append(taken)
+        return chances
 
     def record(self, checked: int, accepted: int) -> None:
         """The model took ``accepted`` of the ``checked`` draft's tokens."""
@@ -118,3 +124,31 @@ class DraftFit:
             self._reached[i] += 1
         if accepted < checked:
             self._rejected[accepted] += 1
+
+
+def fitted_lengths(chances: list[list[float]], extra: float, sure: int = 1) -> list[int]:
+    """How much of each of several drafts to check in one step, the step that writes the most tokens a
+    second; ``chances[k]``: draft ``k``'s ``S(1)``, ``S(2)``, … (``DraftFit.chances``), ``extra``: one more
+    position's cost as a share of the step without drafts, which writes ``sure`` tokens (one a reply: one
+    for the reply, one for each ``-np`` line in the batch)::
+
+        rate = (sure + the chances of the positions checked) / (1 + extra * the positions checked)
+
+    Positions are taken in the order of their chance, the likeliest first (along a draft its chances
+    fall, so each draft keeps a start), as long as the rate grows. One draft, ``sure`` 1, is the module's
+    ``rate(L)``. Where four tokens are written anyway, a position must be likelier to pay: the draft
+    checked whole alone loses its third position in a step of four lines (at the same ``extra``)::
+
+        >>> fitted_lengths([[0.9, 0.6, 0.3]], 0.1), fitted_lengths([[0.9, 0.6, 0.3], [0.95, 0.9]], 0.1, sure=4)
+        ([3], [2, 2])
+    """
+    ranked = sorted(((chance, k) for k, draft in enumerate(chances) for chance in draft), key=lambda pair: -pair[0])
+    lengths, best = [0] * len(chances), [0] * len(chances)
+    written, best_rate = float(sure), float(sure)
+    for checked, (chance, k) in enumerate(ranked, 1):
+        written += chance
+        lengths[k] += 1
+        rate = written / (1 + extra * checked)
+        if rate > best_rate:
+            best, best_rate = list(lengths), rate
+    return best

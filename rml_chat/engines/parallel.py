@@ -15,7 +15,10 @@ sampler chain (its settings, seed and grammar)::
 
 With an n-gram ``--spec-type`` on, a line whose history offers a draft
 puts the draft after its token in the same batch and is sampled position by position as a single reply is
-(``LocalEngine._checked``); its rejected cells are dropped at once. A draft model (``-md``) has a context
+(``LocalEngine._checked``); its rejected cells are dropped at once. Unless ``--spec-draft-fit off``, the
+step's drafts are cut together to what pays beside the tokens the lines write anyway
+(``draft_fit.fitted_lengths``), what a drafted position costs timed from the decoder's own steps. A draft
+model (``-md``) has a context
 with a sequence for each line too (``speculative.DraftSequence``), and drafts for all the lines that want
 one at once, one batch of the draft model a drafted position (``speculative.draft_greedily``), before the
 step's batch.
@@ -35,6 +38,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix
+from .draft_fit import DraftFit, StepCosts, fitted_lengths
 from .runtime import LlamaModel, Sampler
 from .sampler_chain import stages
 from .speculative import NO_SPECULATION, Drafter, DraftSequence, Speculation, checked, draft_greedily
@@ -61,6 +65,8 @@ class _Stream:
     drafter: Drafter | None = None  # its n-gram types' (the draft model's drafts: ``Decoder._drafts``)
     draft_place: DraftSequence | None = None  # its sequence in the draft model's context (-md)
     drafted_by_model: bool = False  # whether the draft model made the step's draft
+    offered: int = 0  # the length of the step's draft before the cut to what pays
+    fit: DraftFit | None = None  # what its drafts' tokens were taken, for the cut (--spec-draft-fit)
     history: list[int] = field(default_factory=list)  # the drafts' source: the prompt, the reply before ``last``
 
 
@@ -77,6 +83,7 @@ class Decoder:
         self._free = list(range(1, slots + 1))
         self._shared: list[int] = []   # the ids seq 0 holds
         self._previous: list[int] | None = None
+        self._step_costs = StepCosts()  # a step of the lines' tokens, and each drafted position beside them
         self.n_ctx = llama.n_ctx
         self._thread = threading.Thread(target=self._run, name="decoder", daemon=True)
         self._thread.start()
@@ -127,6 +134,8 @@ class Decoder:
         model = self.speculation.draft_model
         if model is not None and "draft-simple" in self.speculation.types:
             stream.draft_place = DraftSequence(model, stream.seq, self.slots)
+        if (stream.drafter is not None or stream.draft_place is not None) and self.speculation.draft_fit:
+            stream.fit = DraftFit(self._step_costs)
         stream.sampler = self.llama.sampler(stages(replace(s, seed=seed), grammar=stream.grammar is not None,
                                                    stop_ids=sorted(stream.stops)), stream.grammar,
                                             history=prompt, seq=stream.seq, on_device=s.backend_sampling,
@@ -146,20 +155,21 @@ class Decoder:
         tokens, positions, seqs, logits = [], [], [], []
         owners: list[tuple[_Stream, int, list[int]]] = []  # (a stream to sample, its first logits' index, its draft)
         room = self.llama.n_batch
-        offered = self._drafts()
+        drafts = self._fitted(self._drafts())
+        prompt_rows = False
         for stream in list(self._active):
             if stream.cancelled:
                 self._finish(stream)
                 continue
             draft: list[int] = []
             if stream.last is not None:
-                draft = self.speculation.cap(offered.get(stream.seq, []), min(
-                    stream.budget - len(stream.gen.tokens) - 1, room - 1, self.llama.n_ubatch - 1))
+                draft = self.speculation.cap(drafts.get(stream.seq, []), room - 1)
                 take = [stream.last, *draft]
             else:
                 take = stream.pending[:max(room - 1, 1)] if room > 0 else []
                 stream.pending = stream.pending[len(take):]
                 stream.gen.evaluated += len(take)
+                prompt_rows = prompt_rows or bool(take)
             if not take or room < len(take):
                 continue
             room -= len(take)
@@ -176,13 +186,18 @@ class Decoder:
                 owners.append((stream, len(tokens) - 1 - len(draft), draft))
         if not tokens:
             return
+        started = time.perf_counter()
         self.llama.decode_seqs(tokens, positions, seqs, logits)
         for stream, index, draft in owners:
             self._written(stream, self._checked(stream, index, draft))
+        if not prompt_rows and any(stream.fit is not None for stream, _, _ in owners):  # (a prompt's rows: no
+            self._step_costs.record(1 + sum(len(draft) for _, _, draft in owners),  # step of the lines alone)
+                                    time.perf_counter() - started)
 
     def _drafts(self) -> dict[int, list[int]]:
         """Each line's draft for this step, by its sequence: its n-gram types' (``stream.drafter``), else,
-        with a draft model, the model's, drafted for all such lines at once (``draft_greedily``)."""
+        with a draft model, the model's, drafted for all such lines at once (``draft_greedily``); capped by
+        the line's budget, one micro-batch and the flags (``Speculation.cap``)."""
         drafts: dict[int, list[int]] = {}
         wanting: list[_Stream] = []
         for stream in self._active:
@@ -198,6 +213,27 @@ class Decoder:
                                   [(stream.draft_place, [*stream.history, stream.last]) for stream in wanting],  # type: ignore[misc]
                                   self.speculation.draft_model_n_max)
             drafts.update((stream.seq, draft) for stream, draft in zip(wanting, made))
+        for stream in self._active:
+            if stream.seq in drafts:
+                drafts[stream.seq] = self.speculation.cap(drafts[stream.seq], min(
+                    stream.budget - len(stream.gen.tokens) - 1, self.llama.n_ubatch - 1))
+                stream.offered = len(drafts[stream.seq])
+        return drafts
+
+    def _fitted(self, drafts: dict[int, list[int]]) -> dict[int, list[int]]:
+        """The drafts cut to what pays in this step's batch (``draft_fit.fitted_lengths``: each line's
+        chances, and what a drafted position costs beside a step of the lines' tokens, each of which is
+        written anyway); as drafted where the cut is off or no cost is known yet, and none where the cut
+        leaves less than ``--spec-draft-n-min``."""
+        fitting = [stream for stream in self._active if stream.fit is not None and drafts.get(stream.seq)]
+        chances = [stream.fit.chances(len(drafts[stream.seq])) for stream in fitting]  # type: ignore[union-attr]
+        extra = self._step_costs.extra()
+        if not fitting or extra is None or extra <= 0:
+            return drafts
+        sure = sum(stream.last is not None and not stream.cancelled for stream in self._active)
+        shortest = max(1, self.speculation.draft_n_min)
+        for stream, length in zip(fitting, fitted_lengths(chances, extra, sure)):
+            drafts[stream.seq] = drafts[stream.seq][:length] if length >= shortest else []
         return drafts
 
     def _checked(self, stream: _Stream, index: int, draft: list[int]) -> list[int]:
@@ -205,10 +241,13 @@ class Decoder:
         the draft's accepted start and the id after it, the rejected rest dropped from its cells."""
         written = checked(draft, lambda i: self.llama.sample(stream.sampler, index + i))  # type: ignore[arg-type]
         if draft:
+            taken = len(written) - 1
             stream.gen.drafted += len(draft)
-            stream.gen.accepted += len(written) - 1
-            if not stream.drafted_by_model:
-                stream.drafter.accepted(len(draft), len(written) - 1)  # type: ignore[union-attr]
+            stream.gen.accepted += taken
+            if stream.fit is not None:
+                stream.fit.record(len(draft), taken)
+            if not stream.drafted_by_model:  # (the drafter hears of its whole draft, as a reply's does: local.py)
+                stream.drafter.accepted(stream.offered, stream.offered if taken == len(draft) else taken)  # type: ignore[union-attr]
             stream.position -= len(draft) + 1 - len(written)
             if len(written) <= len(draft):
                 self.llama.seq_drop(stream.seq, stream.position)
