@@ -230,6 +230,7 @@ class WholeContext:
 
     def keep(self, n: int) -> None:
         self.llama.keep(n)  # type: ignore[attr-defined]
+        self.llama.seq_drop(0, len(self.cached))  # type: ignore[attr-defined]  (nothing stale after, as eval)
 
 
 class DraftSequence:
