@@ -13,15 +13,13 @@ sampler chain (its settings, seed and grammar)::
     seq 2   [system prompt][line 2 ...] -> token    } one batch a step
     seq 3   [system prompt][line 3 ...] -> token   /
 
-With an n-gram ``--spec-type`` on, a line whose history offers a draft
-puts the draft after its token in the same batch and is sampled position by position as a single reply is
-(``LocalEngine._checked``); its rejected cells are dropped at once. Unless ``--spec-draft-fit off``, the
-step's drafts are cut together to what pays beside the tokens the lines write anyway
-(``draft_fit.fitted_lengths``), what a drafted position costs timed from the decoder's own steps. A draft
-model (``-md``) has a context
-with a sequence for each line too (``speculative.DraftSequence``), and drafts for all the lines that want
-one at once, one batch of the draft model a drafted position (``speculative.draft_greedily``), before the
-step's batch.
+With an n-gram ``--spec-type`` on, a line whose history offers a draft puts the draft after its token in
+the same batch and is sampled position by position as a single reply is (``LocalEngine._checked``); its
+rejected cells are dropped at once. A draft model (``-md``) has a context with a sequence for each line too
+(``speculative.DraftSequence``), and drafts for all the lines that want one at once, one batch of the draft
+model a drafted position (``speculative.draft_greedily``), before the step's batch. Unless
+``--spec-draft-fit off``, the step's drafts are then cut together to what pays beside the tokens the lines
+write anyway (``draft_fit.fitted_lengths``), what a drafted position costs timed from the decoder's steps.
 
 When a line is done its cells are dropped and the next line starts there. The shared prefix (seq 0) is
 the common prefix of the first two prompts, when 16 tokens or more. Sequences share every cell of the

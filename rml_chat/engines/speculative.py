@@ -141,8 +141,9 @@ class Speculation:
 
     def _describe(self, spec_type: str) -> str:
         if spec_type == "draft-simple":
-            return f"draft-simple (a draft model, {self.draft_model_n_max} tokens a draft)" if self.draft_model is not None else \
-                "draft-simple (drafts nothing: it needs -md FILE)"
+            if self.draft_model is None:
+                return "draft-simple (drafts nothing: it needs -md FILE)"
+            return f"draft-simple (a draft model, {self.draft_model_n_max} tokens a draft)"
         sizes = ", ".join(f"{name}={value}" for name, value in self.sizes(spec_type).items())
         bounds = f"drafts of {self.draft_n_min}-{self.draft_n_max} tokens" if self.draft_n_max >= 0 else \
             f"drafts of at least {self.draft_n_min} tokens" if self.draft_n_min > 0 else ""
