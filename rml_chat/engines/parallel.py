@@ -67,6 +67,11 @@ class _Stream:
     fit: DraftFit | None = None  # what its drafts' tokens were taken, for the cut (--spec-draft-fit)
     history: list[int] = field(default_factory=list)  # the drafts' source: the prompt, the reply before ``last``
 
+    @property
+    def drafting(self) -> bool:
+        """Whether the line drafts (its n-gram types, or the draft model)."""
+        return self.drafter is not None or self.draft_place is not None
+
 
 class Decoder:
     """The context's owner: streams in, one batch a step, ids out (module docstring)."""
@@ -132,12 +137,12 @@ class Decoder:
         model = self.speculation.draft_model
         if model is not None and "draft-simple" in self.speculation.types:
             stream.draft_place = DraftSequence(model, stream.seq, self.slots)
-        if (stream.drafter is not None or stream.draft_place is not None) and self.speculation.draft_fit:
+        if stream.drafting and self.speculation.draft_fit:
             stream.fit = DraftFit(self._step_costs)
         stream.sampler = self.llama.sampler(stages(replace(s, seed=seed), grammar=stream.grammar is not None,
                                                    stop_ids=sorted(stream.stops)), stream.grammar,
                                             history=prompt, seq=stream.seq, on_device=s.backend_sampling,
-                                            drafting=stream.drafter is not None or stream.draft_place is not None)
+                                            drafting=stream.drafting)
         if stream.budget <= 0:
             self._finish(stream)
             return
@@ -171,7 +176,7 @@ class Decoder:
             if not take or room < len(take):
                 continue
             room -= len(take)
-            if stream.last is not None:
+            if stream.last is not None and stream.drafting:
                 stream.history.append(stream.last)
             wants = stream.last is not None or not stream.pending
             for i, token in enumerate(take):
@@ -224,6 +229,7 @@ class Decoder:
         written anyway); as drafted where the cut is off or no cost is known yet, and none where the cut
         leaves less than ``--spec-draft-n-min``."""
         fitting = [stream for stream in self._active if stream.fit is not None and drafts.get(stream.seq)]
+        # (asked even where no cost is known yet: asking ages a line's earlier drafts, as DraftFit.length does)
         chances = [stream.fit.chances(len(drafts[stream.seq])) for stream in fitting]  # type: ignore[union-attr]
         extra = self._step_costs.extra()
         if not fitting or extra is None or extra <= 0:
