@@ -13,6 +13,8 @@ Rejecting the input instead would lose what was typed; replacing keeps every val
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -67,6 +69,23 @@ def without_bom(text: str) -> str:
     """The text without a leading byte-order mark (U+FEFF: editors on Windows start UTF-8 files with one;
     it is no part of the text)."""
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_limited(path: str | os.PathLike, limit: int = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of the file at ``path``, or OSError (``err.strerror`` says why, as for a missing file).
+
+    A file, a pipe or a device that holds more than ``limit`` bytes is refused once ``limit + 1`` are read,
+    so ``/dev/zero`` or a pipe that never ends costs ``limit`` bytes, not all the memory there is::
+
+        >>> read_limited("/dev/zero", limit=4)
+        Traceback (most recent call last):
+        OSError: [Errno 27] more than 4 bytes
+    """
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"more than {limit:,} bytes")
+    return data
 
 
 def read_stdin(limit: int = MAX_TEXT_BYTES) -> str:

@@ -13,6 +13,8 @@ import io
 import json
 import os
 import random
+import resource
+import stat
 import subprocess
 import sys
 import threading
@@ -23,13 +25,14 @@ from conftest import model_path, smollm_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rml_chat.core.conversation import Conversation
+from rml_chat.core.conversation import MAX_CHAT_BYTES, Conversation
 from rml_chat.core.model import load_model
 from rml_chat.core.session import ChatSession
 from rml_chat.core.settings import SETTINGS
 from rml_chat.errors import EXIT_CODES
 from rml_chat.frontends import cli
 from rml_chat.frontends.repl import Repl
+from rml_chat.text_input import MAX_TEXT_BYTES
 
 ENTER = "\r"
 
@@ -271,6 +274,50 @@ def test_corrupt_load_files_are_one_line_and_the_conversation_survives(session, 
     assert [m.content for m in session.conversation.messages] == ["keep me", "kept"]
     out = drive(session, [f"/load {paths[-1]}" + ENTER], tmp_path, capsys)  # readable once decoded: loaded
     assert "not valid UTF-8" in out and session.conversation.messages[0].content == "caf\ufffd"
+
+
+def test_files_that_never_end_or_are_not_files_are_one_line_and_the_conversation_survives(session, tmp_path,
+                                                                                          capsys) -> None:
+    """A file past its bound read as a chat, a schema or a grammar is refused once the bound is read (zeros
+    in sparse files here; /dev/zero in a child process below); /save onto a FIFO is refused (renamed over, a
+    FIFO or a device would be lost); /save through a link writes the file it names."""
+    session.conversation = Conversation(None, [{"role": "user", "content": "keep me"},
+                                               {"role": "assistant", "content": "kept"}])
+    chat, text = tmp_path / "huge.json", tmp_path / "huge.txt"
+    for path, size in ((chat, MAX_CHAT_BYTES + 1), (text, MAX_TEXT_BYTES + 1)):
+        with path.open("wb") as sparse:
+            sparse.truncate(size)
+    fifo, real, link = tmp_path / "fifo", tmp_path / "real.json", tmp_path / "link.json"
+    os.mkfifo(fifo)
+    real.write_text("{}")
+    link.symlink_to(real)
+    out = drive(session, [f"/load {chat}" + ENTER, f"/schema @{text}" + ENTER, f"/grammar @{text}" + ENTER,
+                          f"/save {fifo}" + ENTER, f"/save {link}" + ENTER], tmp_path, capsys)
+    assert f"error: {chat}: can't read (more than 134,217,728 bytes)" in out
+    assert f"error: /schema: {text}: more than 8,388,608 bytes" in out
+    assert f"error: /grammar: {text}: more than 8,388,608 bytes" in out
+    assert f"error: {fifo}: not a regular file (a folder, a FIFO or a device); give a file's path" in out
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink()
+    assert [m["content"] for m in json.loads(real.read_text())["messages"]] == ["keep me", "kept"]
+    assert [m.content for m in session.conversation.messages] == ["keep me", "kept"]
+    assert "Traceback" not in out and "internal error" not in out
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["--grammar-file", "/dev/zero"], "rml-chat: usage: --grammar-file: /dev/zero: more than 8,388,608 bytes "
+                                     "(rml-chat --help lists the flags)"),
+    (["-j", "@/dev/zero"], "rml-chat: usage: --json-schema: /dev/zero: more than 8,388,608 bytes "
+                               "(rml-chat --help lists the flags)"),
+    (["--resume", "/dev/zero"], "rml-chat: chat: /dev/zero: can't read (more than 134,217,728 bytes)")])
+def test_a_flag_naming_a_file_that_never_ends_is_one_line(args: list[str], line: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", *args, "-p", "hi"], capture_output=True, text=True,
+                          timeout=120, preexec_fn=_memory_capped)
+    assert done.stderr.strip() == line and done.returncode == (2 if "usage" in line else 1), done.stderr
+
+
+def _memory_capped() -> None:
+    """In the child: 4 GB of address space, so a regression that reads without bound fails, not the machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
 
 
 def test_a_turn_that_fails_unexpectedly_does_not_end_the_session(session, tmp_path, capsys, monkeypatch) -> None:

@@ -6,15 +6,21 @@ minutes the first time, then reused). Requests are bounded: a few tokens each, t
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import io
 import json
+import resource
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import ROOT, model_path
 
 from rml_chat.core.model import load_model
 from rml_chat.core.session import ChatSession, SessionOptions
+from rml_chat.engines import server as server_engine
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
 from rml_chat.engines.server import ServerEngine, ServerError
@@ -295,3 +301,44 @@ def test_a_lazy_grammar_reaches_the_server_as_patterns_and_holds_as_it_does_loca
     free, lazy, inside, outside = theirs
     assert theirs == ours and "Paris" in free and inside == free
     assert lazy == outside == free[:free.index("Paris")] + "Paris (a lazy grammar wrote this)."
+
+
+class _Endless(http.server.BaseHTTPRequestHandler):
+    """A server that is not llama-server: every answer is JSON's whitespace, without end."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        with contextlib.suppress(OSError):  # (the client hung up: what it read was enough)
+            while True:
+                self.wfile.write(b" " * 2**20)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_server_whose_answer_never_ends_is_refused_in_one_line_not_read_into_memory() -> None:
+    endless = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Endless)
+    threading.Thread(target=endless.serve_forever, daemon=True).start()
+    try:
+        done = subprocess.run([sys.executable, "-m", "rml_chat", "--server",
+                               f"http://127.0.0.1:{endless.server_address[1]}", "-p", "hi"],
+                              capture_output=True, text=True, timeout=120, preexec_fn=_memory_capped)
+    finally:
+        endless.shutdown()
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip() == (f"rml-chat: server: http://127.0.0.1:{endless.server_address[1]}/props: an answer "
+                                   "of more than 67,108,864 bytes; is it llama.cpp's llama-server?")
+
+
+@pytest.mark.whitebox
+def test_a_streamed_event_that_never_ends_is_refused() -> None:
+    line = io.BufferedReader(io.BytesIO(b"data: {" + b" " * server_engine.MAX_ANSWER_BYTES + b"}\n"))
+    with pytest.raises(ServerError, match="a streamed event of more than 67,108,864 bytes"):
+        next(server_engine._events(line, "http://127.0.0.1:1"))
+
+
+def _memory_capped() -> None:
+    """In the child: 4 GB of address space, so a regression that reads without bound fails, not the machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))

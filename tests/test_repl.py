@@ -306,6 +306,18 @@ def _streaming(term: Terminal, message: bytes, chars: int = 200) -> None:
     term.read_until(lambda out: len(out) - accepted > chars)
 
 
+def test_stray_escape_codes_typed_into_the_prompt_are_dropped_and_the_line_kept(tmp_path) -> None:
+    """A colour code pasted without bracketed paste reads as a mouse report (ESC [ 31 m); prompt_toolkit's own
+    handler failed on it with a traceback and "Press ENTER to continue". Malformed and well-formed reports,
+    and a cursor-position report, leave what was typed as it was."""
+    term = Terminal(tmp_path, "--temp", "0", "-n", "4")
+    term.prompt_ready()
+    term.ask(b"red \x1b[31mtext\x1b[0m and \x1b[<1;2m\x1b[<0;10;5M\x1b[12;40R done", b"stop: length")
+    term.ask(b"/history", b"1 user      red text and  done")
+    assert term.finish() == 0
+    assert b"Traceback" not in term.output and b"Press ENTER" not in term.output
+
+
 def test_keys_typed_during_a_reply_wait_for_the_next_prompt_and_never_enter_the_reply(tmp_path) -> None:
     term = Terminal(tmp_path, "--temp", "0", "-n", "120")
     term.prompt_ready()

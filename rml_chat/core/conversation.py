@@ -29,6 +29,8 @@ from ..errors import AppError
 from ..words import counted
 from .message import Message, MessageError
 
+MAX_CHAT_BYTES = 16 * text_input.MAX_TEXT_BYTES  # a saved chat: its messages and the paths /edit left
+
 
 class ChatError(AppError):
     """A turn that can't be run, or a conversation file that can't be used; one line for the user."""
@@ -194,6 +196,10 @@ class Conversation:
         """Write atomically: a temporary file beside the target, then rename (the old file stays intact
         if anything fails)."""
         path = Path(path).expanduser()
+        if path.is_symlink():  # (the link stays; the file it names is written)
+            path = Path(os.path.realpath(path))
+        if path.exists() and not path.is_file():  # (renamed over, a device such as /dev/full would be lost)
+            raise ChatError(f"{path}: not a regular file (a folder, a FIFO or a device); give a file's path")
         text = json.dumps(self.to_json(), ensure_ascii=False, indent=1) + "\n"
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
@@ -214,7 +220,7 @@ class Conversation:
     def load(cls, path: Path) -> Conversation:
         path = Path(path).expanduser()
         try:
-            data = path.read_bytes()
+            data = text_input.read_limited(path, MAX_CHAT_BYTES)
         except OSError as err:
             raise ChatError(f"{path}: can't read ({err.strerror})") from None
         try:

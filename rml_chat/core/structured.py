@@ -41,7 +41,7 @@ def _text_or_file(value: str, flag: str) -> str:
         return value
     path = Path(value[1:]).expanduser()
     try:
-        return text_input.from_bytes(path.read_bytes(), str(path))
+        return text_input.from_bytes(text_input.read_limited(path), str(path))
     except OSError as err:
         raise UsageError(f"{flag}: {path}: {err.strerror}") from None
 

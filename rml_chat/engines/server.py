@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from ..errors import AppError, UsageError
 from .base import Generation, Progress, Sampling, Shifted, common_prefix, trigger_patterns, triggers_of
 
+MAX_ANSWER_BYTES = 64 * 2**20  # one JSON answer or one streamed event (/props holds the chat template: ~100 kB)
 PROBE = "Hello, world! 123 — Grüße, 日本語 👋 <tag> and\nnew lines"
 
 
@@ -77,11 +78,14 @@ class ServerEngine:
             conn.request(method, path, body=json.dumps(body) if body is not None else None,
                          headers={"Content-Type": "application/json"})
             response = conn.getresponse()
-            data = response.read()
+            data = response.read(MAX_ANSWER_BYTES + 1)
         except (OSError, http.client.HTTPException) as err:
             raise ServerError(f"{self.url}{path}: {_why(err)}") from None
         finally:
             conn.close()
+        if len(data) > MAX_ANSWER_BYTES:
+            raise ServerError(f"{self.url}{path}: an answer of more than {MAX_ANSWER_BYTES:,} bytes; is it llama.cpp's "
+                              "llama-server?")
         if response.status != 200:
             raise ServerError(f"{self.url}{path}: HTTP {response.status} ({data[:200].decode('utf-8', 'replace')})")
         try:
@@ -219,11 +223,13 @@ def _events(response: http.client.HTTPResponse, url: str) -> Iterator[dict]:
     """The server-sent events of a streamed completion, as JSON objects."""
     while True:
         try:
-            line = response.readline()
+            line = response.readline(MAX_ANSWER_BYTES + 1)
         except (OSError, http.client.HTTPException) as err:
             raise ServerError(f"{url}: the reply broke off ({_why(err)})") from None
         if not line:
             return
+        if len(line) > MAX_ANSWER_BYTES:
+            raise ServerError(f"{url}: a streamed event of more than {MAX_ANSWER_BYTES:,} bytes")
         line = line.strip()
         if not line.startswith(b"data:"):
             continue

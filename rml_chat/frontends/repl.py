@@ -26,6 +26,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.keys import Keys
 
 from tokenizer import TokenizerError
 from tokenizer.chat import ChatFormatError
@@ -65,8 +66,21 @@ class _SlashCompleter(Completer):
                     yield Completion(name, start_position=-len(text))
 
 
-def _key_bindings() -> KeyBindings:
+def _mouse_reports_dropped() -> KeyBindings:
+    """Keys that look like a terminal's mouse report are dropped. The chat turns no mouse reporting on, and
+    what matches a report is often something else: a colour code such as ``ESC [ 31 m`` pasted without
+    bracketed paste reads as one, and prompt_toolkit's own mouse handler then fails with a traceback."""
     kb = KeyBindings()
+
+    @kb.add(Keys.Vt100MouseEvent)
+    def _mouse_report(event) -> None:
+        pass
+
+    return kb
+
+
+def _key_bindings() -> KeyBindings:
+    kb = _mouse_reports_dropped()
 
     @kb.add("escape", "enter")
     def _newline(event) -> None:
@@ -171,7 +185,8 @@ class Repl:
         if tools is not None:  # nothing runs unasked: each call is put to the user
             from .tools_setup import Consent
 
-            tools.approve = Consent(PromptSession(input=input, output=output), self._say)  # type: ignore[attr-defined]
+            tools.approve = Consent(PromptSession(input=input, output=output, key_bindings=_mouse_reports_dropped()),
+                                    self._say)  # type: ignore[attr-defined]
             tools.shown = lambda line: self._say(dim(line))  # type: ignore[attr-defined]
 
     # ----- the loop ----------------------------------------------------------------------
