@@ -315,6 +315,17 @@ def test_a_flag_naming_a_file_that_never_ends_is_one_line(args: list[str], line:
     assert done.stderr.strip() == line and done.returncode == (2 if "usage" in line else 1), done.stderr
 
 
+@pytest.mark.parametrize("parallel", ["1", "2"])
+def test_a_batch_line_that_never_ends_is_its_own_error_and_the_inputs_end(parallel: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--batch", "/dev/zero", "-np", parallel], text=True,
+                          capture_output=True, timeout=120, preexec_fn=_memory_capped)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [{"id": None, "line": 1, "ok": False, "error": {
+        "kind": "input", "message": "more than 134,217,728 bytes with no newline (a line holds one prompt or one "
+                                    "conversation); the lines after it were not read"}}]
+    assert done.stderr.strip() == "rml-chat: batch: 0 of 1 line ran cleanly; not: line 1"
+
+
 def _memory_capped() -> None:
     """In the child: 4 GB of address space, so a regression that reads without bound fails, not the machine."""
     resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))

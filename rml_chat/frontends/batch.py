@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import queue
+import stat
 import sys
 import threading
 import time
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import TextIO
 
 from .. import text_input
-from ..core.conversation import ChatError, Conversation
+from ..core.conversation import MAX_CHAT_BYTES, ChatError, Conversation
 from ..core.message import Message
 from ..core.session import ChatSession
 from ..core.settings import ON_OFF, SAMPLING, SETTINGS, SettingError, sampling_value, settable
@@ -50,6 +52,7 @@ from .scripted import result_json
 _TEXT_KEYS = ("id", "prompt", "system", "schema", "grammar", "messages")
 SAMPLING_KEYS = tuple(row.name for row in SETTINGS if row.settable and row.group == SAMPLING)
 PROMPT_KEYS = ("think", "reasoning_effort")  # the session's, set for the line and put back after it
+MAX_LINE_BYTES = MAX_CHAT_BYTES  # a line: one prompt or a whole conversation, as a saved chat
 
 
 @dataclass
@@ -64,11 +67,19 @@ class Job:
     history: list[Message] = field(default_factory=list)  # a ``messages`` line's conversation before the prompt
 
 
-def _lines(path: str) -> Iterator[tuple[int, str]]:
-    """The input's lines, numbered from 1, each under the text policy."""
+def _lines(path: str) -> Iterator[tuple[int, str | AppError]]:
+    """The input's lines, numbered from 1, each under the text policy. A line with no newline in its first
+    ``MAX_LINE_BYTES`` (``--batch /dev/zero``) is that line's error and the input's end: where the next line
+    starts can't be known without reading on without bound."""
     source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (closed below)
     try:
-        for number, raw in enumerate(source, 1):
+        number = 0
+        while raw := source.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                yield number, AppError(f"more than {MAX_LINE_BYTES:,} bytes with no newline (a line holds one "
+                                       "prompt or one conversation); the lines after it were not read", "input")
+                return
             text = text_input.from_bytes(raw, "the batch input" if path == "-" else path)
             yield number, text_input.without_bom(text) if number == 1 else text
     finally:
@@ -76,8 +87,11 @@ def _lines(path: str) -> Iterator[tuple[int, str]]:
             source.close()
 
 
-def parse_job(number: int, text: str, session: ChatSession, constraints: dict[str, Constraint]) -> Job:
-    """One input line as a job, or AppError saying what is wrong with it."""
+def parse_job(number: int, text: str | AppError, session: ChatSession, constraints: dict[str, Constraint]) -> Job:
+    """One input line as a job, or AppError saying what is wrong with it (``text`` is one already where the
+    line could not be read: ``_lines``)."""
+    if isinstance(text, AppError):
+        raise text
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -204,17 +218,23 @@ class _Progress:
 
 
 def _count_lines(path: str) -> int | None:
+    """A file's lines, for the progress line's n/N; None for stdin, a pipe or a device (which may never end)."""
     if path == "-":
         return None
     try:
         with open(path, "rb") as handle:
-            return sum(1 for _ in handle)
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            lines, last = 0, b"\n"
+            while chunk := handle.read(2**20):  # (in chunks: a line may be longer than memory should hold)
+                lines, last = lines + chunk.count(b"\n"), chunk[-1:]
+            return lines + (last != b"\n")
     except OSError as err:
         raise AppError(f"--batch: {path}: {err.strerror}", "input") from None
 
 
-def _failed(text: str, number: int, err: AppError) -> dict:
-    return {"id": _id_of(text, number), "line": number, "ok": False,
+def _failed(text: str | AppError, number: int, err: AppError) -> dict:
+    return {"id": _id_of(text, number) if isinstance(text, str) else None, "line": number, "ok": False,
             "error": {"kind": err.kind, "message": one_line(str(err))}}
 
 
@@ -271,7 +291,7 @@ def run_parallel(session: ChatSession, args: argparse.Namespace) -> int:
 
     try:
         for number, text in _lines(args.batch):
-            if not text.strip():
+            if isinstance(text, str) and not text.strip():
                 continue
             try:
                 jobs.put((count, parse_job(number, text, session, constraints), text))
@@ -305,7 +325,7 @@ def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
     done = 0
     try:
         for number, text in _lines(args.batch):
-            if not text.strip():
+            if isinstance(text, str) and not text.strip():
                 continue
             try:
                 out = run_job(session, parse_job(number, text, session, constraints), base)

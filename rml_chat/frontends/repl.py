@@ -25,7 +25,7 @@ from pathlib import Path
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.history import InMemoryHistory
-from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.key_binding import KeyBindings, KeyBindingsBase, merge_key_bindings
 from prompt_toolkit.keys import Keys
 
 from tokenizer import TokenizerError
@@ -43,6 +43,7 @@ from ..terminal import RESET, cells, known_width, visible
 from ..terminal import dim as styled_dim
 from ..tools import loop as tool_loop
 from ..words import counted
+from .external_editor import editor_key
 from .history import FENCE, BlockHistory, SafeFileHistory, block_closed, history_path
 from .markdown_table import wrap_runs
 from .progress import EvalProgress
@@ -79,8 +80,8 @@ def _mouse_reports_dropped() -> KeyBindings:
     return kb
 
 
-def _key_bindings() -> KeyBindings:
-    kb = _mouse_reports_dropped()
+def _key_bindings() -> KeyBindingsBase:
+    kb = KeyBindings()
 
     @kb.add("escape", "enter")
     def _newline(event) -> None:
@@ -93,7 +94,8 @@ def _key_bindings() -> KeyBindings:
             buffer.history.keep(buffer.text)  # nothing typed is lost: Up brings it back
         event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
-    return kb
+    editor = editor_key(lambda note: print(dim(f"note: {visible(note)}"), flush=True))  # (Ctrl-X Ctrl-E)
+    return merge_key_bindings([_mouse_reports_dropped(), editor, kb])
 
 
 def dim(text: str) -> str:
@@ -175,7 +177,7 @@ class Repl:
         self.commands = Commands(self)
         self.prompt = PromptSession(history=store, key_bindings=_key_bindings(), input=input, output=output,
                                     enable_history_search=False, completer=_SlashCompleter(self.commands.names()),
-                                    complete_while_typing=False, enable_open_in_editor=True)  # (Ctrl-X Ctrl-E)
+                                    complete_while_typing=False)
         self.autosave_path = autosave or new_autosave_path(session.model.name)  # (a resumed chat's goes on)
         self._autosave_failed = False
         self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
