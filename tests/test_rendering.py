@@ -211,6 +211,20 @@ def test_what_is_written_grows_with_the_reply_not_with_the_screen() -> None:
 
 
 @pytest.mark.offline
+def test_a_table_with_more_columns_than_the_terminal_has_room_for_is_its_markdown_folded() -> None:
+    """Six columns of at least 3 cells and 5 gaps of 3 need 33 columns: at 40 they are columns, at 30 the
+    rows are the Markdown, folded at spaces (before, lines wider than the terminal broke the layout)."""
+    table = ("| alpha | beta | gamma | delta | epsilon | zeta |\n|---|---|---|---|---|---|\n"
+             "| 1 | 2 | 3 | 4 | 5 | a\\|b |\n\nafter\n")
+    rows, _ = drawn(table, 3, columns=40, color=False)
+    assert rows[:4] == ["alph │ beta │ gamm │ delt │ epsi │ zeta", "a    │      │ a    │ a    │ lon  │",
+                        "─────┼──────┼──────┼──────┼──────┼─────", "1    │ 2    │ 3    │ 4    │ 5    │ a|b"]
+    rows, _ = drawn(table, 3, columns=30, color=False)
+    assert rows[:7] == ["| alpha | beta | gamma |", "delta | epsilon | zeta |", "| --- | --- | --- | --- | ---",
+                        "| --- |", "| 1 | 2 | 3 | 4 | 5 | a\\|b |", "", "after"]
+
+
+@pytest.mark.offline
 def test_a_table_that_proves_not_to_be_one_is_text_and_an_unclosed_fence_ends_with_the_reply() -> None:
     rows, _ = drawn("| not a table\nplain **text**\n```sh\nls -l", 2, color=False)
     assert rows[:4] == ["| not a table", "plain text", "```sh", "  ls -l"]

@@ -3,7 +3,9 @@
 A table streams in row by row, so its column widths are chosen from the rows seen so far (the header and up
 to ``ROWS_MEASURED`` rows) and kept for the rows after them; a later, longer cell wraps inside its column.
 When the widths' sum is wider than the terminal, the widest columns give way first (each keeps at least
-``NARROWEST`` columns). Worked example on a 30-column terminal::
+``NARROWEST`` columns). A table with more columns than that leaves room for is drawn as Markdown writes
+it, a row a line folded at spaces (as glow does): columns wider than the terminal would be broken by it
+into lines that no longer line up. Worked example on a 30-column terminal::
 
     | Tool | What it does |                 Tool   │        What it does
     |---|--:|                        →      ───────┼────────────────────
@@ -55,6 +57,7 @@ class Table:
     aligns: list[str]  # "<", ">" or "^" a column
     rows: list[list[str]] = field(default_factory=list)
     widths: list[int] = field(default_factory=list)  # empty until fixed
+    as_text_in: int = 0  # the terminal's columns, where the table is drawn as its Markdown (too many columns)
 
     @classmethod
     def of(cls, header: str, delimiter: str) -> Table:
@@ -71,6 +74,8 @@ class Table:
         """Widths that fit ``columns`` for the rows held, kept from now on."""
         natural = [max(NARROWEST, *(_shown_width(row[i]) for row in [self.header, *self.rows]))
                    for i in range(len(self.header))]
+        if NARROWEST * len(natural) + cells(GAP) * (len(natural) - 1) > columns:
+            self.as_text_in = columns
         room = max(columns - cells(GAP) * (len(natural) - 1), NARROWEST * len(natural))
         cap = max(natural)
         while sum(min(width, cap) for width in natural) > room and cap > NARROWEST:
@@ -79,13 +84,21 @@ class Table:
         return self.widths
 
     def header_lines(self) -> list[list[Run]]:
+        if self.as_text_in:
+            return self._lines(self.header, BOLD) + self._as_text(["---"] * len(self.header), 0)
         rule = "─┼─".join("─" * width for width in self.widths)
         return self._lines(self.header, BOLD) + [[(0, rule)]]
 
     def row_lines(self, row: list[str]) -> list[list[Run]]:
         return self._lines(row, 0)
 
+    def _as_text(self, row: list[str], base: int) -> list[list[Run]]:
+        markdown = "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+        return wrap_runs([(base, markdown)], self.as_text_in)
+
     def _lines(self, row: list[str], base: int) -> list[list[Run]]:
+        if self.as_text_in:
+            return self._as_text(row, base)
         wrapped = [wrap_runs(plain_runs(cell, base), width) for cell, width in zip(row, self.widths)]
         lines = []
         for at in range(max(len(cell) for cell in wrapped)):
