@@ -214,6 +214,18 @@ def test_a_closed_output_pipe_is_one_line_and_exit_141() -> None:
     assert err.strip().splitlines()[-1] == "rml-chat: closed: the output was closed before everything was written"
 
 
+@pytest.mark.parametrize("args", [["-p", "hi", "-n", "3"], ["-p", "hi", "-n", "3", "--json"], ["--models"],
+                                  ["--version"], ["--help"], ["--help", "all"]])
+def test_an_output_with_no_room_is_one_line_and_exit_1(args: list[str]) -> None:
+    """stdout on a full device (``> /dev/full``): one line, not "internal error" (nor, for --help, exit 0
+    with nothing written)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "rml_chat", *args], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip() == "rml-chat: output: can't write to stdout (No space left on device)"
+
+
 # ----- model files ------------------------------------------------------------------------------------
 
 def test_a_tokenizer_that_does_not_fit_the_weights_is_caught_before_the_first_token() -> None:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from .. import text_input
 from ..core.settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
-from ..errors import EXIT_CLOSED, EXIT_CODES, EXIT_INTERRUPTED, AppError, UsageError, report
+from ..errors import EXIT_CLOSED, EXIT_CODES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, UsageError, report
 from ..terminal import visible
 from .help_screens import HelpAction
 
@@ -282,6 +283,8 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
     except AppError as err:
         return report(str(err), err.kind, err.exit_code, as_json)
     except Exception as err:  # the last line of defence: still one line, never a traceback
+        if _output_failed(err):
+            return report(f"can't write to stdout ({err.strerror})", "output", EXIT_ERROR, False)
         from tokenizer.chat import ChatFormatError
 
         if isinstance(err, ChatFormatError):
@@ -290,6 +293,16 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
             traceback.print_exc()
         return report(f"internal error ({type(err).__name__}: {err}); please report it"
                       + ("" if verbose else " (--verbose shows the traceback)"), "internal", 1, as_json)
+
+
+def _output_failed(err: BaseException) -> TypeGuard[OSError]:
+    """A write to stdout that failed for lack of room or a broken device (``> /dev/full``, a full disk):
+    every file rml-chat opens itself says its own name when it fails, so an OSError with no file name and
+    one of these reasons is the output's."""
+    return isinstance(err, OSError) and err.filename is None and err.errno in _OUTPUT_ERRNOS
+
+
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
 def _cap_from_environment(parse, text: str) -> int:
@@ -312,7 +325,10 @@ def run() -> None:
         _detach_stdout()
         if code != EXIT_CLOSED:  # (main said so already when a write failed)
             code = report("the output was closed before everything was written", "closed", EXIT_CLOSED, False)
-    except (OSError, ValueError):
+    except OSError as err:
+        if _output_failed(err) and code == EXIT_OK:
+            code = report(f"can't write to stdout ({err.strerror})", "output", EXIT_ERROR, False)
+    except ValueError:
         pass
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()

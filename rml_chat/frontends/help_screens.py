@@ -59,5 +59,6 @@ class HelpAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
         if values not in ("", "all", *self.groups):
             parser.error(f"{option_string} {values}: no such help; all, or a group: {', '.join(self.groups)}")
-        parser._print_message(render(parser, self.groups, values), sys.stdout)
+        sys.stdout.write(render(parser, self.groups, values))
+        sys.stdout.flush()  # (here, so that a failed write is the one error line, not argparse's silence)
         parser.exit()
