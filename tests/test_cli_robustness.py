@@ -226,6 +226,22 @@ def test_an_output_with_no_room_is_one_line_and_exit_1(args: list[str]) -> None:
     assert done.stderr.strip() == "rml-chat: output: can't write to stdout (No space left on device)"
 
 
+@pytest.mark.parametrize("redirect", ["2>&-", "2</dev/null"], ids=["closed", "open for reading"])
+def test_with_stderr_closed_a_run_writes_its_reply_and_nothing_else(redirect: str) -> None:
+    """``2>&-`` (and a descriptor 2 that can't be written, as a launcher started with it closed may leave):
+    the notes go nowhere, the reply to stdout, exit 0. Before, the first note failed (EBADF): exit 1."""
+    done = subprocess.run(["bash", "-c", f'exec "$0" -m rml_chat "$@" {redirect}', sys.executable, "-p", "Say hi.",
+                           "-n", "4", "--temp", "0", "--verbose"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() and done.stderr == "", done
+    assert "rml-chat" not in done.stdout and "loading" not in done.stdout
+
+
+def test_with_stdout_closed_there_is_one_line_and_exit_141() -> None:
+    done = subprocess.run(["bash", "-c", 'exec "$0" -m rml_chat "$@" >&-', sys.executable, "-p", "hi"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 141 and done.stderr == "rml-chat: closed: stdout is closed: nowhere to write\n"
+
+
 # ----- model files ------------------------------------------------------------------------------------
 
 def test_a_tokenizer_that_does_not_fit_the_weights_is_caught_before_the_first_token() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import fcntl
 import os
 import sys
 import traceback
@@ -272,6 +273,9 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
     as_json = "--json" in args_text
     verbose = "--verbose" in args_text
     phase = ["starting"]  # what an interruption interrupts
+    _closed_stderr_to_devnull()
+    if sys.stdout is None:  # (>&-)
+        return report("stdout is closed: nowhere to write", "closed", EXIT_CLOSED, False)
     try:
         return _main(args_text, phase, free)
     except KeyboardInterrupt:
@@ -293,6 +297,26 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
             traceback.print_exc()
         return report(f"internal error ({type(err).__name__}: {err}); please report it"
                       + ("" if verbose else " (--verbose shows the traceback)"), "internal", 1, as_json)
+
+
+def _closed_stderr_to_devnull() -> None:
+    """``2>&-``: no notes wanted. File descriptor 2 becomes /dev/null, so that neither our notes nor
+    llama.cpp's fail on it (a note failing with EBADF ended the run with exit 1), and ``sys.stderr`` is
+    never None (``print(file=None)`` would put the notes into the output). A descriptor 2 that can't be
+    written counts as closed: a launcher started with it closed (pyenv's shim) may have opened a file of
+    its own there, for reading."""
+    try:
+        writable = fcntl.fcntl(2, fcntl.F_GETFL) & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+    except OSError:
+        writable = False
+    if not writable:
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != 2:
+                os.dup2(null, 2)
+                os.close(null)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 (the process's stderr, open to its end)
 
 
 def _output_failed(err: BaseException) -> TypeGuard[OSError]:
@@ -320,7 +344,8 @@ def run() -> None:
     if (mcp_tools := sys.modules.get("rml_chat.tools.mcp_tools")) is not None:  # (never imported for it)
         mcp_tools.end_all()  # the MCP servers and the processes they started end with us
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except BrokenPipeError:
         _detach_stdout()
         if code != EXIT_CLOSED:  # (main said so already when a write failed)
