@@ -394,6 +394,23 @@ def test_the_repl_autosaves_every_turn_and_survives_a_full_disk(session, tmp_pat
     assert len(json.loads((tmp_path / "autosave.json").read_text())["messages"]) == 8  # … nor on disk, once saved
 
 
+def test_a_sessions_folder_that_is_a_file_is_said_once_in_plain_words(session, tmp_path, capsys) -> None:
+    session.conversation = Conversation()
+    folder = tmp_path / "sessions"
+    folder.write_text("not a folder")
+    with create_pipe_input() as pipe:
+        pipe.send_text("one" + ENTER + "two" + ENTER)
+        pipe.close()
+        repl = Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history",
+                    autosave=folder / "chat.json")
+        assert repl.run() == 0
+    out = capsys.readouterr().out
+    assert out.count("note: autosave failed") == 1
+    assert (f"note: autosave failed (the sessions folder {folder}: a file, not a folder); the conversation is "
+            "still here — /save FILE keeps it") in out.replace("\n", " ")
+    assert len(session.conversation.messages) == 4
+
+
 @pytest.mark.whitebox
 def test_tab_completes_commands_and_system_alone_shows_it(session, tmp_path, capsys) -> None:
     from prompt_toolkit.document import Document

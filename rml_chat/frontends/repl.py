@@ -402,6 +402,10 @@ class Repl:
             self.autosave_path.parent.mkdir(parents=True, exist_ok=True)
             conversation.save(self.autosave_path)
         except (ChatError, OSError) as err:
+            if isinstance(err, OSError):  # (the sessions folder can't be made: a file is there, a read-only place)
+                folder = self.autosave_path.parent
+                why = "a file, not a folder" if folder.exists() and not folder.is_dir() else err.strerror or err
+                err = ChatError(f"the sessions folder {folder}: {why}")
             if not self._autosave_failed:
                 self._say(f"note: autosave failed ({one_line(str(err))}); the conversation is still here — "
                           "/save FILE keeps it")
