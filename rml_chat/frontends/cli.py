@@ -306,7 +306,7 @@ def _closed_stderr_to_devnull() -> None:
     written counts as closed: a launcher started with it closed (pyenv's shim) may have opened a file of
     its own there, for reading."""
     try:
-        writable = fcntl.fcntl(2, fcntl.F_GETFL) & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)
+        writable = (fcntl.fcntl(2, fcntl.F_GETFL) & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
     except OSError:
         writable = False
     if not writable:

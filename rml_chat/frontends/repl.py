@@ -187,8 +187,8 @@ class Repl:
         if tools is not None:  # nothing runs unasked: each call is put to the user
             from .tools_setup import Consent
 
-            tools.approve = Consent(PromptSession(input=input, output=output, key_bindings=_mouse_reports_dropped()),
-                                    self._say)  # type: ignore[attr-defined]
+            asking = PromptSession(input=input, output=output, key_bindings=_mouse_reports_dropped())
+            tools.approve = Consent(asking, self._say)  # type: ignore[attr-defined]
             tools.shown = lambda line: self._say(dim(line))  # type: ignore[attr-defined]
 
     # ----- the loop ----------------------------------------------------------------------
