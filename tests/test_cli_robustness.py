@@ -354,6 +354,27 @@ def test_a_batch_line_that_never_ends_is_its_own_error_and_the_inputs_end(parall
     assert done.stderr.strip() == "rml-chat: batch: 0 of 1 line ran cleanly; not: line 1"
 
 
+@pytest.mark.parametrize(("args", "line"), [
+    (["{fifo}"], "rml-chat: model: {fifo}: not a .gguf file or a model directory"),
+    (["{fifo}.gguf"], "rml-chat: model: {fifo}.gguf: not a regular file (a folder, a FIFO or a device), not weights"),
+    (["--weights", "{fifo}"], "rml-chat: model: {fifo}: not a regular file (a folder, a FIFO or a device), not "
+                              "weights"),
+    (["-md", "{fifo}"], "rml-chat: model: -md {fifo}: {fifo}: not a regular file (a folder, a FIFO or a device), "
+                        "not a GGUF file"),
+    (["-md", "/dev/zero"], "rml-chat: model: -md /dev/zero: /dev/zero: not a regular file (a folder, a FIFO or a "
+                           "device), not a GGUF file")], ids=["model", "model.gguf", "weights", "draft", "draft device"])
+def test_a_model_file_that_is_a_fifo_or_a_device_is_one_line_not_a_wait(args: list[str], line: str,
+                                                                         tmp_path) -> None:
+    """Opening a FIFO waits for a writer for ever: a model, its weights or a draft model named by a FIFO
+    waited so, before anything was said."""
+    fifo = tmp_path / "model"
+    os.mkfifo(fifo)
+    os.mkfifo(tmp_path / "model.gguf")
+    done = subprocess.run([sys.executable, "-m", "rml_chat", *(a.format(fifo=fifo) for a in args), "-p", "hi"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.strip() == line.format(fifo=fifo), done.stderr
+
+
 def _memory_capped() -> None:
     """In the child: 4 GB of address space, so a regression that reads without bound fails, not the machine."""
     resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))

@@ -125,6 +125,13 @@ def test_a_callable_that_cant_be_a_tool_is_refused_by_name(tmp_path, source: str
         load_functions(str(path))
 
 
+@pytest.mark.parametrize(("path", "refusal"), [("/nonexistent/tools.py", "no such file"),
+                                               ("/dev/zero", "not a regular file"), ("/", "not a regular file")])
+def test_a_functions_path_that_is_no_python_file_says_what_it_is(path: str, refusal: str) -> None:
+    with pytest.raises(UsageError, match=f"--functions {path}: {refusal}"):
+        load_functions(path)
+
+
 def test_a_huge_result_is_cut_in_bytes_then_in_tokens_and_the_model_is_told() -> None:
     from rml_chat.tools.toolbox import MAX_RESULT_BYTES, capped
 

@@ -43,6 +43,8 @@ def _weights_in(directory: Path, weights: Path | None) -> Path:
 
 
 def _gguf_magic(path: Path) -> bool:
+    if not path.is_file():  # (opening a FIFO would wait for a writer for ever)
+        return False
     try:
         with open(path, "rb") as handle:
             return handle.read(4) == b"GGUF"
@@ -68,7 +70,8 @@ def resolve(model: str | None, weights: str | None = None, need_weights: bool = 
     else:
         raise ModelError(f"{source}: not a .gguf file or a model directory")
     if not weights_path.is_file():
-        raise ModelError(f"{weights_path}: no such weights file")
+        raise ModelError(f"{weights_path}: " + ("not a regular file (a folder, a FIFO or a device), not weights"
+                                                if weights_path.exists() else "no such weights file"))
     return source, weights_path, tokenizer_source
 
 

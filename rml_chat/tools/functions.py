@@ -147,8 +147,11 @@ def load_functions(path: str, note: Callable[[str], None] = lambda line: None) -
     """The public functions of a Python file as tools; UsageError for a file that can't be read or run.
     What the file prints while it loads goes to ``note``, never to stdout (where the reply goes)."""
     file = Path(path).expanduser()
-    if not file.is_file():
+    if not file.exists():
         raise UsageError(f"--functions {path}: no such file")
+    if not file.is_file():
+        raise UsageError(f"--functions {path}: not a regular file (a folder, a FIFO or a device); give a Python "
+                         "file's path")
     spec = importlib.util.spec_from_file_location(f"rml_chat_functions_{file.stem}", file)
     if spec is None or spec.loader is None:
         raise UsageError(f"--functions {path}: not a Python file")

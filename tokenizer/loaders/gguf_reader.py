@@ -14,6 +14,8 @@ field, which is slow on Gemma 3's 262k-token vocabulary (docs/performance.md).
 from __future__ import annotations
 
 import mmap
+import os
+import stat
 import struct
 from pathlib import Path
 from typing import Any
@@ -148,6 +150,8 @@ def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("tokenizer.", "ge
     """
     name = str(path)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # (opening a FIFO would wait for a writer for ever)
+            raise TokenizerError(f"{name}: not a regular file (a folder, a FIFO or a device), not a GGUF file")
         with open(path, "rb") as handle:
             size = Path(path).stat().st_size
             if size == 0:
