@@ -114,6 +114,12 @@ def test_sessions_and_delete_session_on_the_command_line(folder) -> None:
     assert deleted.returncode == 0 and deleted.stdout.startswith("deleted 20260103-chat.json (2 messages")
     missing = _cli("--delete-session", "alpha", env=env)
     assert missing.returncode == 1 and missing.stderr.strip().endswith("(rml-chat --sessions lists them)")
+    for flag in ("--delete-session", "--resume"):  # (an empty key was the folder ".", a path to read)
+        blank = _cli(flag, " ", env=env)
+        assert blank.returncode == 1 and blank.stderr == (f"rml-chat: chat: {flag} needs a chat: last, its number "
+                                                          "or its name (rml-chat --sessions lists them)\n")
+    nothing = _cli("--delete-session", "last", env={"RML_CHAT_SESSIONS": str(folder / "none")})
+    assert nothing.stderr.strip().endswith("none to delete")
     bad = _cli("--sessions-max", "lots", "--sessions", env=env)
     assert bad.returncode == 2 and "--sessions-max: must be a size such as 500M or 2G" in bad.stderr
     empty = _cli("--sessions", env={"RML_CHAT_SESSIONS": str(folder / "none")})

@@ -174,14 +174,17 @@ def name_problem(name: str) -> str:
     return ""
 
 
-def find_session(key: str) -> Path:
-    """``--resume KEY``: "last" (the newest), N (the listing's number), a name given with /name, a file's
-    stem in the folder, or a path; ChatError naming what was looked for."""
+def find_session(key: str, flag: str = "--resume", doing: str = "resume") -> Path:
+    """``--resume KEY`` (``flag`` and ``doing``: what the chat is found for): "last" (the newest), N (the listing's
+    number), a name given with /name, a file's stem in the folder, or a path; ChatError naming what was
+    looked for."""
+    if not key.strip():
+        raise ChatError(f"{flag} needs a chat: last, its number or its name (rml-chat --sessions lists them)")
     if key != "last" and (os.sep in key or key.endswith(".json")):
         return Path(key).expanduser()
     sessions = list_sessions()
     if not sessions:
-        raise ChatError(f"no saved chat in {sessions_dir()} to resume")
+        raise ChatError(f"no saved chat in {sessions_dir()} to {doing}")
     if key == "last":
         return sessions[0].path
     number = whole_number(key)
@@ -199,7 +202,7 @@ def find_session(key: str) -> Path:
 
 def delete_session(key: str) -> SessionInfo:
     """Remove a chat of the folder (``find_session``'s keys) and its state; what was removed."""
-    path = find_session(key)
+    path = find_session(key, "--delete-session", "delete")
     info = _read(path)
     if info is None or path.parent.resolve() != sessions_dir().resolve():
         raise ChatError(f"{path}: not a chat in {sessions_dir()}")
