@@ -25,6 +25,9 @@ EXIT_CODES = {EXIT_OK: "ok", EXIT_ERROR: "error", EXIT_USAGE: "usage", EXIT_INCO
               EXIT_INTERRUPTED: "interrupted", EXIT_CLOSED: "closed"}
 
 
+NOT_A_FILE = "not a regular file (a folder, a FIFO or a device)"  # (a path given where a file is read or written)
+
+
 class AppError(Exception):
     """An error for the user: one line. ``kind`` names what failed (model, chat, input, usage …)."""
 

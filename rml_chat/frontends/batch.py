@@ -68,7 +68,8 @@ class Job:
 
 
 def _lines(path: str) -> Iterator[tuple[int, str | AppError]]:
-    """The input's lines, numbered from 1, each under the text policy. A line with no newline in its first
+    """The input's lines that hold text, numbered as the input numbers them, each under the text policy.
+    A line with no newline in its first
     ``MAX_LINE_BYTES`` (``--batch /dev/zero``) is that line's error and the input's end: where the next line
     starts can't be known without reading on without bound."""
     source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (closed below)
@@ -81,7 +82,9 @@ def _lines(path: str) -> Iterator[tuple[int, str | AppError]]:
                                        "prompt or one conversation); the lines after it were not read", "input")
                 return
             text = text_input.from_bytes(raw, "the batch input" if path == "-" else path)
-            yield number, text_input.without_bom(text) if number == 1 else text
+            text = text_input.without_bom(text) if number == 1 else text
+            if text.strip():
+                yield number, text
     finally:
         if path != "-":
             source.close()
@@ -291,8 +294,6 @@ def run_parallel(session: ChatSession, args: argparse.Namespace) -> int:
 
     try:
         for number, text in _lines(args.batch):
-            if isinstance(text, str) and not text.strip():
-                continue
             try:
                 jobs.put((count, parse_job(number, text, session, constraints), text))
             except AppError as err:
@@ -325,8 +326,6 @@ def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
     done = 0
     try:
         for number, text in _lines(args.batch):
-            if isinstance(text, str) and not text.strip():
-                continue
             try:
                 out = run_job(session, parse_job(number, text, session, constraints), base)
                 if not out["ok"]:

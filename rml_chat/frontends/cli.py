@@ -288,7 +288,7 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
         return report(str(err), err.kind, err.exit_code, as_json)
     except Exception as err:  # the last line of defence: still one line, never a traceback
         if _output_failed(err):
-            return report(f"can't write to stdout ({err.strerror})", "output", EXIT_ERROR, False)
+            return _output_failed_report(err)
         from tokenizer.chat import ChatFormatError
 
         if isinstance(err, ChatFormatError):
@@ -329,6 +329,10 @@ def _output_failed(err: BaseException) -> TypeGuard[OSError]:
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
+def _output_failed_report(err: OSError) -> int:
+    return report(f"can't write to stdout ({err.strerror})", "output", EXIT_ERROR, False)
+
+
 def _cap_from_environment(parse, text: str) -> int:
     try:
         return parse(text)
@@ -352,7 +356,7 @@ def run() -> None:
             code = report("the output was closed before everything was written", "closed", EXIT_CLOSED, False)
     except OSError as err:
         if _output_failed(err) and code == EXIT_OK:
-            code = report(f"can't write to stdout ({err.strerror})", "output", EXIT_ERROR, False)
+            code = _output_failed_report(err)
     except ValueError:
         pass
     with contextlib.suppress(OSError, ValueError):

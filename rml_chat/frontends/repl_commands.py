@@ -21,6 +21,7 @@ from ..core.settings import BY_NAME, SETTINGS, SettingError, settable
 from ..core.structured import check, from_grammar, from_schema
 from ..engines.kv_cache import state_path
 from ..engines.sampler_chain import describe, stages
+from ..errors import NOT_A_FILE
 from ..text_input import whole_number
 from ..words import counted
 from .prompt_view import marked_prompt
@@ -402,7 +403,7 @@ class Commands:
         text = as_markdown(conversation.system, conversation.messages, title)
         target = Path(path).expanduser()
         if target.exists() and not target.is_file():  # (a FIFO would block the chat; a device, a folder: no)
-            self.say(f"/export: {path} is not a regular file (a folder, a FIFO or a device); give a file's path")
+            self.say(f"/export: {path} is {NOT_A_FILE}; give a file's path")
             return
         if target.exists() and not force:
             self.say(f"/export: {path} exists; /export {path} --force replaces it")

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import NOT_A_FILE, UsageError
 
 JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
@@ -150,8 +150,7 @@ def load_functions(path: str, note: Callable[[str], None] = lambda line: None) -
     if not file.exists():
         raise UsageError(f"--functions {path}: no such file")
     if not file.is_file():
-        raise UsageError(f"--functions {path}: not a regular file (a folder, a FIFO or a device); give a Python "
-                         "file's path")
+        raise UsageError(f"--functions {path}: {NOT_A_FILE}; give a Python file's path")
     spec = importlib.util.spec_from_file_location(f"rml_chat_functions_{file.stem}", file)
     if spec is None or spec.loader is None:
         raise UsageError(f"--functions {path}: not a Python file")

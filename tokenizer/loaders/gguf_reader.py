@@ -150,11 +150,11 @@ def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("tokenizer.", "ge
     """
     name = str(path)
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # (opening a FIFO would wait for a writer for ever)
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):  # (opening a FIFO would wait for a writer for ever)
             raise TokenizerError(f"{name}: not a regular file (a folder, a FIFO or a device), not a GGUF file")
         with open(path, "rb") as handle:
-            size = Path(path).stat().st_size
-            if size == 0:
+            if info.st_size == 0:
                 raise TokenizerError(f"{name}: offset 0: the file is empty, not a GGUF file")
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 return _parse(name, buf, wanted, raw, bulk, speedups)
