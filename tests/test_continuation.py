@@ -149,3 +149,24 @@ def test_prefill_starts_the_reply_of_p_and_json_has_it_whole() -> None:
 
 def _ignore(_: str) -> None:
     pass
+
+
+def test_continue_after_a_reply_the_model_ended_says_that_nothing_was_added(tmp_path) -> None:
+    """A reply the model ended itself: /continue shows it the reply again, and the model ends it again at
+    once (a scripted model, in a real pty). The REPL says nothing was added, and the saved reply is the one."""
+    from scripted_model import scripted_model
+    from test_repl import Terminal
+
+    model = scripted_model(tmp_path / "model.gguf", "Qwen-Qwen2.5-7B-Instruct", ["Hello there", "[wave]"], ["(not reached)"],
+                           user_defined=("[wave]",))  # (the reply's last token, found again in its text)
+    term = Terminal(tmp_path, str(model), "--temp", "0", "-n", "32", "--markdown", "off", model=False)
+    term.prompt_ready()
+    term.ask(b"Greet me", b" evaluated")
+    start = len(term.output)
+    term.ask(b"/continue", b"stop: ")
+    after = term.output[start:].decode("utf-8", "replace")
+    assert term.finish() == 0
+    assert "[nothing added: the model ended the reply again at once; the reply stays as it was]" in after
+    assert "0 tokens" in after
+    (chat,) = (tmp_path / "sessions").glob("*.json")
+    assert [m["content"] for m in json.loads(chat.read_text())["messages"]] == ["Greet me", "Hello there[wave]"]

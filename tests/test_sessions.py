@@ -57,6 +57,16 @@ def test_the_listing_is_newest_first_and_leaves_out_what_is_not_a_chat(folder) -
     assert sessions[1].size > 3_000_000  # the state counts
 
 
+def test_a_chat_larger_than_resume_reads_is_left_out_of_the_listing(folder, monkeypatch) -> None:
+    """The listing reads a chat under --resume's bound, so a huge file costs the bound, not its size."""
+    from rml_chat.core import sessions
+
+    Conversation(messages=[{"role": "user", "content": "big " * 1000}]).save(folder / "20260104-chat.json")
+    assert len(list_sessions()) == 4
+    monkeypatch.setattr(sessions, "MAX_CHAT_BYTES", 2000)
+    assert [s.first_line for s in list_sessions()] == ["", "the middle one", "first chat"]
+
+
 def test_a_chat_is_found_by_number_name_stem_or_path_and_a_miss_names_what_was_looked_for(folder) -> None:
     assert find_session("last") == find_session("1") == folder / "20260101-chat.json"
     assert find_session("3") == find_session("alpha") == find_session("20260103-chat") == folder / "20260103-chat.json"

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engines.base import prune_oldest, state_path
-from ..text_input import whole_number
+from ..text_input import read_limited, whole_number
 from . import fences
-from .conversation import ChatError
+from .conversation import MAX_CHAT_BYTES, ChatError
 
 DEFAULT_CAP = "1G"
 STATE_MIN_TOKENS = 256     # fewer cached tokens than this: evaluating them again is quicker than a file
@@ -140,7 +140,8 @@ def title_line(message: str) -> str:
 
 def _read(path: Path) -> SessionInfo | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        data = json.loads(read_limited(path, MAX_CHAT_BYTES).decode("utf-8", errors="replace"))  # (a larger one
+        # can't be resumed either: it is left out of the listing)
         stat = path.stat()
     except (OSError, ValueError, RecursionError):
         return None

@@ -388,6 +388,8 @@ class Repl:
             self._say(f"note: {result.outcome.problem}")
         elif cut := result.cut_note(self.session.engine.n_ctx, repl=True):
             self._say(dim(f"[{cut}]"))
+        elif go_on and not any(g.tokens for g in result.generations):
+            self._say(dim("[nothing added: the model ended the reply again at once; the reply stays as it was]"))
         self._say(dim(self.stats_line()))
         self.autosave()
 
