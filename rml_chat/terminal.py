@@ -8,6 +8,8 @@ visibly where it is, as ``cat -v`` and ``less`` show it:
 * C0 controls but newline and tab in caret notation: ESC ``^[``, BEL ``^G``, CR ``^M``, backspace ``^H``;
 * DEL as ``^?``;
 * C1 controls (U+0080..U+009F, among them the one-character CSI, U+009B) as ``<U+009B>``, as ``less`` does;
+* a lone surrogate (not Unicode: a file name's byte that is not UTF-8, which Python keeps as U+DC80..U+DCFF,
+  as ``<FF>``, a byte as ``less`` shows one; a JSON ``"\\ud800"`` as ``<U+D800>``);
 * Unicode's format characters the same way: a bidirectional override (``<U+202E>``) would reorder what
   follows it on screen, and invisible ones (zero-width spaces, tags) hide text; only the joiners, which
   emoji and some scripts need, pass.
@@ -31,10 +33,14 @@ DEL too, which JSON allows raw: a ``--json`` line read on a terminal drives noth
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import io
 import json
 import os
 import re
 import shutil
+import sys
 import unicodedata
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -47,8 +53,8 @@ from typing import Any, TextIO
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
                        "\u08e2\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
                        "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-                       "\U000e0001\U000e0020-\U000e007f]")
-_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029]")  # what json.dumps(ensure_ascii=False) leaves raw
+                       "\U000e0001\U000e0020-\U000e007f\ud800-\udfff]")
+_JSON_RAW = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")  # what json.dumps(ensure_ascii=False) leaves raw
 
 # rml-chat's own sequences (SGR attributes, and the line rewrite the progress lines use)
 DIM, REVERSE, RESET, CLEAR_LINE = "\x1b[2m", "\x1b[7m", "\x1b[0m", "\r\x1b[K"
@@ -58,6 +64,8 @@ def _caret(match: re.Match[str]) -> str:
     code = ord(match.group())
     if code < 0x20:
         return "^" + chr(code + 0x40)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"<{code - 0xDC00:02X}>"
     return "^?" if code == 0x7F else f"<U+{code:04X}>"
 
 
@@ -137,8 +145,28 @@ def known_width(stream: TextIO) -> int:
         return 0
 
 
+def utf8_streams() -> None:
+    """stdout and stderr write UTF-8 whatever the locale names, as llama.cpp writes a model's bytes (a
+    reply in Japanese under ``LANG=en_US.ISO-8859-1`` failed), and never fail on a character: a byte Python
+    keeps as a surrogate escape (a file name that is not UTF-8) goes out as that byte, any other lone
+    surrogate (a JSON ``"\\ud800"``) as U+FFFD. On a terminal ``visible`` has shown both already."""
+    codecs.register_error("rml_chat.exact", _unencodable)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            with contextlib.suppress(ValueError, OSError, io.UnsupportedOperation):
+                stream.reconfigure(encoding="utf-8", errors="rml_chat.exact")
+
+
+def _unencodable(err: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    lone = err.object[err.start:err.end]
+    return b"".join(bytes([ord(c) - 0xDC00]) if "\udc80" <= c <= "\udcff" else "\ufffd".encode() for c in lone), err.end
+
+
 def json_text(value: Any) -> str:
-    """``json.dumps`` with non-ASCII text kept as is, but DEL and C1 controls (and U+2028/9) escaped too."""
+    """``json.dumps`` with non-ASCII text kept as is, but DEL and C1 controls (and U+2028/9) escaped too,
+    and lone surrogates, which JSON writes as escapes and UTF-8 can't write at all."""
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
 
 

@@ -14,10 +14,12 @@ Rejecting the input instead would lose what was typed; replacing keeps every val
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from .errors import AppError
 from .terminal import visible
@@ -25,6 +27,8 @@ from .terminal import visible
 MAX_TEXT_BYTES = 8 * 2**20  # no context holds more text than this (about 2 million tokens): stdin, -f, /file
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE = "holds text that is not valid Unicode (a lone surrogate)"
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # in JSON text: a surrogate, paired or lone
 _warned: set[str] = set()
 
 
@@ -51,8 +55,40 @@ def from_str(text: str, source: str, warn: Callable[[str], None] = _warn) -> str
     raw = text.encode("utf-8", "surrogateescape") if _only_escapes(text) else None
     if raw is not None:
         return from_bytes(raw, source, warn)
-    _once(source, f"{source} holds text that is not valid Unicode (a lone surrogate)", warn)
+    _once(source, f"{source} {_LONE_SURROGATE}", warn)
     return _SURROGATES.sub("\ufffd", text)
+
+
+def from_json(text: str, source: str, warn: Callable[[str], None] = _warn) -> Any:
+    """``json.loads(text)`` under the policy: JSON may escape a lone surrogate (``"\\ud800"``), which is no
+    Unicode character and which no UTF-8 can write; each one in a string (a key too) becomes U+FFFD, and
+    the first time ``source`` brings one, ``warn`` says so. ValueError or RecursionError as ``json.loads``::
+
+        >>> from_json('["\\\\ud83d\\\\ude00 is a pair", "\\\\ud800 is not"]', "chat.json", warn=print)
+        chat.json holds text that is not valid Unicode (a lone surrogate); invalid bytes were replaced with U+FFFD
+        ['😀 is a pair', '� is not']
+    """
+    value = json.loads(text)
+    if not _ESCAPED_SURROGATE.search(text):  # (nearly every file: no walk)
+        return value
+    found: list[bool] = []
+
+    def valid(item: Any) -> Any:
+        if isinstance(item, str):
+            if _SURROGATES.search(item):
+                found.append(True)
+                return _SURROGATES.sub("\ufffd", item)
+            return item
+        if isinstance(item, list):
+            return [valid(v) for v in item]
+        if isinstance(item, dict):
+            return {valid(k): valid(v) for k, v in item.items()}
+        return item
+
+    value = valid(value)
+    if found:
+        _once(source, f"{source} {_LONE_SURROGATE}", warn)
+    return value
 
 
 def _only_escapes(text: str) -> bool:

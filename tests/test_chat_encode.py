@@ -248,3 +248,15 @@ def test_table_records_give_llama_cpps_ids_for_their_own_vocabulary(model: str, 
         got = encoder.encode(segments)
         assert got == want, (model, name)
     assert _control_count(encoder, got) >= 3
+
+
+
+def test_a_lone_surrogate_in_a_message_is_encoded_as_the_replacement_character() -> None:
+    """A chat file's ``"\\ud800"`` (valid JSON, not valid Unicode) reaches the prompt as U+FFFD, as
+    ``Tokenizer.encode`` encodes it, instead of failing the turn."""
+    encoder = ChatEncoder(ours("smollm2"), FORMATS["chatml"])
+
+    def ids(content: str) -> list[int]:
+        return encoder.encode(encoder.format([{"role": "user", "content": content}]))
+
+    assert ids("a \ud800 b \udcff") == ids("a \ufffd b \ufffd")

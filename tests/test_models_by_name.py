@@ -322,6 +322,15 @@ def _with_files(*names: str):  # type: ignore[no-untyped-def]
     return rewrite
 
 
+def _sized(size: object):  # type: ignore[no-untyped-def]
+    def rewrite(body: bytes) -> bytes:
+        listing = json.loads(body)
+        for sibling in listing["siblings"]:
+            sibling["size"] = size
+        return json.dumps(listing).encode()
+    return rewrite
+
+
 def test_a_silent_hostile_or_html_listing_is_one_line(hub, tmp_path) -> None:
     relay = Relay(hub.url)
     try:
@@ -336,6 +345,12 @@ def test_a_silent_hostile_or_html_listing_is_one_line(hub, tmp_path) -> None:
             assert f"has no {tag} file; it has Q4_1, Q8_0" in _one_line_error(done)
             assert "\x1b" not in done.stderr
         assert not list(tmp_path.rglob("escape-*")) and not list(tmp_path.rglob("*PWNED*"))
+        for size in ("big", -98_000_000, True, 1e400):  # (sizes that are none: the file is fetched unsized)
+            relay.api_rewrite = _sized(size)
+            shutil.rmtree(tmp_path / "hub", ignore_errors=True)  # (the size counts for a file still to fetch)
+            done = _cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", "-n", "2", env=env)
+            assert done.returncode == 0, (size, done.stderr)
+        shutil.rmtree(tmp_path / "hub")  # (with nothing cached, a hub that can't be reached is an error)
         relay.api_rewrite, relay.api_stall = None, 30  # (a hub that never answers the listing)
         started = time.monotonic()
         line = _one_line_error(_cli("-hf", f"{SMOL}:Q4_1", "-p", "hi", env=env, timeout=60))

@@ -104,16 +104,21 @@ class Tokenizer:
         """Token ids for text. Lone surrogates (not valid Unicode) are encoded as U+FFFD."""
         prefix, suffix = self._affixes if add_special else ([], [])
         out = list(prefix)
-        try:
-            self._encode_into(text, parse_special, out)
-        except UnicodeEncodeError:
-            del out[len(prefix):]
-            self._encode_into(_SURROGATE.sub("\ufffd", text), parse_special, out)
+        specials = self.specials
+        self._encode_valid(text, specials.all if parse_special else specials.user, specials.normalized, out)
         return out + suffix if suffix else out
 
-    def _encode_into(self, text: str, parse_special: bool, out: list[int]) -> None:
-        specials = self.specials
-        self._encode_cut(text, specials.all if parse_special else specials.user, specials.normalized, out)
+    def _encode_valid(self, text: str, cutter: SpecialCutter, normalized_cutter: SpecialCutter | None,
+                      out: list[int]) -> None:
+        """``_encode_cut``, each lone surrogate (not valid Unicode: no UTF-8 writes one; a JSON file's
+        ``"\\ud800"`` makes one) encoded as U+FFFD. Text is valid nearly always, so the failure is the
+        check, not a scan of every text."""
+        start = len(out)
+        try:
+            self._encode_cut(text, cutter, normalized_cutter, out)
+        except UnicodeEncodeError:
+            del out[start:]
+            self._encode_cut(_SURROGATE.sub("\ufffd", text), cutter, normalized_cutter, out)
 
     def _encode_cut(self, text: str, cutter: SpecialCutter, normalized_cutter: SpecialCutter | None,
                     out: list[int]) -> None:
@@ -182,7 +187,7 @@ class Tokenizer:
             out: list[int] = []
             text = strip_between(text, after_id, before_id)
             if text:
-                self._encode_cut(text, cutter, normalized, out)
+                self._encode_valid(text, cutter, normalized, out)
             return out
 
         return encode

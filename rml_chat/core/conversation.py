@@ -224,7 +224,7 @@ class Conversation:
         except OSError as err:
             raise ChatError(f"{path}: can't read ({err.strerror})") from None
         try:
-            parsed = json.loads(text_input.without_bom(text_input.from_bytes(data, str(path))))
+            parsed = text_input.from_json(text_input.without_bom(text_input.from_bytes(data, str(path))), str(path))
         except (json.JSONDecodeError, RecursionError) as err:
             raise ChatError(f"{path}: not valid JSON ({err})") from None
         return cls.from_json(parsed, str(path))

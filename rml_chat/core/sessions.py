@@ -17,7 +17,6 @@ Conversations are never pruned; ``--delete-session`` removes one with its state.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import time
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engines.base import prune_oldest, state_path
-from ..text_input import read_limited, whole_number
+from ..text_input import from_json, read_limited, whole_number
 from . import fences
 from .conversation import MAX_CHAT_BYTES, ChatError
 
@@ -140,8 +139,8 @@ def title_line(message: str) -> str:
 
 def _read(path: Path) -> SessionInfo | None:
     try:
-        data = json.loads(read_limited(path, MAX_CHAT_BYTES).decode("utf-8", errors="replace"))  # (a larger one
-        # can't be resumed either: it is left out of the listing)
+        text = read_limited(path, MAX_CHAT_BYTES).decode("utf-8", errors="replace")  # (a larger one can't be
+        data = from_json(text, str(path), warn=lambda _: None)  # resumed either: it is left out of the listing)
         stat = path.stat()
     except (OSError, ValueError, RecursionError):
         return None

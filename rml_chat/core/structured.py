@@ -52,9 +52,11 @@ def from_schema(value: str, flag: str = "--json-schema") -> Constraint:
 
     text = _text_or_file(value, flag)
     try:
-        schema = json.loads(text)
+        schema = text_input.from_json(text, flag)
     except json.JSONDecodeError as err:
         raise UsageError(f"{flag}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise UsageError(f"{flag}: not read: its JSON is nested too deeply") from None
     if not isinstance(schema, dict):
         raise UsageError(f"{flag}: a JSON schema is an object, not {type(schema).__name__}")
     try:
@@ -104,6 +106,8 @@ def judge(constraint: Constraint | None, reply: str, stop_reason: str) -> Outcom
         value = json.loads(reply)
     except json.JSONDecodeError as err:
         return Outcome(True, False, f"the reply is not valid JSON ({err})")
+    except RecursionError:
+        return Outcome(True, None, "the reply is JSON nested too deeply to check against the schema")
     try:
         import jsonschema
     except ImportError:
@@ -114,4 +118,6 @@ def judge(constraint: Constraint | None, reply: str, stop_reason: str) -> Outcom
         return Outcome(True, False, f"the reply does not follow the schema ({err.message})")
     except jsonschema.SchemaError as err:
         return Outcome(True, None, f"the schema itself is not valid ({err.message})")
+    except RecursionError:
+        return Outcome(True, None, "the schema is nested too deeply to check the reply against it")
     return Outcome(True, True)

@@ -96,7 +96,7 @@ def parse_job(number: int, text: str | AppError, session: ChatSession, constrain
     if isinstance(text, AppError):
         raise text
     try:
-        data = json.loads(text)
+        data = text_input.from_json(text, "the --batch input")
     except json.JSONDecodeError as err:
         raise AppError(f"not JSON ({err})", "input") from None
     except RecursionError:  # (a line nested thousands deep: its own error, the batch goes on)

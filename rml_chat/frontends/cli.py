@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeGuard
 from .. import text_input
 from ..core.settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
 from ..errors import EXIT_CLOSED, EXIT_CODES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, UsageError, report
-from ..terminal import visible
+from ..terminal import utf8_streams, visible
 from .help_screens import HelpAction
 
 if TYPE_CHECKING:
@@ -276,6 +276,7 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
     _closed_stderr_to_devnull()
     if sys.stdout is None:  # (>&-)
         return report("stdout is closed: nowhere to write", "closed", EXIT_CLOSED, False)
+    utf8_streams()
     try:
         return _main(args_text, phase, free)
     except KeyboardInterrupt:

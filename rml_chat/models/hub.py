@@ -93,7 +93,7 @@ def _listing(spec: HubSpec) -> tuple[list[RepoFile], str | None]:
         try:
             info = HfApi().model_info(spec.repo, revision="main", files_metadata=True,
                                       timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT)
-            files = [RepoFile(s.rfilename, s.size) for s in info.siblings or [] if safe_name(s.rfilename)]
+            files = [RepoFile(s.rfilename, _size(s.size)) for s in info.siblings or [] if safe_name(s.rfilename)]
             return files, info.sha
         except GatedRepoError:
             raise ModelError(f"{spec.repo} is gated on {host}: accept its terms there, then set HF_TOKEN") from None
@@ -123,6 +123,12 @@ def safe_name(path: object) -> bool:
     """
     return (isinstance(path, str) and 0 < len(path) <= 1024 and not path.startswith("/") and "\\" not in path
             and ".." not in path.split("/") and path.isprintable())
+
+
+def _size(said: object) -> int | None:
+    """A listing's size of a file, where it is one (a string, a negative number or a boolean is not: the
+    client passes the hub's JSON on unchecked); None: the hub did not say."""
+    return said if isinstance(said, int) and not isinstance(said, bool) and said >= 0 else None
 
 
 def _cached_listing(repo: str) -> tuple[list[RepoFile], str | None]:
