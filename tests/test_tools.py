@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -411,6 +412,32 @@ def test_an_mcp_servers_tools_are_called_through_the_model_and_the_server_ends_w
     assert out["prompt_tokens_evaluated"] == first["prompt_tokens_evaluated"] + second["prompt_tokens_evaluated"]
     assert second["prompt_tokens_reused"] >= first["prompt_tokens"]  # (llama.cpp's cache kept the first step)
     assert out["timings"]["total_ms"] >= first["ms"] + second["ms"]
+
+
+def test_tools_whose_definitions_leave_no_room_are_named_as_what_takes_it(copies, tmp_path) -> None:
+    many = tmp_path / "many.py"
+    docstring = '"""' + "Looks it up. " * 150 + '"""'
+    many.write_text("".join(f"def tool_{i}(city: str) -> str:\n    {docstring}\n    return ''\n\n" for i in range(40)))
+    done = subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--functions", str(many), "-c", "4096",
+                           "-p", "Hi", "-n", "8"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("rml-chat:")]
+    found = re.search(r"needs (\d+) tokens, (\d+) of them the definitions of 40 tools;", line)
+    assert found is not None and 4096 < int(found[2]) < int(found[1]), line
+    assert line.endswith("-c/--ctx-size gives a larger one, fewer tools a shorter prompt")
+
+
+def test_a_tool_name_given_twice_keeps_the_first_and_says_which_was_left_out(copies, mcp_server) -> None:
+    """The functions file and the MCP server both give ``get_weather``: a call names one tool, so the second
+    could never be called; it is left out with a note, and the call runs the first."""
+    done = subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--functions", copies["functions"],
+                           "--mcp", mcp_server, "--tool-choice", "required", "--tools-approve", "-p",
+                           "What is the weather in Paris?", "-n", "40", "--temp", "0"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"note: tool 'get_weather' of --mcp {sys.executable} is left out: --functions fns.py gives one of that " \
+           "name" in done.stderr
+    assert '-> Sunny, 21 C in Paris' in done.stderr  # (the functions file's, not the server's "Cloudy")
 
 
 def test_a_broken_mcp_server_is_one_line_and_under_tool_choice_required_an_error_exit(copies, mcp_server) -> None:

@@ -96,10 +96,11 @@ class ChatSession:
         other.engine, other.conversation, other.last = engine, Conversation(), None
         return other
 
-    def prompt_ids(self, add_generation_prompt: bool = True) -> list[int]:
+    def prompt_ids(self, add_generation_prompt: bool = True, with_tools: bool = True) -> list[int]:
+        """The prompt's ids (``with_tools`` False: as if no tool were given, to weigh their definitions)."""
         encoder = self.model.encoder
         box = self.options.tools
-        tools = box.definitions() if box is not None else None
+        tools = box.definitions() if box is not None and with_tools else None
         without_content = box is not None and box.syntax.content_none
         segments = encoder.format(self.conversation.for_prompt(self.model.reasoning, without_content),
                                   add_generation_prompt,
@@ -152,9 +153,7 @@ class ChatSession:
             if start is None:
                 if len(ids) <= limit:
                     break
-                raise ChatError(f"the message alone needs {len(ids)} tokens; {limit} fit in the context of "
-                                f"{self.engine.n_ctx} (with {self.reply_room()} kept for the reply); -c/--ctx-size "
-                                "gives a larger one")
+                raise ChatError(self._too_long(len(ids), limit))
             self.conversation.window_start = start  # out of the window; still in the transcript
             dropped += 1
             ids = self.prompt_ids()
@@ -166,6 +165,17 @@ class ChatSession:
         notify(f"context full: the {counted(dropped, 'oldest exchange')} left the model's window, kept in the "
                f"transcript ({len(ids)}/{self.engine.n_ctx} tokens; {how})")
         return ids, dropped
+
+    def _too_long(self, needed: int, limit: int) -> str:
+        """Why a prompt with no exchange left to drop does not fit, naming the tools' share where they
+        have one (an MCP server may bring hundreds of tools, and their definitions are in every prompt)."""
+        box = self.options.tools
+        tools = len(box.definitions()) if box is not None else 0
+        weight = needed - len(self.prompt_ids(with_tools=False)) if tools else 0
+        share = f", {weight} of them the definitions of {counted(tools, 'tool')}" if weight > limit // 4 else ""
+        return (f"the message alone needs {needed} tokens{share}; {limit} fit in the context of {self.engine.n_ctx} "
+                f"(with {self.reply_room()} kept for the reply); -c/--ctx-size gives a larger one"
+                + (", fewer tools a shorter prompt" if share else ""))
 
     def turn(self, text: str | None, emit: Callable[[str], None], notify: Callable[[str], None],
              progress: Progress | None = None, constraint: Constraint | None = None,

@@ -52,7 +52,7 @@ def tools_for(model: Model, args: argparse.Namespace, say: Callable[[str], None]
             say(f"note: {err}; its tools are left out")
             continue
         tools += server.tools()
-    tools = [tool for tool in tools if _writable(tool, syntax, compiled(template), say)]
+    tools = [tool for tool in _first_of_each_name(tools, say) if _writable(tool, syntax, compiled(template), say)]
     if not tools:
         if required:
             raise AppError("--tool-choice required: none of the tools given can be offered to the model", "tools")
@@ -65,6 +65,18 @@ def tools_for(model: Model, args: argparse.Namespace, say: Callable[[str], None]
     if args.verbose:
         say(f"tools: {', '.join(box.tools)} (calls written as {syntax.trigger()!r}…)")
     return box
+
+
+def _first_of_each_name(tools: list[Tool], say: Callable[[str], None]) -> list[Tool]:
+    """One tool a name, the first given: a call names a tool, so a second of the same name (two MCP servers'
+    ``search``) could never be called; a note says which was left out."""
+    kept: dict[str, Tool] = {}
+    for tool in tools:
+        if tool.name in kept:
+            say(f"note: tool {tool.name!r} of {tool.source} is left out: {kept[tool.name].source} gives one of that name")
+        else:
+            kept[tool.name] = tool
+    return list(kept.values())
 
 
 def _on_stderr(line: str) -> None:
