@@ -8,24 +8,81 @@ Exit codes (``rml-chat --help`` lists them):
 | 1    | error       | a model that can't be loaded, a turn that can't run, a failed ``--check`` |
 | 2    | usage       | a flag, a flag value or a combination of flags that is not valid |
 | 3    | incomplete  | a reply cut short (``-n`` or a full context) where a complete one was required |
+| 129  | hangup      | the terminal closed (SIGHUP); the chat is saved first |
 | 130  | interrupted | Ctrl-C |
 | 141  | closed      | the output was closed before the reply was written (``rml-chat -p … | head -1``) |
+| 143  | terminated  | SIGTERM (``kill``, ``timeout``); the chat is saved first |
 
 With ``--json`` an error is also a JSON object on stdout: ``{"ok": false, "error": {"kind", "message"}}``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import stat
 import sys
 
 from .terminal import json_text, visible
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_CLOSED = 0, 1, 2, 3, 130, 141
+EXIT_HANGUP, EXIT_TERMINATED = 128 + signal.SIGHUP, 128 + signal.SIGTERM
 EXIT_CODES = {EXIT_OK: "ok", EXIT_ERROR: "error", EXIT_USAGE: "usage", EXIT_INCOMPLETE: "incomplete",
-              EXIT_INTERRUPTED: "interrupted", EXIT_CLOSED: "closed"}
+              EXIT_HANGUP: "hangup", EXIT_INTERRUPTED: "interrupted", EXIT_CLOSED: "closed",
+              EXIT_TERMINATED: "terminated"}
 
 
 NOT_A_FILE = "not a regular file (a folder, a FIFO or a device)"  # (a path given where a file is read or written)
+
+
+class Terminated(BaseException):
+    """SIGTERM, or SIGHUP (the terminal closed): the run ends, keeping what it has as after a Ctrl-C (the
+    reply so far, marked cut; the message being answered), then saving it. Not a KeyboardInterrupt: where a
+    Ctrl-C only stops the work at hand and the session goes on (a thought, a tool call, a question at the
+    prompt), this goes past. ``STOPPED`` catches both where the work so far is kept."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        self.kind = EXIT_CODES.get(self.exit_code, "terminated")
+        hung_up = signum == signal.SIGHUP
+        super().__init__("the terminal closed (SIGHUP)" if hung_up else f"terminated ({signal.Signals(signum).name})")
+
+
+STOPPED = (KeyboardInterrupt, Terminated)  # what stops a run, where what was done so far is kept
+
+
+def end_on_signals() -> None:
+    """SIGTERM and SIGHUP raise ``Terminated`` in the main thread; the first one only: the save that
+    follows is not cut by a second (SIGKILL still ends everything)."""
+
+    def ended(signum: int, _frame: object) -> None:
+        for number in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(number, signal.SIG_IGN)
+        if signum == signal.SIGHUP:
+            _terminal_gone()
+        raise Terminated(signum)
+
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(number, ended)
+        except (ValueError, OSError):  # (not the main thread: an embedding caller's own handling stays)
+            return
+
+
+def _terminal_gone() -> None:
+    """After a hangup, stdout and stderr that were the terminal write to /dev/null: a write to a terminal
+    that is gone fails (EIO), and the save that follows must not fail with it. A file or a pipe stays."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if stat.S_ISCHR(os.fstat(fd).st_mode):
+                os.dup2(null, fd)
+    os.close(null)
 
 
 class AppError(Exception):

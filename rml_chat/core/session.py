@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from tokenizer.chat.tool_calls import ToolCall, tool_message
 
 from ..engines.base import RANDOM_SEED, Engine, Generation, Progress, common_prefix
-from ..errors import AppError
+from ..errors import STOPPED, AppError
 from ..words import counted
 from .continuation import Prefill
 from .conversation import ChatError, Conversation
@@ -237,7 +237,7 @@ class ChatSession:
             if gen.tokens:
                 self._record(reply, ids, gen, dropped, turn, cut=True, moves=moves)
             raise
-        except KeyboardInterrupt:
+        except STOPPED:  # (Ctrl-C, SIGTERM, SIGHUP)
             turn.deliver(reply.finish())
             if gen.tokens or gen.first_token_at or prefilled:  # (a prefilled reply is kept, cut or not)
                 self._record(reply, ids, gen, dropped, turn, cut=True, moves=moves)

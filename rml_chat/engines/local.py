@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import ModelError
+from ..errors import STOPPED, ModelError
 from . import kv_cache
 from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix, context_size
 from .draft_fit import DraftFit, StepCosts
@@ -302,7 +302,7 @@ class LocalEngine:
                     if len(gen.tokens) >= budget:
                         return
                 token = written[-1]
-        except KeyboardInterrupt:
+        except STOPPED:
             gen.stop_reason = "interrupted"
             raise
         except GeneratorExit:  # the reader stopped (a stop string, the reasoning budget): the cache as it is

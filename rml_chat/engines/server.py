@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..errors import AppError, UsageError
+from ..errors import STOPPED, AppError, UsageError
 from .base import Generation, Progress, Sampling, Shifted, common_prefix, trigger_patterns, triggers_of
 
 MAX_ANSWER_BYTES = 64 * 2**20  # one JSON answer or one streamed event (/props holds the chat template: ~100 kB)
@@ -211,7 +211,7 @@ class ServerEngine:
                         gen.evaluated = gen.to_evaluate = int(self.timings["prompt_n"])
                     return
             raise ServerError(f"{self.url}: the server closed the connection mid-reply")
-        except KeyboardInterrupt:
+        except STOPPED:
             gen.stop_reason = "interrupted"
             raise
         finally:

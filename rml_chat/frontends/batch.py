@@ -43,7 +43,7 @@ from ..core.message import Message
 from ..core.session import ChatSession
 from ..core.settings import ON_OFF, SAMPLING, SETTINGS, SettingError, sampling_value, settable
 from ..core.structured import Constraint, check, from_schema
-from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, one_line
+from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, STOPPED, AppError, Terminated, one_line
 from ..terminal import json_text, one_row
 from ..tools import loop as tool_loop
 from ..words import counted
@@ -307,12 +307,18 @@ def run_parallel(session: ChatSession, args: argparse.Namespace) -> int:
                     ready_now += 1
             write_ready(ready_now)
         write_ready(count)
-    except KeyboardInterrupt:
+    except STOPPED as err:
         progress.clear()
-        print(f"rml-chat: interrupted after {counted(written, 'line')}; the output holds them whole", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _stopped(err, written)
     progress.clear()
     return _summary(written, failed)
+
+
+def _stopped(err: BaseException, written: int) -> int:
+    """Ctrl-C or a signal after ``written`` lines: one line, and the exit code."""
+    why = str(err) if isinstance(err, Terminated) else "interrupted"
+    print(f"rml-chat: {why} after {counted(written, 'line')}; the output holds them whole", file=sys.stderr)
+    return err.exit_code if isinstance(err, Terminated) else EXIT_INTERRUPTED
 
 
 def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
@@ -337,10 +343,9 @@ def run_batch(session: ChatSession, args: argparse.Namespace) -> int:
             sys.stdout.write(json_text(out) + "\n")
             sys.stdout.flush()
             done += 1
-    except KeyboardInterrupt:
+    except STOPPED as err:
         progress.clear()
-        print(f"rml-chat: interrupted after {counted(done, 'line')}; the output holds them whole", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _stopped(err, done)
     finally:
         session.options.sampling = base
     progress.clear()

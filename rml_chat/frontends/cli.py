@@ -21,7 +21,18 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from .. import text_input
 from ..core.settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
-from ..errors import EXIT_CLOSED, EXIT_CODES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AppError, UsageError, report
+from ..errors import (
+    EXIT_CLOSED,
+    EXIT_CODES,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    AppError,
+    Terminated,
+    UsageError,
+    end_on_signals,
+    report,
+)
 from ..terminal import utf8_streams, visible
 from .help_screens import HelpAction
 
@@ -277,11 +288,14 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
     if sys.stdout is None:  # (>&-)
         return report("stdout is closed: nowhere to write", "closed", EXIT_CLOSED, False)
     utf8_streams()
+    end_on_signals()
     try:
         return _main(args_text, phase, free)
     except KeyboardInterrupt:
         doing = " while loading the model" if phase[0] == "loading" else ""
         return report(f"interrupted{doing}", "interrupted", EXIT_INTERRUPTED, as_json)
+    except Terminated as err:
+        return report(str(err), err.kind, err.exit_code, as_json)
     except BrokenPipeError:
         _detach_stdout()
         return report("the output was closed before everything was written", "closed", EXIT_CLOSED, False)

@@ -38,7 +38,7 @@ from ..core.message import Message
 from ..core.session import ChatSession
 from ..core.sessions import new_autosave_path, prune_states, release_claim, sessions_dir, size_text, state_worth_it
 from ..engines.kv_cache import state_path
-from ..errors import AppError, one_line
+from ..errors import AppError, Terminated, one_line
 from ..terminal import RESET, cells, known_width, visible
 from ..terminal import dim as styled_dim
 from ..tools import loop as tool_loop
@@ -197,6 +197,9 @@ class Repl:
         self.typeahead.start()  # keys typed between two prompts wait as bytes (a Ctrl-D too): typeahead.py
         try:
             return self._loop()
+        except Terminated:  # SIGTERM, or the terminal closed: the chat saved as on leaving, then the exit code
+            self.leave()
+            raise
         finally:
             self.typeahead.stop()
 
@@ -319,6 +322,10 @@ class Repl:
         self._prompting = True
         try:
             text = self.prompt.prompt(marker, default=default)
+        except Terminated:  # (what was typed so far goes to the history: Up brings it back next time)
+            if self.prompt.default_buffer.text.strip():
+                self.history.keep(self.prompt.default_buffer.text)
+            raise
         finally:
             self._prompting = False
             for line in self._pending:
@@ -357,6 +364,10 @@ class Repl:
             else:
                 result = tool_loop.exchange(self.session, message, emit, notify, progress, think=think,
                                                ctrl_c_ends_thought=True)  # (a second Ctrl-C stops the reply)
+        except Terminated:  # (the reply so far is in the conversation, marked cut: run() saves it)
+            progress.clear()
+            answer.end()
+            raise
         except KeyboardInterrupt:
             progress.clear()
             answer.end()

@@ -20,7 +20,7 @@ from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint, Outcome
 from ..engines.base import Generation
 from ..engines.sampler_chain import describe, stages
-from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, AppError, report
+from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, STOPPED, AppError, Terminated, report
 from ..terminal import dim, json_text, visible
 from ..tools import loop as tool_loop
 from .progress import EvalProgress
@@ -190,13 +190,13 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
         if files and "the message alone needs" in str(err):  # (what each file weighs, to choose what to leave out)
             raise ChatError(f"{err} (the files: {files_note(files, weights())})") from None
         raise
-    except KeyboardInterrupt:
+    except STOPPED as err:  # (the turn so far is kept: --resume saves it)
         progress.clear()
         if not args.json:
             answer.end()
-        print("rml-chat: interrupted (the reply so far is above)" if not args.json else "rml-chat: interrupted",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+        why = str(err) if isinstance(err, Terminated) else "interrupted"
+        print(f"rml-chat: {why} (the reply so far is above)" if not args.json else f"rml-chat: {why}", file=sys.stderr)
+        return err.exit_code if isinstance(err, Terminated) else EXIT_INTERRUPTED
     progress.clear()
     if args.json:
         shown = result_json(session, result, session.options.constraint)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tokenizer.loaders.hf_config import CONFIG_FILES
 
-from ..errors import ModelError
+from ..errors import STOPPED, ModelError
 from .hub_spec import HubSpec, choose_files
 from .stores import hf_hub_cache, snapshot_of
 
@@ -168,7 +168,7 @@ def _download(spec: HubSpec, revision: str | None, file: RepoFile, progress: boo
     try:
         fetched = fetch_blob(spec.repo, file.path, revision, progress) if missing and not constants.HF_HUB_OFFLINE else 0
         return fetched, Path(hf_hub_download(spec.repo, file.path, revision=revision))
-    except KeyboardInterrupt:
+    except STOPPED:
         if missing:
             print(f"rml-chat: {file.path}: the download stopped; the same command resumes it", file=sys.stderr)
         raise
