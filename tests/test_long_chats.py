@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 
 import pytest
 from conftest import model_path
@@ -133,6 +134,9 @@ def test_a_damaged_stale_or_foreign_state_is_ignored_with_a_reason(model, tmp_pa
         finally:
             other.close()
         assert engine.load_state(tmp_path / "missing.kv", model.weights) == (0, "no saved state beside it")
+        os.mkfifo(tmp_path / "fifo.kv")  # (read, it would wait for a writer for ever)
+        assert engine.load_state(tmp_path / "fifo.kv", model.weights) == (
+            0, "its state file is not a regular file (a folder, a FIFO or a device)")
         assert engine.load_state(path, model.weights)[0] == len(engine.cached_ids()) > 0
     finally:
         engine.close()

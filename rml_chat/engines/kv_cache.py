@@ -33,6 +33,7 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import NOT_A_FILE
 from .base import common_prefix, state_path  # noqa: F401  (state_path: where a state lives, defined in base)
 
 #: a shift must keep at least this many tokens to be worth it (else the rest is simply evaluated again)
@@ -93,6 +94,8 @@ def write_state(path: Path, state: bytes, stamp: dict, ids: Sequence[int]) -> No
 def read_state(path: Path, expected: dict) -> tuple[list[int], bytes, str]:
     """A state ``write_state`` wrote, if its stamp is ``expected``: (the ids, the state, "") or ([], b"",
     why it can't be used)."""
+    if path.exists() and not path.is_file():  # (a FIFO would wait for a writer, /dev/zero never end)
+        return [], b"", f"its state file is {NOT_A_FILE}"
     try:
         data = path.read_bytes()
     except FileNotFoundError:
