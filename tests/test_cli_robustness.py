@@ -203,6 +203,16 @@ def test_an_invalid_byte_in_the_model_path_is_a_clear_error() -> None:
     assert "no such file or directory" in one_line_error(run(os.fsdecode(b"/no/m\xffdel.gguf"), "-p", "x"), 1)
 
 
+@pytest.mark.parametrize(("args", "line"), [
+    (["~no-such-user/m.gguf", "-p", "x"], "model: ~no-such-user/m.gguf: no such file or directory"),
+    (["--resume", "~no-such-user/c.json", "-p", "x"], "chat: ~no-such-user/c.json: can't read (No such file"),
+    (["-p", "x", "--json-schema", "@~no-such-user/s.json"], "--json-schema: ~no-such-user/s.json: No such file"),
+])
+def test_a_home_of_no_user_is_a_path_that_is_not_there(args: list[str], line: str) -> None:
+    """``~name`` of no user stays as written, as a shell leaves it (it was an internal error)."""
+    assert line in one_line_error(run(*args), 2 if "--json-schema" in args else 1)
+
+
 def test_a_closed_output_pipe_is_one_line_and_exit_141() -> None:
     reader = subprocess.Popen([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "-p",
                                "Write a long story about the sea.", "--temp", "0", "-n", "300"],

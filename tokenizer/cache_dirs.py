@@ -15,7 +15,7 @@ from pathlib import Path
 def cache_dir() -> Path:
     """``$RML_CHAT_CACHE``, else ``$XDG_CACHE_HOME/rml-chat``, else ``~/.cache/rml-chat``."""
     if os.environ.get("RML_CHAT_CACHE"):
-        return Path(os.environ["RML_CHAT_CACHE"])
+        return Path(os.path.expanduser(os.environ["RML_CHAT_CACHE"]))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "rml-chat"
 
@@ -25,7 +25,7 @@ def cache_folder(variable: str, default: str) -> Path | None:
     setting = os.environ.get(variable, "")
     if setting.lower() in ("off", "0", "no", "false"):
         return None
-    return Path(setting).expanduser() if setting else cache_dir() / default
+    return Path(os.path.expanduser(setting)) if setting else cache_dir() / default  # (~name of no user: as typed)
 
 
 @cache

@@ -28,6 +28,7 @@ from ..engines.base import common_prefix
 from ..errors import NOT_A_FILE, AppError
 from ..words import counted
 from .message import Message, MessageError
+from .paths import user_path
 
 MAX_CHAT_BYTES = 16 * text_input.MAX_TEXT_BYTES  # a saved chat: its messages and the paths /edit left
 
@@ -195,7 +196,7 @@ class Conversation:
     def save(self, path: Path) -> None:
         """Write atomically: a temporary file beside the target, then rename (the old file stays intact
         if anything fails)."""
-        path = Path(path).expanduser()
+        path = user_path(path)
         if path.is_symlink():  # (the link stays; the file it names is written)
             path = Path(os.path.realpath(path))
         if path.exists() and not path.is_file():  # (renamed over, a device such as /dev/full would be lost)
@@ -218,7 +219,7 @@ class Conversation:
 
     @classmethod
     def load(cls, path: Path) -> Conversation:
-        path = Path(path).expanduser()
+        path = user_path(path)
         try:
             data = text_input.read_limited(path, MAX_CHAT_BYTES)
         except OSError as err:

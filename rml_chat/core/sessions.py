@@ -27,6 +27,7 @@ from ..engines.base import prune_oldest, state_path
 from ..text_input import from_json, read_limited, whole_number
 from . import fences
 from .conversation import MAX_CHAT_BYTES, ChatError
+from .paths import user_path
 
 DEFAULT_CAP = "1G"
 STATE_MIN_TOKENS = 256     # fewer cached tokens than this: evaluating them again is quicker than a file
@@ -56,7 +57,7 @@ def size_text(n: int) -> str:
 
 def sessions_dir() -> Path:
     if os.environ.get("RML_CHAT_SESSIONS"):
-        return Path(os.environ["RML_CHAT_SESSIONS"]).expanduser()
+        return user_path(os.environ["RML_CHAT_SESSIONS"])
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "rml-chat" / "sessions"
 
@@ -181,7 +182,7 @@ def find_session(key: str, flag: str = "--resume", doing: str = "resume") -> Pat
     if not key.strip():
         raise ChatError(f"{flag} needs a chat: last, its number or its name (rml-chat --sessions lists them)")
     if key != "last" and (os.sep in key or key.endswith(".json")):
-        return Path(key).expanduser()
+        return user_path(key)
     sessions = list_sessions()
     if not sessions:
         raise ChatError(f"no saved chat in {sessions_dir()} to {doing}")
@@ -195,8 +196,8 @@ def find_session(key: str, flag: str = "--resume", doing: str = "resume") -> Pat
     for s in sessions:
         if key in (s.name, s.path.stem):
             return s.path
-    if Path(key).expanduser().exists():
-        return Path(key).expanduser()
+    if user_path(key).exists():
+        return user_path(key)
     raise ChatError(f"no chat named {key!r} in {sessions_dir()} (rml-chat --sessions lists them)")
 
 

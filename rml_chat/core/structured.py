@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from .. import text_input
 from ..engines.base import Engine
 from ..errors import UsageError
+from .paths import user_path
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def _text_or_file(value: str, flag: str) -> str:
     """``@FILE`` -> the file's text (under the text policy); anything else as it is."""
     if not value.startswith("@"):
         return value
-    path = Path(value[1:]).expanduser()
+    path = user_path(value[1:])
     try:
         return text_input.from_bytes(text_input.read_limited(path), str(path))
     except OSError as err:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
 
 from .. import text_input
+from ..core.paths import user_path
 from ..core.settings import CONTEXT, OUTPUT, SAMPLING, SETTINGS, SettingError
 from ..errors import (
     EXIT_CLOSED,
@@ -439,7 +440,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
 
         cap = args.sessions_max if args.sessions_max is not None else _cap_from_environment(parse_size, default_cap())
     phase[0] = "loading"
-    if args.hf_repo or args.hf_file or any(not Path(m).expanduser().exists() for m in args.models):
+    if args.hf_repo or args.hf_file or any(not user_path(m).exists() for m in args.models):
         from .models_list import name_the_models
 
         name_the_models(args, say)

@@ -26,6 +26,7 @@ from pathlib import Path
 from prompt_toolkit.history import FileHistory, History
 
 from .. import text_input
+from ..core.paths import user_path
 from ..errors import NOT_A_FILE
 
 FENCE = '"""'
@@ -35,7 +36,7 @@ MAX_HISTORY_BYTES = text_input.MAX_TEXT_BYTES  # the newest part of the history 
 def history_path() -> Path:
     """``$RML_CHAT_HISTORY``, else ``$XDG_DATA_HOME/rml-chat/history``, else ``~/.local/share/rml-chat/history``."""
     if os.environ.get("RML_CHAT_HISTORY"):
-        return Path(os.environ["RML_CHAT_HISTORY"])
+        return user_path(os.environ["RML_CHAT_HISTORY"])
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "rml-chat" / "history"
 

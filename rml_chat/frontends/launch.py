@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.conversation import Conversation, window_note
-from ..core.paths import resolve
+from ..core.paths import resolve, user_path
 from ..core.sessions import find_session, sessions_dir
 from ..core.structured import Constraint, check, from_grammar, from_schema
 from ..engines.base import Engine, context_size
@@ -132,7 +132,7 @@ def _attach_draft(engine, model, args: argparse.Namespace) -> None:  # type: ign
     from ..engines.thread_choice import ThreadChoice
     from ..errors import ModelError
 
-    path = Path(args.model_draft).expanduser()
+    path = user_path(args.model_draft)
     try:
         draft_vocabulary = tokenizer.load(str(path))
     except (OSError, ValueError) as err:
@@ -165,7 +165,7 @@ def _attach_lookup_caches(engine, model, args: argparse.Namespace, say: Callable
         if not path:
             continue
         try:
-            cache = LookupCache.read(Path(path).expanduser())
+            cache = LookupCache.read(user_path(path))
         except LookupCacheError as err:
             raise ModelError(f"{flag} {path}: not a llama.cpp lookup cache: {err}") from None
         except (OSError, ValueError) as err:  # (ValueError: a path with a NUL in it)

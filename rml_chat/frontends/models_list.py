@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core.paths import user_path
 from ..core.sessions import size_text
 from ..errors import ModelError, UsageError
 from ..models.facts import facts_of
@@ -62,7 +63,7 @@ def name_the_models(args: argparse.Namespace, say: Callable[[str], None]) -> Non
     found: list[tuple[Path, Path | None]] = []
     here: list[LocalModel] | None = None
     for text in args.models:
-        if Path(text).expanduser().exists() or looks_like_a_path(text):
+        if user_path(text).exists() or looks_like_a_path(text):
             found.append((Path(text), None))
             continue
         here = local_models() if here is None else here

@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol
 
 from ..core.attachments import Attachment, read_attachment
 from ..core.conversation import Conversation, window_note
+from ..core.paths import user_path
 from ..core.sampling_sources import set_by
 from ..core.session import ChatSession
 from ..core.sessions import name_problem
@@ -219,7 +219,7 @@ class Commands:
         if not path:
             self.say("usage: /save FILE")
             return
-        target = Path(path).expanduser()
+        target = user_path(path)
         self.session.conversation.save(target)
         note = ""
         try:
@@ -233,7 +233,7 @@ class Commands:
         if not path:
             self.say("usage: /load FILE")
             return
-        source = Path(path).expanduser()
+        source = user_path(path)
         loaded = Conversation.load(source)
         self.session.conversation = loaded
         restored, why = self.session.engine.load_state(state_path(source), self.session.model.weights)
@@ -401,7 +401,7 @@ class Commands:
         conversation = self.session.conversation
         title = conversation.name or f"Chat with {self.session.model.name}"
         text = as_markdown(conversation.system, conversation.messages, title)
-        target = Path(path).expanduser()
+        target = user_path(path)
         if target.exists() and not target.is_file():  # (a FIFO would block the chat; a device, a folder: no)
             self.say(f"/export: {path} is {NOT_A_FILE}; give a file's path")
             return

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.paths import user_path
 from .hub_spec import SplitName, is_model_file, quant_of
 
 MODEL_LAYER = "application/vnd.ollama.image.model"
@@ -65,14 +66,14 @@ def hf_hub_cache() -> Path:
     """The Hugging Face cache's folder, as ``huggingface_hub`` finds it."""
     for var, under in (("HF_HUB_CACHE", ""), ("HUGGINGFACE_HUB_CACHE", ""), ("HF_HOME", "hub")):
         if value := os.environ.get(var):
-            return Path(value).expanduser() / under
+            return user_path(value) / under
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else home() / ".cache") / "huggingface" / "hub"
 
 
 def llama_cpp_cache() -> Path:
     if value := os.environ.get("LLAMA_CACHE"):
-        return Path(value).expanduser()
+        return user_path(value)
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else home() / ".cache") / "llama.cpp"
 
@@ -83,7 +84,7 @@ def lmstudio_folders() -> list[Path]:
 
 def ollama_folder() -> Path:
     value = os.environ.get("OLLAMA_MODELS")
-    return Path(value).expanduser() if value else home() / ".ollama" / "models"
+    return user_path(value) if value else home() / ".ollama" / "models"
 
 
 # ----- the Hugging Face layout (the hub's cache, and llama.cpp's since 2026) ------------------------------------

@@ -32,8 +32,8 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from ..core.paths import user_path
 from ..errors import NOT_A_FILE, UsageError
 
 JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
@@ -146,7 +146,7 @@ def tool_of(function: Callable, source: str) -> Tool:
 def load_functions(path: str, note: Callable[[str], None] = lambda line: None) -> list[Tool]:
     """The public functions of a Python file as tools; UsageError for a file that can't be read or run.
     What the file prints while it loads goes to ``note``, never to stdout (where the reply goes)."""
-    file = Path(path).expanduser()
+    file = user_path(path)
     if not file.exists():
         raise UsageError(f"--functions {path}: no such file")
     if not file.is_file():
