@@ -64,10 +64,15 @@ def test_copy_and_export_in_a_real_terminal(tmp_path) -> None:
     term.ask(f"/export {mine}".encode(), b"--force replaces it")
     assert mine.read_text() == "the user's own notes"
     term.ask(f"/export {mine} --force".encode(), b"exported 2 messages")
+    link = tmp_path / "link.md"
+    link.symlink_to(exported)
+    exported.write_text("older")
+    term.ask(f"/export {link} --force".encode(), b"exported 2 messages")
     assert term.finish() == 0
     text = exported.read_text()
     assert text.startswith("# Chat with ") and "## 1 · You\n\nWrite a Python line" in text and reply in text
     assert mine.read_text() == text and not list(tmp_path.glob(".*.part"))
+    assert link.is_symlink() and link.read_text() == text  # (written through the link, which stays)
 
 
 @pytest.mark.offline

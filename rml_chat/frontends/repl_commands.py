@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 from ..core.attachments import Attachment, read_attachment
@@ -402,6 +403,8 @@ class Commands:
         title = conversation.name or f"Chat with {self.session.model.name}"
         text = as_markdown(conversation.system, conversation.messages, title)
         target = user_path(path)
+        if target.is_symlink():  # (the link stays; the file it names is written, as /save writes one)
+            target = Path(os.path.realpath(target))
         if target.exists() and not target.is_file():  # (a FIFO would block the chat; a device, a folder: no)
             self.say(f"/export: {path} is {NOT_A_FILE}; give a file's path")
             return
