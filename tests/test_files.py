@@ -124,3 +124,13 @@ def test_file_in_a_real_terminal_and_dash_f_held_for_the_first_message(tmp_path)
                                         Attachment(str(tmp_path / "b.txt"), "Beta.\n")], "Name both.")
     prompt = segments_text(load_model(str(model_path("smollm2"))).encoder.format([{"role": "user", "content": message}]))
     assert prompt == _rendered(message)
+
+
+@pytest.mark.offline
+def test_a_files_path_may_start_with_a_tilde_as_typed_at_the_prompt(tmp_path, monkeypatch) -> None:
+    """No shell expands ``/file ~/notes.txt``: rml-chat does, and labels the block as the path was given."""
+    from rml_chat.core.attachments import read_attachment
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "notes.txt").write_text("Milk.\n")
+    assert read_attachment("~/notes.txt", "/file") == Attachment("~/notes.txt", "Milk.\n")

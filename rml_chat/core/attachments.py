@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ..errors import AppError
 from ..text_input import MAX_TEXT_BYTES, read_limited, without_bom
 from ..words import counted
+from .paths import user_path
 
 MAX_FILE_BYTES = MAX_TEXT_BYTES  # (the same bound as stdin's)
 
@@ -56,9 +57,11 @@ class Attachment:
 def read_attachment(path: str, flag: str = "--file") -> Attachment:
     """The file at ``path`` as text, or FileRefused saying why not (its line begins with ``flag PATH``):
     missing, a directory or another kind of file, too big, binary (a NUL byte), or not UTF-8 (where the
-    first invalid byte is)."""
+    first invalid byte is). ``~`` is expanded (``/file ~/notes.txt``: no shell did it); the block is
+    labelled with the path as given."""
+    where = user_path(path)
     try:
-        info = os.stat(path)
+        info = os.stat(where)
     except FileNotFoundError:
         raise FileRefused(f"{flag} {path}: no such file") from None
     except OSError as err:
@@ -71,7 +74,7 @@ def read_attachment(path: str, flag: str = "--file") -> Attachment:
         raise FileRefused(f"{flag} {path}: {info.st_size} bytes; a file up to {MAX_FILE_BYTES} bytes is read "
                           "(no context holds more)")
     try:
-        data = read_limited(path, MAX_FILE_BYTES)  # (a file that grew since its size was read: cut there)
+        data = read_limited(where, MAX_FILE_BYTES)  # (a file that grew since its size was read: cut there)
     except OSError as err:
         raise FileRefused(f"{flag} {path}: {err.strerror or err}") from None
     nul = data.find(b"\0")
