@@ -5,6 +5,7 @@ drafts from the files llama.cpp's own ``llama-lookup-create`` and ``llama-lookup
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -75,7 +76,9 @@ def test_a_model_or_a_device_given_by_mistake_is_refused_before_it_is_read(tmp_p
     model.write_bytes(b"GGUF" + bytes(4_000_001))
     with pytest.raises(LookupCacheError, match=r"it is a GGUF file \(a model's\)"):
         LookupCache.read(model)
-    for device in ("/dev/zero", "/dev/urandom"):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # (opened, it would wait for a writer for ever)
+    for device in ("/dev/zero", "/dev/urandom", fifo):
         with pytest.raises(LookupCacheError, match="not a regular file"):
             LookupCache.read(device)
 
