@@ -466,3 +466,26 @@ def test_a_chat_with_no_message_is_not_autosaved(session, tmp_path, capsys, monk
         assert repl.run() == 0
     assert "temp = 0.5" in capsys.readouterr().out
     assert not list((tmp_path / "sessions").glob("*.json"))  # (--sessions lists chats, not settings)
+
+
+def test_a_chat_open_in_two_windows_goes_on_as_two_chats_and_neither_saves_over_the_other(tmp_path) -> None:
+    """The second ``--resume`` of a chat still open goes on in a new file, and says so; ``-p --resume``
+    too. Before, each saved its whole conversation into the one file: the last to save undid the other's
+    turns."""
+    first = Terminal(tmp_path, "--temp", "0", "-n", "4")
+    first.prompt_ready()
+    first.ask(b"From the first window.", b"stop:")
+    second = Terminal(tmp_path, "--temp", "0", "-n", "4", "--resume", "last")
+    second.prompt_ready()
+    second.ask(b"From the second window.", b"stop:")
+    first.ask(b"The first again.", b"stop:")
+    scripted = subprocess.run([sys.executable, "-m", "rml_chat", "--resume", "1", "-p", "From -p.", "-n", "2"],
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "RML_CHAT_SESSIONS": str(tmp_path / "sessions")})
+    assert first.finish() == 0 and second.finish() == 0 and scripted.returncode == 0, scripted.stderr
+    assert b"this chat is open in another rml-chat: this one goes on as a new chat" in second.output
+    assert "the chat is open in another rml-chat: saved in a new chat (6 messages" in scripted.stderr
+    chats = [json.loads(p.read_text())["messages"] for p in (tmp_path / "sessions").glob("*.json")]
+    assert sorted([m["content"] for m in chat if m["role"] == "user"] for chat in chats) == [
+        ["From the first window.", "From the second window."], ["From the first window.", "The first again."],
+        ["From the first window.", "The first again.", "From -p."]]

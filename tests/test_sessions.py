@@ -180,3 +180,20 @@ def test_a_calls_message_keeps_a_string_content_and_is_none_only_where_the_templ
     old["messages"][1]["content"] = None
     saved.write_text(json.dumps(old))
     assert Conversation.load(saved).messages == chat.messages
+
+
+def test_a_chat_held_by_another_process_is_not_deleted_and_its_lock_ends_with_that_process(folder) -> None:
+    chat = folder / "20260103-chat.json"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+                               "from rml_chat.core.sessions import hold\n"
+                               "assert hold(Path(sys.argv[1]))\nprint('held', flush=True)\ntime.sleep(60)",
+                               str(chat)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"  # type: ignore[union-attr]
+        with pytest.raises(ChatError, match="the chat is open in another rml-chat; leave it there first"):
+            delete_session("alpha")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert delete_session("alpha").path == chat and not chat.exists()  # (the lock went with its process)
+    assert not (folder / ".20260103-chat.json.lock").exists()

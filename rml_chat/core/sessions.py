@@ -17,6 +17,7 @@ Conversations are never pruned; ``--delete-session`` removes one with its state.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import time
@@ -85,6 +86,38 @@ def new_autosave_path(model_name: str) -> Path:
         except OSError:
             return path
     return folder / f"{stamp}-{safe}-{os.getpid()}.json"
+
+
+_HELD: dict[Path, int] = {}  # the lock files this process holds, open (a lock lasts while its file is open)
+
+
+def hold(path: Path) -> bool:
+    """Hold the chat saved at ``path`` for this process, so that a second rml-chat going on with the same
+    chat can tell, and does not save over this one's turns (nor this one over its): an advisory lock
+    (``flock``) on ``.NAME.lock`` beside it, which ends with the process however it ends. False: another
+    process holds it. Where no lock can be taken (a folder that can't be written, a file system without
+    locks) True: the lock is a courtesy, never a reason to refuse a chat."""
+    lock = lock_path(path)
+    if lock in _HELD:  # (this process's own: a second REPL of the same run, a delete after a resume)
+        return True
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    except OSError:
+        os.close(fd)
+        return True
+    _HELD[lock] = fd
+    return True
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
 
 
 def release_claim(path: Path) -> None:
@@ -207,7 +240,9 @@ def delete_session(key: str) -> SessionInfo:
     info = _read(path)
     if info is None or path.parent.resolve() != sessions_dir().resolve():
         raise ChatError(f"{path}: not a chat in {sessions_dir()}")
-    for p in (state_path(path), path):
+    if not hold(path):
+        raise ChatError(f"{path.name}: the chat is open in another rml-chat; leave it there first")
+    for p in (state_path(path), path, lock_path(path)):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
     return info
