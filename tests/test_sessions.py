@@ -137,14 +137,16 @@ def test_sessions_and_delete_session_on_the_command_line(folder) -> None:
 
 
 def test_two_chats_started_in_the_same_second_each_claim_their_own_file_and_an_unused_claim_goes(folder) -> None:
-    from rml_chat.core.sessions import new_autosave_path, release_claim
+    from rml_chat.core.sessions import hold, lock_path, new_autosave_path, release_claim
 
     first, second = new_autosave_path("m"), new_autosave_path("m")
     assert first != second and first.is_file() and second.is_file()  # (claimed at once, not at the first save)
+    assert hold(first) and hold(second)  # (as the REPL holds its chat)
     Conversation(messages=[{"role": "user", "content": "kept"}]).save(second)
     release_claim(first)
     release_claim(second)
-    assert not first.exists() and second.exists()  # (only an empty claim goes)
+    assert not first.exists() and second.exists()  # (only an empty claim goes, with its lock)
+    assert not lock_path(first).exists() and lock_path(second).exists()
     assert [s.path for s in list_sessions()].count(second) == 1
 
 

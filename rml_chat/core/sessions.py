@@ -121,10 +121,11 @@ def lock_path(path: Path) -> Path:
 
 
 def release_claim(path: Path) -> None:
-    """Remove an autosave file claimed and never written (still empty)."""
+    """Remove an autosave file claimed and never written (still empty), and its lock."""
     with contextlib.suppress(OSError):
         if path.is_file() and path.stat().st_size == 0:
             path.unlink()
+            lock_path(path).unlink(missing_ok=True)
 
 
 def state_worth_it(tokens: int, eval_tokens_per_s: float | None) -> bool:
