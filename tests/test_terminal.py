@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import pyte  # (the test extras hold it: without it these tests fail, as they should, rather than skip)
 import pytest
 from conftest import model_path, smollm_with_template
 from test_repl import Terminal
@@ -18,8 +19,6 @@ from test_repl import Terminal
 from rml_chat.errors import one_line, report
 from rml_chat.frontends.prompt_view import marked_prompt
 from rml_chat.terminal import Styled, dim, for_stream, json_text, style, visible
-
-pyte = pytest.importorskip("pyte")
 
 #: what a hostile reply holds: a title (OSC ... BEL), a screen clear (CSI), a DCS query ended by ST, two
 #: backspaces, a carriage return over-printing, a C1 CSI (U+009B) and DEL
@@ -174,8 +173,6 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("source", ["functions", "mcp"])
 def test_a_tool_result_and_an_mcp_servers_error_text_are_shown_visibly(tmp_path, source: str) -> None:
-    if source == "mcp":
-        pytest.importorskip("mcp")
     model = smollm_with_template(tmp_path / "qwen.gguf", "Qwen-Qwen2.5-7B-Instruct")
     code = tmp_path / "tools.py"
     code.write_text(HOSTILE_TOOLS if source == "functions" else HOSTILE_MCP)

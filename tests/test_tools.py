@@ -389,7 +389,8 @@ if __name__ == "__main__":
 
 @pytest.fixture(scope="module")
 def mcp_server(tmp_path_factory) -> str:
-    pytest.importorskip("mcp")
+    import mcp  # noqa: F401  (the test extras hold it: without it these tests fail, as they should, not skip)
+
     path = tmp_path_factory.mktemp("mcp") / "weather_server.py"
     path.write_text(MCP_SERVER)
     return f"{sys.executable} {path}"
