@@ -57,14 +57,17 @@ def test_the_listing_is_newest_first_and_leaves_out_what_is_not_a_chat(folder) -
     assert sessions[1].size > 3_000_000  # the state counts
 
 
-def test_a_chat_larger_than_resume_reads_is_left_out_of_the_listing(folder, monkeypatch) -> None:
-    """The listing reads a chat under --resume's bound, so a huge file costs the bound, not its size."""
-    from rml_chat.core import sessions
+def test_the_listing_reads_a_chat_as_resume_does(folder, monkeypatch) -> None:
+    """Under --resume's bound, so a huge file costs the bound, not its size; and without a byte-order mark,
+    so a chat an editor saved with one is listed (it was left out, though --resume read it)."""
+    from rml_chat.core import conversation
 
     Conversation(messages=[{"role": "user", "content": "big " * 1000}]).save(folder / "20260104-chat.json")
-    assert len(list_sessions()) == 4
-    monkeypatch.setattr(sessions, "MAX_CHAT_BYTES", 2000)
-    assert [s.first_line for s in list_sessions()] == ["", "the middle one", "first chat"]
+    marked = folder / "20260105-chat.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + json.dumps({"messages": [{"role": "user", "content": "marked"}]}).encode())
+    assert [s.first_line for s in list_sessions()][:2] == ["marked", ("big " * 1000).strip()]
+    monkeypatch.setattr(conversation, "MAX_CHAT_BYTES", 2000)
+    assert [s.first_line for s in list_sessions()] == ["marked", "", "the middle one", "first chat"]
 
 
 def test_a_chat_is_found_by_number_name_stem_or_path_and_a_miss_names_what_was_looked_for(folder) -> None:

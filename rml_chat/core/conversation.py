@@ -221,14 +221,22 @@ class Conversation:
     def load(cls, path: Path) -> Conversation:
         path = user_path(path)
         try:
-            data = text_input.read_limited(path, MAX_CHAT_BYTES)
+            parsed = chat_json(path)
         except OSError as err:
             raise ChatError(f"{path}: can't read ({err.strerror})") from None
-        try:
-            parsed = text_input.from_json(text_input.without_bom(text_input.from_bytes(data, str(path))), str(path))
         except (json.JSONDecodeError, RecursionError) as err:
             raise ChatError(f"{path}: not valid JSON ({err})") from None
         return cls.from_json(parsed, str(path))
+
+
+def chat_json(path: Path, quiet: bool = False) -> object:
+    """A saved chat's JSON as ``--resume`` reads it: at most ``MAX_CHAT_BYTES``, under the text policy
+    (``quiet``: without its warnings, for the ``--sessions`` listing), a byte-order mark left out. OSError,
+    ValueError or RecursionError where it can't be read."""
+    warn = {"warn": lambda _: None} if quiet else {}
+    data = text_input.read_limited(path, MAX_CHAT_BYTES)
+    return text_input.from_json(text_input.without_bom(text_input.from_bytes(data, str(path), **warn)), str(path),
+                                **warn)
 
 
 def _checked(listed: list, source: str) -> list[Message]:

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engines.base import prune_oldest, state_path
-from ..text_input import from_json, read_limited, whole_number
+from ..text_input import whole_number
 from . import fences
-from .conversation import MAX_CHAT_BYTES, ChatError
+from .conversation import ChatError, chat_json
 from .paths import user_path
 
 DEFAULT_CAP = "1G"
@@ -174,8 +174,7 @@ def title_line(message: str) -> str:
 
 def _read(path: Path) -> SessionInfo | None:
     try:
-        text = read_limited(path, MAX_CHAT_BYTES).decode("utf-8", errors="replace")  # (a larger one can't be
-        data = from_json(text, str(path), warn=lambda _: None)  # resumed either: it is left out of the listing)
+        data = chat_json(path, quiet=True)  # (as --resume reads it: one it can't resume is left out)
         stat = path.stat()
     except (OSError, ValueError, RecursionError):
         return None
