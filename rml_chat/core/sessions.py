@@ -116,6 +116,15 @@ def hold(path: Path) -> bool:
     return True
 
 
+def chat_file(resumed: Path | None, model_name: str) -> tuple[Path, bool]:
+    """The file a chat goes on in, held for this process: a resumed chat's own, else a new one, which is
+    also where another rml-chat holds the resumed chat (True: saving there would undo that one's turns)."""
+    elsewhere = resumed is not None and not hold(resumed)
+    path = resumed if resumed is not None and not elsewhere else new_autosave_path(model_name)
+    hold(path)  # (a new chat's too: a later --resume of it, from another window, can tell)
+    return path, elsewhere
+
+
 def lock_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.lock")
 

@@ -263,23 +263,22 @@ def _keep_resumed_turn(session: ChatSession, autosave: Path | None) -> None:
     """``--resume … -p``: the turn goes into the chat, in its autosave (a chat /save wrote elsewhere goes on
     in a new one, as in the REPL), and a line on stderr says where."""
     from ..core.conversation import ChatError
-    from ..core.sessions import hold, new_autosave_path
+    from ..core.sessions import chat_file
     from ..errors import one_line
     from ..words import counted
 
     conversation = session.conversation
-    elsewhere = autosave is not None and not hold(autosave)  # (open in a REPL, which would save over the turn)
-    target = autosave if autosave is not None and not elsewhere else new_autosave_path(session.model.name)
+    target, elsewhere = chat_file(autosave, session.model.name)  # (open in a REPL: a new chat, not over its turns)
     conversation.model = str(session.model.source.resolve())
     try:
         conversation.save(target)
     except (ChatError, OSError) as err:
         print(visible(f"rml-chat: note: the turn was not saved ({one_line(str(err))})"), file=sys.stderr)
         return
-    print(visible(f"rml-chat: note: {'the chat is open in another rml-chat: ' if elsewhere else ''}saved in "
-                  f"{'a new chat' if elsewhere else 'the chat'} ({counted(len(conversation.messages), 'message')}, "
-                  f"{target}): rml-chat --resume {'' if elsewhere else conversation.name or ''}".rstrip()
-                  + " goes on with it"), file=sys.stderr)
+    saved = "the chat is open in another rml-chat: saved in a new chat" if elsewhere else "saved in the chat"
+    resume = "rml-chat --resume" + (f" {conversation.name}" if conversation.name and not elsewhere else "")
+    print(visible(f"rml-chat: note: {saved} ({counted(len(conversation.messages), 'message')}, {target}): {resume} "
+                  "goes on with it"), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:

@@ -36,15 +36,7 @@ from ..core.attachments import Attachment, message_with
 from ..core.conversation import ChatError
 from ..core.message import Message
 from ..core.session import ChatSession
-from ..core.sessions import (
-    hold,
-    new_autosave_path,
-    prune_states,
-    release_claim,
-    sessions_dir,
-    size_text,
-    state_worth_it,
-)
+from ..core.sessions import chat_file, prune_states, release_claim, sessions_dir, size_text, state_worth_it
 from ..engines.kv_cache import state_path
 from ..errors import AppError, Terminated, one_line
 from ..terminal import RESET, cells, known_width, visible
@@ -186,10 +178,7 @@ class Repl:
         self.prompt = PromptSession(history=store, key_bindings=_key_bindings(), input=input, output=output,
                                     enable_history_search=False, completer=_SlashCompleter(self.commands.names()),
                                     complete_while_typing=False)
-        self.open_elsewhere = autosave is not None and not hold(autosave)  # (saving there would undo its turns)
-        self.autosave_path = (autosave if autosave is not None and not self.open_elsewhere else
-                              new_autosave_path(session.model.name))  # (a resumed chat's goes on in its file)
-        hold(self.autosave_path)
+        self.autosave_path, self.open_elsewhere = chat_file(autosave, session.model.name)
         self._autosave_failed = False
         self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
         self.typeahead = Typeahead.for_stdin(input is None)
