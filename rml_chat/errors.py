@@ -18,10 +18,7 @@ With ``--json`` an error is also a JSON object on stdout: ``{"ok": false, "error
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import stat
 import sys
 
 from .terminal import json_text, visible
@@ -53,36 +50,13 @@ class Terminated(BaseException):
 STOPPED = (KeyboardInterrupt, Terminated)  # what stops a run, where what was done so far is kept
 
 
-def end_on_signals() -> None:
-    """SIGTERM and SIGHUP raise ``Terminated`` in the main thread; the first one only: the save that
-    follows is not cut by a second (SIGKILL still ends everything)."""
+def how_stopped(err: BaseException) -> tuple[str, int]:
+    """What stopped a run (one of ``STOPPED``), in words, and its exit code::
 
-    def ended(signum: int, _frame: object) -> None:
-        for number in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(number, signal.SIG_IGN)
-        if signum == signal.SIGHUP:
-            _terminal_gone()
-        raise Terminated(signum)
-
-    for number in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            signal.signal(number, ended)
-        except (ValueError, OSError):  # (not the main thread: an embedding caller's own handling stays)
-            return
-
-
-def _terminal_gone() -> None:
-    """After a hangup, stdout and stderr that were the terminal write to /dev/null: a write to a terminal
-    that is gone fails (EIO), and the save that follows must not fail with it. A file or a pipe stays."""
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        return
-    for fd in (1, 2):
-        with contextlib.suppress(OSError):
-            if stat.S_ISCHR(os.fstat(fd).st_mode):
-                os.dup2(null, fd)
-    os.close(null)
+        >>> how_stopped(KeyboardInterrupt()), how_stopped(Terminated(signal.SIGTERM))
+        (('interrupted', 130), ('terminated (SIGTERM)', 143))
+    """
+    return (str(err), err.exit_code) if isinstance(err, Terminated) else ("interrupted", EXIT_INTERRUPTED)
 
 
 class AppError(Exception):

@@ -43,7 +43,7 @@ from ..core.message import Message
 from ..core.session import ChatSession
 from ..core.settings import ON_OFF, SAMPLING, SETTINGS, SettingError, sampling_value, settable
 from ..core.structured import Constraint, check, from_schema
-from ..errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, STOPPED, AppError, Terminated, one_line
+from ..errors import EXIT_ERROR, EXIT_OK, STOPPED, AppError, how_stopped, one_line
 from ..terminal import json_text, one_row
 from ..tools import loop as tool_loop
 from ..words import counted
@@ -316,9 +316,9 @@ def run_parallel(session: ChatSession, args: argparse.Namespace) -> int:
 
 def _stopped(err: BaseException, written: int) -> int:
     """Ctrl-C or a signal after ``written`` lines: one line, and the exit code."""
-    why = str(err) if isinstance(err, Terminated) else "interrupted"
+    why, code = how_stopped(err)
     print(f"rml-chat: {why} after {counted(written, 'line')}; the output holds them whole", file=sys.stderr)
-    return err.exit_code if isinstance(err, Terminated) else EXIT_INTERRUPTED
+    return code
 
 
 def run_batch(session: ChatSession, args: argparse.Namespace) -> int:

@@ -31,11 +31,11 @@ from ..errors import (
     AppError,
     Terminated,
     UsageError,
-    end_on_signals,
     report,
 )
 from ..terminal import utf8_streams, visible
 from .help_screens import HelpAction
+from .signals import end_on_signals
 
 if TYPE_CHECKING:
     from ..core.session import ChatSession

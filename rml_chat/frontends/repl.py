@@ -38,7 +38,7 @@ from ..core.message import Message
 from ..core.session import ChatSession
 from ..core.sessions import chat_file, prune_states, release_claim, sessions_dir, size_text, state_worth_it
 from ..engines.kv_cache import state_path
-from ..errors import AppError, Terminated, one_line
+from ..errors import STOPPED, AppError, Terminated, one_line
 from ..terminal import RESET, cells, known_width, visible
 from ..terminal import dim as styled_dim
 from ..tools import loop as tool_loop
@@ -367,13 +367,11 @@ class Repl:
             else:
                 result = tool_loop.exchange(self.session, message, emit, notify, progress, think=think,
                                                ctrl_c_ends_thought=True)  # (a second Ctrl-C stops the reply)
-        except Terminated:  # (the reply so far is in the conversation, marked cut: run() saves it)
+        except STOPPED as err:
             progress.clear()
             answer.end()
-            raise
-        except KeyboardInterrupt:
-            progress.clear()
-            answer.end()
+            if isinstance(err, Terminated):  # (the reply so far is in the conversation, marked cut: run() saves it)
+                raise
             if self.session.conversation.unanswered() is not None:
                 self._say(dim("[cut during the prompt's evaluation: your message stays, with no reply; /regen "
                               "answers it, or it goes with your next message]"))

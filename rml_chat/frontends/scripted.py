@@ -20,7 +20,7 @@ from ..core.session import ChatSession, TurnResult
 from ..core.structured import Constraint, Outcome
 from ..engines.base import Generation
 from ..engines.sampler_chain import describe, stages
-from ..errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, STOPPED, AppError, Terminated, report
+from ..errors import EXIT_INCOMPLETE, STOPPED, AppError, how_stopped, report
 from ..terminal import dim, json_text, visible
 from ..tools import loop as tool_loop
 from .progress import EvalProgress
@@ -194,9 +194,9 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
         progress.clear()
         if not args.json:
             answer.end()
-        why = str(err) if isinstance(err, Terminated) else "interrupted"
+        why, code = how_stopped(err)
         print(f"rml-chat: {why} (the reply so far is above)" if not args.json else f"rml-chat: {why}", file=sys.stderr)
-        return err.exit_code if isinstance(err, Terminated) else EXIT_INTERRUPTED
+        return code
     progress.clear()
     if args.json:
         shown = result_json(session, result, session.options.constraint)
