@@ -61,12 +61,10 @@ class LookupCache:
 
         The file is mapped, not read, while its records are walked: a file given by mistake (a model of
         many gigabytes, a device that never ends) is refused at its first records without being loaded."""
-        if not stat.S_ISREG(os.stat(path).st_mode):  # (before it is opened: opening a FIFO waits for a writer)
+        size = os.stat(path)
+        if not stat.S_ISREG(size.st_mode):  # (before it is opened: opening a FIFO waits for a writer)
             raise LookupCacheError("not a regular file")
         with open(path, "rb") as file:
-            size = os.fstat(file.fileno())
-            if not stat.S_ISREG(size.st_mode):  # (replaced since)
-                raise LookupCacheError("not a regular file")
             if file.read(4) == b"GGUF":
                 raise LookupCacheError("it is a GGUF file (a model's)")
             if size.st_size % 4:
