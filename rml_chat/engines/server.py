@@ -11,7 +11,9 @@ which only the metadata is read, or a model directory); the weights live behind 
   server's own (its ``prompt_progress``: total less cached).
 * At connect the server's model must fit our tokenizer: the vocabulary size, and the server's own
   tokenization of a probe text (and of BOS and EOS) against ours. A mismatch is an error.
-* A refused connection, a timeout, or a server that dies mid-reply is one line (``kind`` "server").
+* A refused connection, a timeout, or a server that dies mid-reply is one line (``kind`` "server"), and so
+  is an answer that is not llama-server's: each field is read for the type it must have (the readers at
+  the end), and a token id must be one of the vocabulary's.
 
 Only the standard library's ``http.client`` is used: no dependency for this.
 """
@@ -54,15 +56,8 @@ class ServerEngine:
         self._host, self._port, self._timeout = parts.hostname, parts.port or 80, timeout
         self._cached: list[int] = []  # what the server's slot holds, as far as this client knows
         self._fresh = False  # after reset(): the next request does not reuse the server's cache
-        props = self._get("/props")
-        settings = props.get("default_generation_settings", {})
-        self.n_ctx = int(settings.get("n_ctx") or props.get("n_ctx") or 0)
-        if self.n_ctx <= 0:
-            raise ServerError(f"{self.url}: /props names no context size; is it llama.cpp's llama-server?")
-        models = self._get("/v1/models").get("data") or [{}]
-        meta = models[0].get("meta") or {}
-        self.n_vocab = meta.get("n_vocab")
-        self.model_id = models[0].get("id", "?")
+        self.n_ctx = _context_size(self._get("/props"), f"{self.url}/props")
+        self.model_id, self.n_vocab = _model(self._get("/v1/models"))
         self.threads = self.placement = "the server's"
         self.name = f"{self.url} ({self.model_id})"
         self.timings: dict = {}  # the server's own timings of the last reply it finished
@@ -89,9 +84,9 @@ class ServerEngine:
         if response.status != 200:
             raise ServerError(f"{self.url}{path}: HTTP {response.status} ({data[:200].decode('utf-8', 'replace')})")
         try:
-            return json.loads(data)
-        except json.JSONDecodeError:
-            raise ServerError(f"{self.url}{path}: not JSON") from None
+            return _object(json.loads(data), f"{self.url}{path}")
+        except (json.JSONDecodeError, RecursionError):
+            raise ServerError(f"{self.url}{path}: not JSON; {_NOT_LLAMA_SERVER}") from None
 
     def _get(self, path: str) -> dict:
         return self._request("GET", path)
@@ -121,7 +116,10 @@ class ServerEngine:
 
     def lines(self, n: int) -> list:
         """``n`` connections to the server: its slots (``-np``) run them together."""
-        return [self, *(ServerEngine(self.url) for _ in range(n - 1))]
+        others = [ServerEngine(self.url) for _ in range(n - 1)]
+        for other in others:
+            other.n_vocab = self.n_vocab
+        return [self, *others]
 
     def use_prompt_cache(self, cache: object) -> None:
         """The server keeps its own prompt cache (``cache_prompt``); ours is not used."""
@@ -132,7 +130,9 @@ class ServerEngine:
     def reference_tokenize(self, text: str, special: bool) -> list[int]:
         """The server's own tokenization (for --check and the check at connect)."""
         found = self._request("POST", "/tokenize", {"content": text, "add_special": False, "parse_special": special})
-        return [t if isinstance(t, int) else t["id"] for t in found.get("tokens", [])]
+        tokens = found.get("tokens", [])
+        ids = [t.get("id", t) if isinstance(t, dict) else t for t in tokens] if isinstance(tokens, list) else [tokens]
+        return [_token_id(i, f"{self.url}/tokenize", self.n_vocab) for i in ids]
 
     def grammar_problem(self, gbnf: str) -> str:
         """"" when the server takes the grammar, else its complaint (a request that generates nothing)."""
@@ -152,6 +152,7 @@ class ServerEngine:
             raise ServerError(f"the server's model ({self.model_id}) tokenizes differently from the tokenizer from "
                               f"{source}: a probe text differs at token {at} (server {theirs[at:at + 3]}, ours "
                               f"{ours[at:at + 3]})")
+        self.n_vocab = tokenizer.vocab_size  # (the server may not have said it; the probe says it fits ours)
         for name, token_id in (("BOS", tokenizer.bos_id), ("EOS", tokenizer.eos_id)):
             if token_id is not None and self.reference_tokenize(tokenizer.id_to_token(token_id), True) != [token_id]:
                 raise ServerError(f"the server's model ({self.model_id}) has another {name} than the tokenizer from "
@@ -188,17 +189,20 @@ class ServerEngine:
             if response.status != 200:
                 raise ServerError(f"{self.url}/completion: HTTP {response.status} "
                                   f"({response.read(300).decode('utf-8', 'replace')})")
+            where = f"{self.url}/completion"
             for event in _events(response, self.url):
                 status = event.get("prompt_progress")
                 if status:  # its "tokens" is a placeholder, not a token
-                    gen.to_evaluate = int(status.get("total", 0)) - int(status.get("cache", 0))
-                    gen.evaluated = int(status.get("processed", 0)) - int(status.get("cache", 0))
-                    if progress is not None and status.get("processed") is not None:
-                        progress(gen.evaluated, gen.to_evaluate, time.perf_counter() - gen.started)
+                    total, cached, done = (_figure(status, key) for key in ("total", "cache", "processed"))
+                    if total is not None:  # (figures only: a server that gives none shows no progress)
+                        gen.to_evaluate, gen.evaluated = total - (cached or 0), (done or 0) - (cached or 0)
+                        if progress is not None and done is not None:
+                            progress(gen.evaluated, gen.to_evaluate, time.perf_counter() - gen.started)
                     continue
-                if event.get("tokens"):  # the prompt is done
+                tokens = _token_ids(event.get("tokens"), where, self.n_vocab)
+                if tokens:  # the prompt is done
                     gen.evaluated = max(gen.evaluated, gen.to_evaluate)
-                for token in event.get("tokens") or ():
+                for token in tokens:
                     if not gen.record(token, stops):
                         return
                     self._cached.append(token)
@@ -206,9 +210,9 @@ class ServerEngine:
                 if event.get("stop"):  # the server's last event (its n_predict is our budget): its timings
                     if event.get("stop_type") in ("eos", "word"):
                         gen.stop_reason = "stop"
-                    self.timings = event.get("timings") or {}
-                    if "prompt_n" in self.timings:
-                        gen.evaluated = gen.to_evaluate = int(self.timings["prompt_n"])
+                    self.timings = event.get("timings") if isinstance(event.get("timings"), dict) else {}
+                    if (prompt_n := _figure(self.timings, "prompt_n")) is not None:
+                        gen.evaluated = gen.to_evaluate = prompt_n
                     return
             raise ServerError(f"{self.url}: the server closed the connection mid-reply")
         except STOPPED:
@@ -237,11 +241,12 @@ def _events(response: http.client.HTTPResponse, url: str) -> Iterator[dict]:
         if payload == b"[DONE]":
             return
         try:
-            event = json.loads(payload)
-        except json.JSONDecodeError:
+            event = _object(json.loads(payload), f"{url}: a streamed event")
+        except (json.JSONDecodeError, RecursionError):
             raise ServerError(f"{url}: a streamed event is not JSON") from None
         if "error" in event:
-            raise ServerError(f"{url}: {event['error'].get('message', event['error'])}")
+            error = event["error"]
+            raise ServerError(f"{url}: {error.get('message', error) if isinstance(error, dict) else error}")
         yield event
 
 
@@ -276,3 +281,67 @@ def request_fields(s: Sampling, stop_ids: Sequence[int] = ()) -> dict:
     if s.backend_sampling:  # (with a grammar, llama-server turns it off itself, as we do)
         fields["backend_sampling"] = True
     return fields
+
+
+# ----- llama-server's answers, read for the types they must have ----------------------------------------
+# Whatever answers at the URL is read by these: a field of another type is one line naming it (or, for a
+# figure that only counts, a figure not given), never an exception from deep in the chat.
+
+_NOT_LLAMA_SERVER = "is it llama.cpp's llama-server?"
+_MAX_CONTEXT = 2**32 - 1  # llama.cpp's n_ctx is a uint32_t
+
+
+def _object(value: object, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ServerError(f"{where}: not a JSON object but {_shown(value)}; {_NOT_LLAMA_SERVER}")
+    return value
+
+
+def _figure(found: object, key: str) -> int | None:
+    """``found[key]`` when it is a whole number from 0 up (JSON's ``true`` is not one), else None.
+
+        >>> _figure({"total": 12}, "total"), _figure({"total": "12"}, "total"), _figure([], "total")
+        (12, None, None)
+    """
+    value = found.get(key) if isinstance(found, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _context_size(props: dict, where: str) -> int:
+    """The context size /props names (in its ``default_generation_settings``, or at its top level)."""
+    settings = props.get("default_generation_settings")
+    n_ctx = _figure(settings, "n_ctx") or _figure(props, "n_ctx")
+    if not n_ctx or n_ctx > _MAX_CONTEXT:
+        raise ServerError(f"{where} names no context size from 1 to {_MAX_CONTEXT:,}; {_NOT_LLAMA_SERVER}")
+    return n_ctx
+
+
+def _model(models: dict) -> tuple[str, int | None]:
+    """The served model's name and vocabulary size (None: not said) from /v1/models."""
+    data = models.get("data")
+    first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+    name = first.get("id")
+    return (name if isinstance(name, str) else "?"), _figure(first.get("meta"), "n_vocab")
+
+
+def _token_id(value: object, where: str, n_vocab: int | None) -> int:
+    """``value`` as a token id of the vocabulary (``n_vocab`` tokens; None: any id from 0)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < (n_vocab or 2**31):
+        return value
+    of = f"the vocabulary's {n_vocab:,}" if n_vocab else "a vocabulary's"
+    raise ServerError(f"{where}: the server sent {_shown(value)} as a token id, not one of {of}; {_NOT_LLAMA_SERVER}")
+
+
+def _token_ids(value: object, where: str, n_vocab: int | None) -> list[int]:
+    """A streamed event's ``tokens`` (absent or null: none)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ServerError(f"{where}: the server sent {_shown(value)} as a list of token ids; {_NOT_LLAMA_SERVER}")
+    return [_token_id(token, where, n_vocab) for token in value]
+
+
+def _shown(value: object) -> str:
+    """A short sight of a value that came from the server, as JSON writes it."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."

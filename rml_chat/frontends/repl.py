@@ -324,13 +324,15 @@ class Repl:
             known = isinstance(err, (AppError, ChatFormatError, TokenizerError, OSError))
             self._say(f"error: {one_line(str(err))}" if known else
                       f"internal error ({type(err).__name__}: {one_line(str(err))}); the conversation is kept")
-            if text is not None:
-                if self.session.conversation.messages[-1:] == [Message("user", message)]:
-                    self.session.conversation.drop_last()
+            if text is not None and self.session.conversation.messages[-1:] == [Message("user", message)]:
+                self.session.conversation.drop_last()
                 self.prompt.history.append_string(text)
                 self.files = files
                 self._say(dim("your message was not sent; it is in the history (press Up)" +
                               ("; the files stay held for it (/file lists them)" if files else "")))
+            elif self.session.conversation.messages[-1:] and self.session.conversation.messages[-1].cut:
+                self._say(dim("[the reply broke off; the part shown stays in the conversation, and /continue goes on]"))
+                self.autosave()
             return
         progress.clear()
         if view.open:  # a thought that never closed

@@ -169,10 +169,13 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
     progress = EvalProgress()
     answer = display.answer_writer(sys.stdout)  # (exact bytes into a pipe or a file; Markdown on a terminal)
 
+    shown = []  # (whether any of the answer was written: a turn that fails then ends its line first)
+
     def emit(chunk: str) -> None:
         if not args.json and chunk:
             progress.clear()
             answer.write(chunk)
+            shown[:] = [True]
 
     def notify(line: str) -> None:
         answer.pause()
@@ -186,9 +189,13 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
         result = tool_loop.exchange(session, text, emit, notify, progress, think=thinking.write,
                                   prefill=Prefill(start) if start else None)
         thinking.end()
-    except ChatError as err:
-        if files and "the message alone needs" in str(err):  # (what each file weighs, to choose what to leave out)
-            raise ChatError(f"{err} (the files: {files_note(files, weights())})") from None
+    except AppError as err:  # (one that fails mid-reply: the reply so far stays on a line of its own)
+        progress.clear()
+        thinking.end()
+        if shown:
+            answer.end()
+        if isinstance(err, ChatError) and files and "the message alone needs" in str(err):
+            raise ChatError(f"{err} (the files: {files_note(files, weights())})") from None  # (what each weighs)
         raise
     except STOPPED as err:  # (the turn so far is kept: --resume saves it)
         progress.clear()
