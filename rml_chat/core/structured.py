@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from .. import text_input
 from ..engines.base import Engine
 from ..errors import UsageError
+from .grammar_depth import depth
 from .paths import user_path
 
 
@@ -78,9 +79,12 @@ def from_grammar(value: str, flag: str = "--grammar") -> Constraint:
 def check(constraint: Constraint, engine: Engine) -> None:
     """The grammar parsed by the engine's own parser, so that a bad grammar is a UsageError now, not a
     crash of the sampler later."""
+    what = "the grammar made from the schema" if constraint.schema is not None else "the grammar"
+    too_deep = depth(constraint.gbnf).problem()  # (llama.cpp would recurse off its stack: the process would die)
+    if too_deep:
+        raise UsageError(f"{constraint.flag}: {what} goes too deep: {too_deep}")
     reason = engine.grammar_problem(constraint.gbnf)
     if reason:
-        what = "the grammar made from the schema" if constraint.schema is not None else "the grammar"
         raise UsageError(f"{constraint.flag}: {what} does not parse: {reason}")
 
 
