@@ -587,3 +587,41 @@ def test_a_tool_past_its_time_is_ended_and_its_prints_from_python_or_c_are_a_not
     assert not late.exists()  # (ended: it never got there)
     assert box.run(ToolCall("loud", {"x": "1"})) == "ok"
     assert "note: tool 'loud' printed: from python | from C" in shown and sys.stdout is stdout
+
+
+LONG_TEXT_SERVER = '''
+from typing import Annotated
+
+from pydantic import Field
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("notes")
+
+
+@server.tool()
+def keep(note: Annotated[str, Field(max_length=1_000_000_000)]) -> str:
+    """Keeps a note of up to a gigabyte."""
+    return "kept"
+
+
+if __name__ == "__main__":
+    server.run()
+'''
+
+
+def test_a_tool_whose_schema_allows_a_gigabyte_of_text_costs_a_rule_not_a_gigabyte(copies, tmp_path) -> None:
+    """pydantic writes ``"maxLength": 1000000000``. llama-cpp-python's port of the converter wrote the
+    character rule out that many times (a MemoryError, or the machine's memory); llama.cpp writes
+    ``char{0,1000000000}``, and so do we: the tool is offered, in a run held to 4 GB of address space."""
+    server = tmp_path / "notes_server.py"
+    server.write_text(LONG_TEXT_SERVER)
+    done = subprocess.run([sys.executable, "-m", "rml_chat", copies["qwen2.5"], "--mcp", f"{sys.executable} {server}",
+                           "-p", "Hi", "-n", "1", "--temp", "0"],
+                          capture_output=True, text=True, timeout=300, preexec_fn=_four_gigabytes)
+    assert done.returncode == 0 and "left out" not in done.stderr and "error" not in done.stderr, done.stderr
+
+
+def _four_gigabytes() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))

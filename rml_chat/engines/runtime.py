@@ -448,7 +448,37 @@ def llama_version() -> str:
 
 def schema_to_gbnf(schema_json: str) -> str:
     """A JSON schema as GBNF, by llama-cpp-python's port of llama.cpp's converter (pure Python; it raises
-    what it likes on a schema it can't take)."""
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    what it likes on a schema it can't take), with llama.cpp's own repetitions: the port writes an item
+    out ``minLength`` times and nests ``maxItems`` groups, so ``"maxLength": 100000000`` took gigabytes of
+    memory before llama.cpp ever saw the grammar."""
+    from llama_cpp import llama_grammar
 
-    return json_schema_to_gbnf(schema_json)
+    ported = llama_grammar._build_repetition
+    llama_grammar._build_repetition = repetition
+    try:
+        return llama_grammar.json_schema_to_gbnf(schema_json)
+    finally:
+        llama_grammar._build_repetition = ported
+
+
+def repetition(item: str, min_items: int, max_items: int | None, separator_rule: str | None = None,
+               item_rule_is_literal: bool = False) -> str:
+    """``item`` from ``min_items`` to ``max_items`` times (None: no most), as llama.cpp's converter writes
+    it (``build_repetition``, common/json-schema-to-grammar.cpp): GBNF's own ``{m,n}``, which its parser
+    takes, and the separator before each item but the first.
+
+        >>> repetition("[a-z]", 2, 5), repetition("item", 0, None, '","'), repetition('"ab"', 3, 3)
+        ('[a-z]{2,5}', '(item ("," item)*)?', '"ab"{3,3}')
+    """
+    if max_items == 0:
+        return ""
+    if min_items == 0 and max_items == 1:
+        return f"{item}?"
+    if not separator_rule:
+        if min_items == 1 and max_items is None:
+            return f"{item}+"
+        if min_items == 0 and max_items is None:
+            return f"{item}*"
+        return f"{item}{{{min_items},{'' if max_items is None else max_items}}}"
+    rest = repetition(f"({separator_rule} {item})", max(min_items - 1, 0), None if max_items is None else max_items - 1)
+    return f"({item} {rest})?" if min_items == 0 else f"{item} {rest}"
