@@ -34,21 +34,33 @@ def _answers(replaced: dict) -> type[http.server.BaseHTTPRequestHandler]:
     streamed events' JSON texts) where given."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def _send(self, body: str) -> None:
+        def _send(self, body: str, status: int = 200) -> None:
             data = body.encode()
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
+        def _refused(self) -> bool:
+            """As llama-server started with --api-key KEY: a request without that key is refused."""
+            key = replaced.get("key")
+            if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+                return False
+            self._send('{"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}', 401)
+            return True
+
         def do_GET(self) -> None:
+            if self._refused():
+                return
             usual = {"/props": {"default_generation_settings": {"n_ctx": 2048}},
                      "/v1/models": {"data": [{"id": "stand-in", "meta": {"n_vocab": TOKENIZER.vocab_size}}]}}
             self._send(replaced.get(self.path, json.dumps(usual.get(self.path, {}))))
 
         def do_POST(self) -> None:
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self._refused():
+                return
             if self.path == "/tokenize":
                 ids = TOKENIZER.encode(request["content"], parse_special=request["parse_special"])
                 return self._send(replaced.get(self.path, json.dumps({"tokens": ids})))
@@ -167,3 +179,51 @@ def test_a_reply_that_breaks_off_in_the_repl_keeps_the_part_shown_and_says_so_no
     assert re.search(r"1 user +hi\n +2 assistant Hello there \[cut\]", said), said[-600:]
     term.send(b"/quit\r")
     term.read_until(lambda out: b"saved 2 messages" in out)
+
+
+def test_a_server_started_with_a_key_is_reached_with_it_and_without_it_says_which_flag_gives_it(
+        serve, tmp_path) -> None:
+    url = serve({"key": "sesame"})
+    (tmp_path / "key").write_text("sesame\n")
+    runs = {name: subprocess.run([sys.executable, "-m", "rml_chat", "--server", url, str(model_path("smollm2")),
+                                  *flags, "-p", "hi"], capture_output=True, text=True, timeout=120)
+            for name, flags in (("no key", []), ("--api-key", ["--api-key", "sesame"]),
+                                ("--api-key-file", ["--api-key-file", str(tmp_path / "key")]),
+                                ("another key", ["--api-key", "open"]))}
+    for name in ("--api-key", "--api-key-file"):
+        assert runs[name].returncode == 0 and runs[name].stdout == "Hello there\n", runs[name].stderr
+    for name in ("no key", "another key"):
+        assert runs[name].returncode == 1
+        assert runs[name].stderr.splitlines()[-1] == (
+            f'rml-chat: server: {url}/props: HTTP 401 ({{"error": {{"code": 401, "message": "Invalid API Key", "type": '
+            f'"authentication_error"}}}}); --api-key or --api-key-file gives the server\'s key')
+    assert "sesame" not in "".join(r.stderr for r in runs.values())
+    lines = "".join(json.dumps({"id": i, "prompt": "hi"}) + "\n" for i in range(3))
+    batch = subprocess.run([sys.executable, "-m", "rml_chat", "--server", url, str(model_path("smollm2")), "--api-key",
+                            "sesame", "--batch", "-", "-np", "2"], input=lines, capture_output=True, text=True, timeout=120)
+    assert batch.returncode == 0, batch.stderr  # (each of -np's connections has the key)
+    assert [json.loads(line)["reply"] for line in batch.stdout.splitlines()] == ["Hello there"] * 3
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("http://[::1", "give http://HOST:PORT (Invalid IPv6 URL)"),
+    ("http://127.0.0.1:99999", "give http://HOST:PORT (a port from 1 to 65535)"),
+    ("http://127.0.0.1:port", "give http://HOST:PORT (a port from 1 to 65535)"),
+    ("http://127.0.0.1:0", "give http://HOST:PORT (a port from 1 to 65535)"),
+    ("https://127.0.0.1:8080", "give http://HOST:PORT (rml-chat reaches llama-server over plain http://)"),
+    ("", "give http://HOST:PORT"),
+    ("http://" + "a" * 64 + ":8080", "give http://HOST:PORT (the host is not a host name)"),
+])
+def test_a_server_url_that_is_no_url_is_a_usage_line_before_the_model_loads(url, said) -> None:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--server", url, "-p", "hi"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"rml-chat: usage: --server {url!r}: {said}"), done.stderr
+
+
+def test_a_user_and_password_in_the_url_are_refused_and_an_ipv6_host_is_written_in_brackets() -> None:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--server", "http://me:secret@127.0.0.1:8080", "-p", "hi"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--api-key or --api-key-file" in done.stderr and "secret" not in done.stderr
+    with pytest.raises(ServerError, match=r"^http://\[::1\]:1/props: "):  # (refused, or no IPv6 here)
+        ServerEngine("http://[::1]:1")

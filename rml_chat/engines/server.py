@@ -41,6 +41,9 @@ class ServerError(AppError):
         super().__init__(message, "server")
 
 
+#: what an answer of refusal adds: the server wants a key (llama-server --api-key)
+_KEY_HINT = {401: "; --api-key or --api-key-file gives the server's key"}
+
 #: why a server can't do what a local engine does with its cache
 _OWN_CACHE = "the server keeps its own cache"
 
@@ -48,12 +51,13 @@ _OWN_CACHE = "the server keeps its own cache"
 class ServerEngine:
     """The ``Engine`` protocol (base.py) over a llama-server."""
 
-    def __init__(self, url: str, *, timeout: float = 60.0):
-        parts = urlsplit(url if "://" in url else "http://" + url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ServerError(f"--server {url}: give http://HOST:PORT")
-        self.url = f"http://{parts.hostname}:{parts.port or 80}"
-        self._host, self._port, self._timeout = parts.hostname, parts.port or 80, timeout
+    def __init__(self, url: str, *, timeout: float = 60.0, api_key: str | None = None):
+        self.url = server_url(url)
+        parts = urlsplit(self.url)
+        self._host, self._port, self._timeout, self._api_key = parts.hostname, parts.port, timeout, api_key
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:  # (llama-server's --api-key: sent to this server alone, never shown)
+            self._headers["Authorization"] = f"Bearer {api_key}"
         self._cached: list[int] = []  # what the server's slot holds, as far as this client knows
         self._fresh = False  # after reset(): the next request does not reuse the server's cache
         self.n_ctx = _context_size(self._get("/props"), f"{self.url}/props")
@@ -70,8 +74,7 @@ class ServerEngine:
     def _request(self, method: str, path: str, body: dict | None = None) -> dict:
         conn = self._connection()
         try:
-            conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                         headers={"Content-Type": "application/json"})
+            conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=self._headers)
             response = conn.getresponse()
             data = response.read(MAX_ANSWER_BYTES + 1)
         except (OSError, http.client.HTTPException) as err:
@@ -82,7 +85,8 @@ class ServerEngine:
             raise ServerError(f"{self.url}{path}: an answer of more than {MAX_ANSWER_BYTES:,} bytes; is it llama.cpp's "
                               "llama-server?")
         if response.status != 200:
-            raise ServerError(f"{self.url}{path}: HTTP {response.status} ({data[:200].decode('utf-8', 'replace')})")
+            raise ServerError(f"{self.url}{path}: HTTP {response.status} ({data[:200].decode('utf-8', 'replace')})"
+                              + _KEY_HINT.get(response.status, ""))
         try:
             return _object(json.loads(data), f"{self.url}{path}")
         except (json.JSONDecodeError, RecursionError):
@@ -116,7 +120,7 @@ class ServerEngine:
 
     def lines(self, n: int) -> list:
         """``n`` connections to the server: its slots (``-np``) run them together."""
-        others = [ServerEngine(self.url) for _ in range(n - 1)]
+        others = [ServerEngine(self.url, timeout=self._timeout, api_key=self._api_key) for _ in range(n - 1)]
         for other in others:
             other.n_vocab = self.n_vocab
         return [self, *others]
@@ -182,13 +186,13 @@ class ServerEngine:
         self._cached = list(ids)
         try:
             try:
-                conn.request("POST", "/completion", body=json.dumps(body), headers={"Content-Type": "application/json"})
+                conn.request("POST", "/completion", body=json.dumps(body), headers=self._headers)
                 response = conn.getresponse()
             except (OSError, http.client.HTTPException) as err:
                 raise ServerError(f"{self.url}/completion: {_why(err)}") from None
             if response.status != 200:
                 raise ServerError(f"{self.url}/completion: HTTP {response.status} "
-                                  f"({response.read(300).decode('utf-8', 'replace')})")
+                                  f"({response.read(300).decode('utf-8', 'replace')})" + _KEY_HINT.get(response.status, ""))
             where = f"{self.url}/completion"
             for event in _events(response, self.url):
                 status = event.get("prompt_progress")
@@ -221,6 +225,34 @@ class ServerEngine:
         finally:
             conn.close()  # a reply we end early ends the request: the server cancels it
             gen.finished = time.perf_counter()
+
+
+def server_url(text: str) -> str:
+    """``--server``'s URL as ``http://HOST:PORT`` (an IPv6 address in brackets, port 80 where none is
+    given), or UsageError saying what is wrong with it.
+
+        >>> server_url("127.0.0.1:8080"), server_url("http://[::1]:8080/"), server_url("http://box")
+        ('http://127.0.0.1:8080', 'http://[::1]:8080', 'http://box:80')
+    """
+    usage = f"--server {text[:80]!r}{'...' if len(text) > 80 else ''}: give http://HOST:PORT"
+    try:
+        parts = urlsplit(text if "://" in text else "http://" + text)
+        host, port = parts.hostname, parts.port
+    except ValueError as err:  # ("http://[::1", a port that is not a number or past 65535)
+        raise UsageError(f"{usage} ({'a port from 1 to 65535' if 'Port' in str(err) else err})") from None
+    if parts.scheme != "http" or not host:
+        raise UsageError(usage + (" (rml-chat reaches llama-server over plain http://)" if parts.scheme == "https"
+                                  else ""))
+    if parts.username is not None or parts.password is not None:
+        raise UsageError("--server: the URL holds a user or a password; llama-server takes a key: --api-key or "
+                         "--api-key-file")
+    if port == 0:
+        raise UsageError(f"{usage} (a port from 1 to 65535)")
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        raise UsageError(f"{usage} (the host is not a host name)") from None
+    return f"http://{f'[{host}]' if ':' in host else host}:{port or 80}"
 
 
 def _events(response: http.client.HTTPResponse, url: str) -> Iterator[dict]:

@@ -140,6 +140,29 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be {err}") from None
 
 
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key of ``--api-key`` or the first line of ``--api-key-file``; UsageError without ``--server``."""
+    given = [flag for flag, value in (("--api-key", args.api_key), ("--api-key-file", args.api_key_file)) if value]
+    if not given:
+        return None
+    if args.server is None or len(given) > 1:
+        raise UsageError(f"{' and '.join(given)}: one key, for --server's llama-server")
+    if args.api_key:
+        return args.api_key
+    from .. import text_input
+    from ..core.paths import user_path
+
+    path = user_path(args.api_key_file)
+    try:
+        lines = text_input.from_bytes(text_input.read_limited(path, 64 * 1024), str(path)).splitlines()
+    except OSError as err:
+        raise UsageError(f"--api-key-file {path}: {err.strerror}") from None
+    key = lines[0].strip() if lines else ""
+    if not key:
+        raise UsageError(f"--api-key-file {path}: its first line holds no key")
+    return key
+
+
 def _format_names() -> str:
     from tokenizer.chat import FORMATS
 
@@ -167,6 +190,10 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     model.add_argument("--weights", metavar="FILE", help="the GGUF with the weights, for a model directory")
     model.add_argument("--server", metavar="URL", help="generate on llama.cpp's llama-server at URL (and its RPC "
                        "workers); MODEL gives the tokenizer and chat format only")
+    model.add_argument("--api-key", metavar="KEY", help="--server: the key its llama-server was started with "
+                       "(--api-key there), sent to it alone")
+    model.add_argument("--api-key-file", metavar="FILE", help="--server: the key, from the first line of FILE (not "
+                       "shown in the process list, as --api-key KEY is)")
     model.add_argument("--chat-format", metavar="NAME", type=_format_name,
                        help="use this prompt format instead of the one established from the template"
                             + (f": {_format_names()}" if full_help else ""))
@@ -426,6 +453,11 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
                          "with a reply)")
     if args.check and (args.prompt is not None or args.show_prompt or args.system is not None or args.resume):
         raise UsageError("--check runs its own conversation; drop -p, -sys, --show-prompt and --resume")
+    if args.server is not None:
+        from ..engines.server import server_url
+
+        args.server = server_url(args.server)
+    args.api_key = _api_key(args)
     if args.files and (args.check or args.batch is not None):
         raise UsageError(f"--file adds to the message of -p, stdin or the chat, not to {'--check' if args.check else '--batch'}")
     from ..core.attachments import read_attachment

@@ -187,7 +187,7 @@ def open_engine(model, args: argparse.Namespace, say: Callable[[str], None], n_c
     if args.server:
         from ..engines.server import ServerEngine
 
-        server = ServerEngine(args.server)
+        server = ServerEngine(args.server, api_key=args.api_key)
         server.check_vocabulary(model.tokenizer, model.source)
         say(f"note: {server.url} serves {server.model_id} ({server.n_ctx}-token context)")
         if speculation_of(args).on or args.lookup_cache_static or args.lookup_cache_dynamic:
