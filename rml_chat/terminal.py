@@ -37,6 +37,7 @@ import codecs
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -166,8 +167,29 @@ def _unencodable(err: UnicodeError) -> tuple[bytes, int]:
 
 def json_text(value: Any) -> str:
     """``json.dumps`` with non-ASCII text kept as is, but DEL and C1 controls (and U+2028/9) escaped too,
-    and lone surrogates, which JSON writes as escapes and UTF-8 can't write at all."""
-    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, ensure_ascii=False))
+    and lone surrogates, which JSON writes as escapes and UTF-8 can't write at all. NaN and the infinities,
+    which are no JSON (Python reads ``NaN`` and ``1e400`` from a --batch line, and a model may write them
+    in a call), are written as ``null``, as JavaScript's ``JSON.stringify`` writes them::
+
+        >>> json_text({"id": float("nan"), "x": [1e400, 0.5]})
+        '{"id": null, "x": [null, 0.5]}'
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(value), ensure_ascii=False)
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with each NaN or infinite float made None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def cells(text: str) -> int:

@@ -102,3 +102,20 @@ def test_a_bad_batch_line_is_one_error_line_and_every_other_line_is_answered_in_
     assert out[0]["ok"] and out[3]["ok"] and not out[1]["ok"] and not out[2]["ok"]
     assert "nested too deeply" in out[1]["error"]["message"] and "not JSON" in out[2]["error"]["message"]
     assert done.returncode == 1 and "Traceback" not in done.stderr
+
+
+def _strict_json(line: str) -> dict:
+    """A line as every JSON reader but Python's reads it: NaN and Infinity are not JSON (jq refuses them)."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_an_id_that_is_nan_or_past_a_doubles_range_comes_back_as_valid_json() -> None:
+    """Python reads ``NaN`` and ``1e400`` (infinity) from a line; written back as they were read, the output
+    line was no JSON at all (``"id": NaN``), and a reader such as jq refused the whole stream."""
+    stdin = '{"id": NaN, "prompt": "Hi"}\n{"id": 1e400, "prompt": "Hi"}\n{"id": -Infinity, "prompt": "Hi"}\n'
+    done = _cli(str(model_path("smollm2")), "--batch", "-", "--temp", "0", "-n", "2", stdin=stdin)
+    out = [_strict_json(line) for line in done.stdout.splitlines()]
+    assert [(o["id"], o["line"], o["ok"]) for o in out] == [(None, 1, True), (None, 2, True), (None, 3, True)]
