@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import sys
@@ -59,16 +60,19 @@ def from_str(text: str, source: str, warn: Callable[[str], None] = _warn) -> str
     return _SURROGATES.sub("\ufffd", text)
 
 
-def from_json(text: str, source: str, warn: Callable[[str], None] = _warn) -> Any:
+def from_json(text: str, source: str, warn: Callable[[str], None] = _warn, numbers_only: bool = False) -> Any:
     """``json.loads(text)`` under the policy: JSON may escape a lone surrogate (``"\\ud800"``), which is no
     Unicode character and which no UTF-8 can write; each one in a string (a key too) becomes U+FFFD, and
-    the first time ``source`` brings one, ``warn`` says so. ValueError or RecursionError as ``json.loads``::
+    the first time ``source`` brings one, ``warn`` says so. ValueError or RecursionError as ``json.loads``;
+    with ``numbers_only``, also for ``NaN``, ``Infinity`` and a number past a double's range (``1e400``),
+    which Python reads and JSON has not (a schema holding one makes replies that are no JSON)::
 
         >>> from_json('["\\\\ud83d\\\\ude00 is a pair", "\\\\ud800 is not"]', "chat.json", warn=print)
         chat.json holds text that is not valid Unicode (a lone surrogate); invalid bytes were replaced with U+FFFD
         ['😀 is a pair', '� is not']
     """
-    value = json.loads(text)
+    value = json.loads(text, parse_constant=_no_number, parse_float=_finite_float) if numbers_only else \
+        json.loads(text)
     if not _ESCAPED_SURROGATE.search(text):  # (nearly every file: no walk)
         return value
     found: list[bool] = []
@@ -105,6 +109,17 @@ def without_bom(text: str) -> str:
     """The text without a leading byte-order mark (U+FEFF: editors on Windows start UTF-8 files with one;
     it is no part of the text)."""
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def _no_number(constant: str) -> float:
+    raise ValueError(f"{constant} is no JSON number")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal} is past the range of a number here")
+    return value
 
 
 def read_limited(path: str | os.PathLike, limit: int = MAX_TEXT_BYTES) -> bytes:

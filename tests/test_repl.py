@@ -222,6 +222,10 @@ class Terminal:
     def finish(self) -> int:
         """Ctrl-D, then everything the program writes until it exits; its exit code."""
         self.send(b"\x04")
+        return self.exit_code()
+
+    def exit_code(self) -> int:
+        """Everything the program writes until it exits (by itself: ``--models``); its exit code."""
         end = time.time() + 60
         while time.time() < end:
             if select.select([self.fd], [], [], 0.1)[0]:

@@ -75,6 +75,8 @@ def test_a_schema_reply_cut_by_n_is_reported_incomplete() -> None:
     (["-j", '{"$ref": "https://example.com/s.json"}'], "llama.cpp's converter can't take this schema"),
     (["-j", "[1, 2]"], "a JSON schema is an object"),
     (["-j", "{nope"], "not valid JSON"),
+    (["-j", '{"enum": [NaN, 1]}'], "not valid JSON (NaN is no JSON number)"),  # (its reply "NaN" was no JSON)
+    (["-j", '{"const": 1e400}'], "not valid JSON (1e400 is past the range of a number here)"),
     (["--grammar", "root ::= undefined-rule"], "the grammar does not parse: Undefined rule identifier"),
     (["--grammar", "root ::= [unclosed"], "the grammar does not parse"),
     (["--grammar-file", "/no/such.gbnf"], "--grammar-file: /no/such.gbnf: No such file or directory"),

@@ -104,8 +104,7 @@ def test_models_named_with_bytes_that_are_not_utf8_list_exactly_in_a_pipe_and_vi
     assert done.returncode == 0, done.stderr
     assert b"bad\xff/x\x1b[31m:Q4_1" in done.stdout  # (a pipe gets the name's own bytes)
     term = Terminal(tmp_path, "--models", model=False, env=_env(HF_HUB_CACHE=hub, PYTHONIOENCODING="utf-8:strict"))
-    term.read_until(lambda out: b" models " in out or b"internal error" in out)
-    assert term.finish() == 0
+    assert term.exit_code() == 0  # (it ends by itself: a Ctrl-D sent then could find the terminal closed)
     assert b"bad<FF>/x^[[31m:Q4_1" in term.output and b"\xff" not in term.output and b"\x1b[31m" not in term.output
 
 

@@ -53,8 +53,8 @@ def from_schema(value: str, flag: str = "--json-schema") -> Constraint:
 
     text = _text_or_file(value, flag)
     try:
-        schema = text_input.from_json(text, flag)
-    except json.JSONDecodeError as err:
+        schema = text_input.from_json(text, flag, numbers_only=True)
+    except ValueError as err:  # (JSONDecodeError, or NaN and the like)
         raise UsageError(f"{flag}: not valid JSON ({err})") from None
     except RecursionError:
         raise UsageError(f"{flag}: not read: its JSON is nested too deeply") from None
