@@ -100,11 +100,6 @@ def _only_escapes(text: str) -> bool:
     return all("\udc80" <= ch <= "\udcff" for ch in _SURROGATES.findall(text))
 
 
-def argv(args: list[str]) -> list[str]:
-    """Command-line arguments under the policy (each argument decoded on its own)."""
-    return [from_str(arg, "a command-line argument") for arg in args]
-
-
 def without_bom(text: str) -> str:
     """The text without a leading byte-order mark (U+FEFF: editors on Windows start UTF-8 files with one;
     it is no part of the text)."""

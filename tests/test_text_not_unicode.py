@@ -114,3 +114,31 @@ def test_a_locale_that_is_not_utf8_still_gets_the_reply_in_utf8() -> None:
                            "--show-prompt"], capture_output=True, timeout=120, env=_env(PYTHONIOENCODING="latin-1"))
     assert done.returncode == 0, done.stderr
     assert "界 and ☃" in done.stdout.decode("utf-8")
+
+
+def test_a_model_file_named_in_latin_1_opens_and_text_flags_alone_go_under_the_policy(tmp_path) -> None:
+    """A file name's bytes are the file's name, whatever they decode to: ``caf\\xe9.gguf`` (from a Latin-1
+    system) was made ``caf\\ufffd.gguf`` by the text policy, a file that is not there, and then passed to
+    llama.cpp as UTF-8, which a lone surrogate can't be. ``-p``'s text still gets the policy's warning."""
+    model = os.fsencode(tmp_path) + b"/caf\xe9.gguf"
+    os.symlink(model_path("smollm2"), model)
+    done = subprocess.run([os.fsencode(sys.executable), b"-m", b"rml_chat", model, b"-p", b"Hi \xff", b"-n", b"2",
+                           b"--temp", b"0"], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().splitlines()[0] == ("rml-chat: warning: a command-line argument is not valid UTF-8 "
+                                                    "(byte 0xff at offset 3); invalid bytes were replaced with U+FFFD")
+    assert done.stdout.strip()
+
+
+def test_a_junit_report_of_a_model_named_with_an_escape_and_a_byte_is_xml_that_parses(tmp_path) -> None:
+    """XML 1.0 can hold no ESC and no lone surrogate, not even as a reference: the report a CI reads was
+    not XML at all ("not well-formed")."""
+    import xml.etree.ElementTree as ET
+
+    model = os.fsencode(tmp_path) + b"/bad\x1b[31m\xff.gguf"
+    os.symlink(model_path("smollm2"), model)
+    done = subprocess.run([os.fsencode(sys.executable), b"-m", b"rml_chat", b"--check", model, b"--no-reply",
+                           b"--junit", os.fsencode(tmp_path / "report.xml")], capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    suite = ET.parse(tmp_path / "report.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("name") == "bad\\x1b[31m\\udcff"  # (the model is named without .gguf)

@@ -5,6 +5,7 @@ failure per error — per warning too under ``--strict``)."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -61,20 +62,21 @@ def write_junit(reports: list[ModelReport], strict: bool, path: str) -> None:
     suites = ET.Element("testsuites", name="rml-chat --check")
     total = failures = skipped = 0
     for r in reports:
-        suite = ET.SubElement(suites, "testsuite", name=r.model, time=f"{r.seconds:.3f}")
+        suite = ET.SubElement(suites, "testsuite", name=_xml(r.model), time=f"{r.seconds:.3f}")
         failed_here = 0
         for category in CATEGORIES:
-            case = ET.SubElement(suite, "testcase", classname=r.model, name=category)
+            case = ET.SubElement(suite, "testcase", classname=_xml(r.model), name=category)
             if category in r.skipped:
-                ET.SubElement(case, "skipped", message=r.skipped[category])
+                ET.SubElement(case, "skipped", message=_xml(r.skipped[category]))
                 continue
             found = [f for f in r.findings if f.id.split(".")[0] == category]
             for finding in found:
                 body = json.dumps({"evidence": finding.evidence, "fix": finding.fix.__dict__}, ensure_ascii=False)
                 if finding.severity in failing:
-                    ET.SubElement(case, "failure", message=finding.message, type=f"{finding.severity}:{finding.id}").text = body
+                    ET.SubElement(case, "failure", message=_xml(finding.message),
+                                  type=f"{finding.severity}:{finding.id}").text = _xml(body)
                 else:
-                    ET.SubElement(case, "system-out").text = f"{finding.severity} {finding.id}: {finding.message}"
+                    ET.SubElement(case, "system-out").text = _xml(f"{finding.severity} {finding.id}: {finding.message}")
             failed_here += any(f.severity in failing for f in found)
         suite.set("tests", str(len(CATEGORIES)))
         suite.set("failures", str(failed_here))
@@ -85,3 +87,18 @@ def write_junit(reports: list[ModelReport], strict: bool, path: str) -> None:
     suites.set("failures", str(failures))
     ET.indent(suites)
     Path(path).write_text(ET.tostring(suites, encoding="unicode") + "\n", encoding="utf-8")
+
+
+#: what XML 1.0 can't hold at all, not even as a character reference: most C0 controls, lone surrogates
+#: (a file name's bytes that are not UTF-8), U+FFFE and U+FFFF
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """Text a JUnit report can hold: each character XML can't, written as Python writes it (a model's
+    name ``bad\\x1b[31m.gguf``, a byte of a file name ``caf\\udce9.gguf``), so the report still parses.
+
+        >>> _xml("bad\\x1b[31m.gguf"), _xml("caf\\udce9")
+        ('bad\\\\x1b[31m.gguf', 'caf\\\\udce9')
+    """
+    return _NOT_XML.sub(lambda m: ascii(m.group())[1:-1], text)

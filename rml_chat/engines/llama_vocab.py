@@ -4,6 +4,7 @@ everywhere in the engines; this is apart from ``runtime.LlamaModel`` because the
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .runtime import LoadError, _backend, _tokenize, llama_log
@@ -18,7 +19,7 @@ class LlamaVocab:
         llama_log()
         params = lib.llama_model_default_params()
         params.vocab_only = True
-        self.model = lib.llama_model_load_from_file(str(weights).encode("utf-8"), params)
+        self.model = lib.llama_model_load_from_file(os.fsencode(weights), params)
         if not self.model:
             raise LoadError(f"failed to load the vocabulary of {weights}")
         self.vocab = lib.llama_model_get_vocab(self.model)

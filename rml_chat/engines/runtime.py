@@ -171,7 +171,7 @@ class LlamaModel:
         model_params.split_mode = getattr(lib, f"LLAMA_SPLIT_MODE_{gpu[1].upper()}")
         model_params.load_mode = lib.LLAMA_LOAD_MODE_MMAP
         model_params.use_extra_bufts = not cpu_quirks.no_extra_buffers()
-        self.model = lib.llama_model_load_from_file(str(weights).encode("utf-8"), model_params)
+        self.model = lib.llama_model_load_from_file(os.fsencode(weights), model_params)  # (a name that is not UTF-8 too)
         if not self.model:
             raise LoadError(f"failed to load model from file: {weights}")
         self.vocab = lib.llama_model_get_vocab(self.model)

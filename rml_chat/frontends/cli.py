@@ -140,6 +140,24 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be {err}") from None
 
 
+#: the flags whose values are text for the model, read under the text policy (invalid UTF-8 becomes U+FFFD,
+#: with a warning). Every other value stays as the system gave it: a file name that is not UTF-8
+#: (``caf\\xe9.gguf``, from a Latin-1 system) still names its file, as it does for ls and llama.cpp.
+TEXT_FLAGS = ("prompt", "prefill", "system", "stop", "dry_sequence_breakers", "json_schema", "grammar")
+
+
+def _text_under_policy(args: argparse.Namespace) -> None:
+    def text(value: str) -> str:
+        return text_input.from_str(value, "a command-line argument")
+
+    for dest in TEXT_FLAGS:
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and not (dest in ("json_schema", "grammar") and value.startswith("@")):
+            setattr(args, dest, text(value))  # (an @FILE's name stays a name; its bytes are read under the policy)
+        elif isinstance(value, (list, tuple)):
+            setattr(args, dest, type(value)(text(v) if isinstance(v, str) else v for v in value))
+
+
 def _api_key(args: argparse.Namespace) -> str | None:
     """The key of ``--api-key`` or the first line of ``--api-key-file``; UsageError without ``--server``."""
     given = [flag for flag, value in (("--api-key", args.api_key), ("--api-key-file", args.api_key_file)) if value]
@@ -310,9 +328,9 @@ def _keep_resumed_turn(session: ChatSession, autosave: Path | None) -> None:
 
 def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
     """Run rml-chat; the exit code. ``free`` False leaves llama.cpp's memory to the process's exit."""
-    args_text = text_input.argv(list(sys.argv[1:] if argv is None else argv))
-    as_json = "--json" in args_text
-    verbose = "--verbose" in args_text
+    args_given = list(sys.argv[1:] if argv is None else argv)  # (a file name's bytes kept: TEXT_FLAGS)
+    as_json = "--json" in args_given
+    verbose = "--verbose" in args_given
     phase = ["starting"]  # what an interruption interrupts
     _closed_stderr_to_devnull()
     if sys.stdout is None:  # (>&-)
@@ -320,7 +338,7 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
     utf8_streams()
     end_on_signals()
     try:
-        return _main(args_text, phase, free)
+        return _main(args_given, phase, free)
     except KeyboardInterrupt:
         doing = " while loading the model" if phase[0] == "loading" else ""
         return report(f"interrupted{doing}", "interrupted", EXIT_INTERRUPTED, as_json)
@@ -420,6 +438,7 @@ def _detach_stdout() -> None:
 
 def _main(argv: list[str], phase: list[str], free: bool) -> int:
     args = build_parser(full_help=bool({"-h", "--help"} & set(argv))).parse_args(argv)
+    _text_under_policy(args)
     args.models, args.model = args.model, (args.model[0] if args.model else None)
     if len(args.models) > 1 and not args.check:
         raise UsageError(f"one MODEL at a time, not {len(args.models)} (--check takes several)")
