@@ -170,3 +170,25 @@ def test_continue_after_a_reply_the_model_ended_says_that_nothing_was_added(tmp_
     assert "0 tokens" in after
     (chat,) = (tmp_path / "sessions").glob("*.json")
     assert [m["content"] for m in json.loads(chat.read_text())["messages"]] == ["Greet me", "Hello there[wave]"]
+
+
+def _shown_prompt(*args: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "-p", "hi", "--show-prompt",
+                           "--json", *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_prefill_is_literal_text_and_show_prompt_shows_it_where_the_model_sees_it() -> None:
+    """``--prefill "<|im_end|> ok"`` is those characters, as a message is: it was encoded with the markers'
+    rules, so the reply's start was SmolLM2's end of turn (the reply came back empty, the prefill lost),
+    and --show-prompt left the prefill out of the prompt it showed."""
+    tok = tokenizer.load(str(model_path("smollm2")))
+    plain, prefilled = _shown_prompt(), _shown_prompt("--prefill", "<|im_end|> ok")
+    assert prefilled["ids"] == plain["ids"] + tok.encode("<|im_end|> ok")
+    assert prefilled["prompt"] == plain["prompt"] + "<|im_end|> ok"
+    assert prefilled["control_tokens"] == plain["control_tokens"]
+    done = subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "-p", "hi", "--prefill",
+                           "<|im_end|>", "-n", "3", "--temp", "0", "--json"], capture_output=True, text=True, timeout=120)
+    reply = json.loads(done.stdout)
+    assert reply["reply"].startswith("<|im_end|>") and reply["completion_tokens"] == 3, reply

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenizer.chat.reasoning import Reasoning
+from tokenizer.chat.segments import Segment, segments_text
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,22 @@ class Prefill:
     def written(self, reasoning: Reasoning | None, opened: bool = False) -> str:
         """The text after the generation prompt that the model goes on from. ``opened``: the generation
         prompt opened the thought already (its opening is not written twice)."""
+        return segments_text(self.segments(reasoning, opened))
+
+    def segments(self, reasoning: Reasoning | None, opened: bool = False) -> list[Segment]:
+        """``written`` as the prompt's segments: the thought's markers are the template's text (their
+        special tokens are tokens), the message's own text is literal, as a message in the chat is (a
+        ``<|im_end|>`` it holds is those characters, not the end of a turn)::
+
+            >>> qwen = Reasoning("<think>", "</think>")
+            >>> Prefill("Hi <|im_end|>", "Oslo?").segments(qwen)
+            [Segment(text='<think>', special=True), Segment(text='Oslo?', special=False), \
+Segment(text='</think>', special=True), Segment(text='Hi <|im_end|>', special=False)]
+        """
         if reasoning is None:
-            return self.content
-        text = ("" if opened else reasoning.open) + self.reasoning
-        if self.goes_on_in_thought:
-            return text
-        return text + (reasoning.close_written or reasoning.close) + self.content
+            return [Segment(self.content)] if self.content else []
+        parts = [Segment(reasoning.open, True)] if not opened else []
+        parts.append(Segment(self.reasoning))
+        if not self.goes_on_in_thought:
+            parts += [Segment(reasoning.close_written or reasoning.close, True), Segment(self.content)]
+        return [part for part in parts if part.text]

@@ -440,8 +440,9 @@ def parse_reply(reply_format: ReplyFormat, reply: str | Sequence[int], *, tokeni
                          unmarked_thought=unmarked_thought, thought_in_content=thought_in_content,
                          json_answer=json_answer)
     if prefill is not None:
-        before = prefill.written(r, opened)
-        parser.go_on_from(before if tokenizer is None else tokenizer.encode(before, parse_special=True))
+        parser.go_on_from(prefill.written(r, opened) if tokenizer is None else  # (its text literal, as a session's)
+                          [i for text, special in prefill.segments(r, opened)
+                           for i in tokenizer.encode(text, parse_special=special)])
     if isinstance(reply, str):
         for piece in pieces if pieces is not None else [reply]:
             parser.feed_text(piece)

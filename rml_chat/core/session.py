@@ -270,8 +270,13 @@ class ChatSession:
         ``opened`` the thought or not."""
         if prefill is None:
             return []
-        text = prefill.written(self.model.reasoning, opened)
-        return self.model.tokenizer.encode(text, parse_special=True) if text else []
+        return self.model.encoder.encode(prefill.segments(self.model.reasoning, opened), bos=False)
+
+    def continued_prompt_ids(self, prefill: Prefill) -> list[int]:
+        """The prompt and then ``prefill``, the reply's start, as a turn with it evaluates them (what
+        ``--show-prompt --prefill`` shows)."""
+        ids = self.prompt_ids()
+        return ids + self._written(prefill, self._thought_at_end(ids) == "open")
 
     def _record(self, reply: ReplyParser, ids: list[int], gen: Generation, dropped: int, turn: _Turn, cut: bool,
                 moves: Sequence[str] = ()) -> TurnResult:

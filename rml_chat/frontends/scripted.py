@@ -92,11 +92,11 @@ def _tokens_per_s(steps: list[Generation]) -> float:
     return tokens / span if span > 0 else 0.0
 
 
-def show_prompt(session: ChatSession, text: str, as_json: bool) -> int:
-    """--show-prompt: the prompt the model would see for ``text``, special tokens marked (or, with --json,
-    its text, ids and control tokens as one object)."""
+def show_prompt(session: ChatSession, text: str, as_json: bool, prefill: str | None = None) -> int:
+    """--show-prompt: the prompt the model would see for ``text`` (and the reply's start, ``--prefill``),
+    special tokens marked (or, with --json, its text, ids and control tokens as one object)."""
     session.conversation.add(Message("user", text))
-    ids = session.prompt_ids()
+    ids = session.continued_prompt_ids(Prefill(prefill)) if prefill else session.prompt_ids()
     tok, detection = session.model.tokenizer, session.model.detection
     if as_json:
         controls = [{"at": n, "id": i, "text": tok.id_to_token(i)} for n, i in enumerate(ids)
@@ -161,7 +161,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
     if not text.strip():
         raise AppError("empty prompt (give -p TEXT or text on stdin)", "input")
     if getattr(args, "show_prompt", False):
-        return show_prompt(session, text, args.json)
+        return show_prompt(session, text, args.json, getattr(args, "prefill", None))
 
     def weights() -> list[int]:  # what each file weighs in tokens (only where it is said: an error, --json)
         return [len(session.model.tokenizer.encode(a.block)) for a in files]

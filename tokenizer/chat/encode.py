@@ -78,10 +78,11 @@ class ChatEncoder:
         a message or a tool definition is written literal (``splice.py``), as a content always is."""
         return any(token_id is not None for _, token_id in self.tokenizer.split_special(text, self._among))
 
-    def encode(self, segments: Iterable[Segment]) -> list[int]:
-        """Token ids for prompt segments (BOS once: the format's, else the tokenizer's if it adds one)."""
+    def encode(self, segments: Iterable[Segment], *, bos: bool = True) -> list[int]:
+        """Token ids for prompt segments (BOS once: the format's, else the tokenizer's if it adds one;
+        ``bos`` False: segments that go on after a prompt, such as the start of a reply)."""
         out: list[int] = []
-        if self.adds_bos:
+        if self.adds_bos and bos:
             out.append(self.tokenizer.bos_id)
         run: list[str] = []
         after: int | None = None  # the special token before the pending run
