@@ -187,7 +187,7 @@ def test_lcs_and_lcd_are_read_and_reported_and_a_bad_file_is_one_line(tmp_path) 
 def test_spec_type_given_again_adds_its_types_as_llama_cpp() -> None:
     """llama.cpp adds each ``--spec-type``'s types to the ones before, and to ``--spec-default``'s
     ngram-mod; a value with "none" in it adds none."""
-    from rml_chat.frontends.cli import build_parser
+    from rml_chat.frontends.flags import build_parser
     from rml_chat.frontends.launch import speculation_of
 
     parser = build_parser()

@@ -3,7 +3,7 @@ behind ``--help GROUP``.
 
 The full help is over 300 lines: the sampler chain alone has 25 flags. The first screen holds the flags a
 first chat and a first script use, with a few examples, and says where the rest is. The texts are the
-parser's own (``cli.build_parser``), so the three views never disagree.
+parser's own (``flags.build_parser``), so the three views never disagree.
 """
 
 from __future__ import annotations
