@@ -625,3 +625,15 @@ def _four_gigabytes() -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    ("", "give the server's command, with its arguments"),
+    ("   ", "give the server's command, with its arguments"),
+    ("python 'server.py", "\"python 'server.py\" is no command line: no closing quotation"),  # (an internal error)
+])
+def test_an_mcp_command_that_is_no_command_line_is_a_usage_line(command: str, said: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--mcp", command, "-p", "Hi"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == f"rml-chat: usage: argument --mcp: {said} (rml-chat --help lists the flags)\n"

@@ -6,6 +6,7 @@ policy, the key of ``--api-key-file``).
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from .. import text_input
 from ..core.paths import user_path
@@ -94,6 +95,17 @@ class _GivenAppend(argparse._AppendAction):
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
         namespace.given_settings = {*namespace.given_settings, self.dest}
         super().__call__(parser, namespace, values, option_string)
+
+
+def _command_line(text: str) -> str:
+    """A command with its arguments, quoted as a shell quotes them (``--mcp "python server.py"``)."""
+    try:
+        words = shlex.split(text)
+    except ValueError as err:  # ("No closing quotation")
+        raise argparse.ArgumentTypeError(f"{text!r} is no command line: {str(err).lower()}") from None
+    if not words:
+        raise argparse.ArgumentTypeError("give the server's command, with its arguments")
+    return text
 
 
 def _format_name(text: str) -> str:
@@ -222,7 +234,7 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     tools = p.add_argument_group("tools (docs/tools.md): the model calls functions; nothing runs without consent")
     tools.add_argument("--functions", metavar="FILE.py", action="append", default=[],
                        help="the public functions of a Python file are tools (type hints make their schemas)")
-    tools.add_argument("--mcp", metavar='"COMMAND ARGS"', action="append", default=[],
+    tools.add_argument("--mcp", metavar='"COMMAND ARGS"', action="append", default=[], type=_command_line,
                        help='the tools of an MCP server run over stdio (the mcp SDK: pip install "rml-chat[mcp]")')
     tools.add_argument("--tools-approve", action="store_true",
                        help="-p and --batch: run the calls the model makes (without it each is refused)")

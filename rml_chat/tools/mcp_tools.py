@@ -45,7 +45,10 @@ class McpServer:
                  sdk_log: Callable[[str], None] | None = None):
         """``sdk_log``: where the SDK's own log lines go (``--verbose``: stderr); None drops them."""
         self.command_line = command_line
-        self.argv = shlex.split(command_line)
+        try:
+            self.argv = shlex.split(command_line)
+        except ValueError as err:
+            raise McpError(f"--mcp {command_line}: no command line ({err})") from None
         if not self.argv:
             raise McpError("--mcp: no command given")
         _sdk_log(sdk_log)
