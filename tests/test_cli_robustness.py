@@ -699,3 +699,13 @@ def test_a_model_that_writes_terminal_escapes_reaches_no_terminal_raw(args: list
     shown = term.output.split(b"Hello there", 1)[1].split(b"done", 1)[0] + b"done"
     assert not [raw for raw in RAW if raw in term.output], shown
     assert b"^[]52;c;cHduZWQ=^G" in shown and b"^[[2J^[[31mred" in shown and b"<U+009B>31m" in shown, shown
+
+
+@pytest.mark.parametrize("flag", ["-hf", "--weights", "-md", "-lcs", "--junit", "--batch", "--grammar-file", "-f",
+                                  "--functions", "--api-key"])
+def test_an_empty_value_that_should_name_something_is_a_usage_line_not_a_flag_dropped(flag: str) -> None:
+    """``-md "$DRAFT"`` with the variable unset ran without a draft and said nothing (so did -hf, --weights,
+    -lcs, --junit, --api-key); others said something about the current folder."""
+    done = run(flag, "", "-p", "hi")
+    assert done.returncode == 2
+    assert done.stderr.decode().endswith(": an empty value names nothing (rml-chat --help lists the flags)\n")

