@@ -528,3 +528,14 @@ def test_hostile_stores_are_listed_in_bounded_time_and_the_good_models_still_ope
     for name in ("tinycopy", "tinychat"):
         done = _cli(name, "-p", "Hi", "--temp", "0", "-n", "2", env=env)
         assert done.returncode == 0, (name, done.stderr)
+
+
+@pytest.mark.parametrize("variable", ["HF_HUB_DOWNLOAD_TIMEOUT", "HF_HUB_ETAG_TIMEOUT"])
+def test_a_hub_setting_the_client_cannot_read_is_named_in_one_line(variable: str, tmp_path) -> None:
+    """The client reads its variables as it is imported, and raised on a value that is not a number: an
+    internal error that named no variable."""
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "-hf", "org/repo", "-p", "hi"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, variable: "abc", "HF_HOME": str(tmp_path)})
+    assert done.returncode == 1
+    assert done.stderr == (f"rml-chat: model: -hf: the Hugging Face client can't start: {variable}=abc is not a "
+                           "number (invalid literal for int() with base 10: 'abc')\n")

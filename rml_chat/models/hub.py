@@ -21,6 +21,7 @@ mirror), ``HF_TOKEN`` (gated and private repositories), ``HF_HUB_OFFLINE=1`` (th
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -55,10 +56,11 @@ class RepoFile:
 def fetch(spec: HubSpec, say: Callable[[str], None], progress: bool | None = None) -> Fetched:
     """Fetch what ``spec`` names (or find it in the cache) and say where it is. ModelError: one line."""
     try:
-        import huggingface_hub  # noqa: F401  (the [hub] extra)
+        from huggingface_hub import constants  # (the [hub] extra)
     except ImportError:
         raise ModelError(f"-hf needs the Hugging Face client: {INSTALL_HUB}") from None
-    from huggingface_hub import constants
+    except ValueError as err:  # (it reads its HF_* variables as it is imported: HF_HUB_DOWNLOAD_TIMEOUT=abc)
+        raise ModelError(f"-hf: the Hugging Face client can't start: {_bad_setting(err)}") from None
 
     if progress is None:
         progress = sys.stderr.isatty()
@@ -186,6 +188,20 @@ def _download(spec: HubSpec, revision: str | None, file: RepoFile, progress: boo
     except _network_errors() as err:
         raise ModelError(f"{spec.repo}: {file.path}: the connection broke ({type(err).__name__}); the same command "
                          "resumes it") from None
+
+
+def _bad_setting(err: ValueError) -> str:
+    """The client's complaint, with the variable whose value it is where one holds it.
+
+        >>> import os; os.environ["HF_HUB_DOWNLOAD_TIMEOUT"] = "abc"
+        >>> _bad_setting(ValueError("invalid literal for int() with base 10: 'abc'"))
+        "HF_HUB_DOWNLOAD_TIMEOUT=abc is not a number (invalid literal for int() with base 10: 'abc')"
+        >>> del os.environ["HF_HUB_DOWNLOAD_TIMEOUT"]
+    """
+    said = str(err)
+    value = said.rsplit(": ", 1)[-1].strip("'\"")
+    named = sorted(name for name, given in os.environ.items() if name.startswith("HF_") and given == value)
+    return f"{named[0]}={value} is not a number ({said})" if named else said
 
 
 def _status(err: Exception) -> str:
