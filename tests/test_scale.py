@@ -12,6 +12,7 @@ from conftest import model_path
 
 from rml_chat.core.conversation import Conversation
 from rml_chat.engines.local import LocalEngine
+from rml_chat.errors import UsageError
 
 
 def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -43,6 +44,9 @@ def test_llama_cpps_extra_cpu_buffers_are_left_off_where_asked_or_where_its_amx_
     assert cpu_quirks.no_extra_buffers() == ""
     monkeypatch.setenv(cpu_quirks.ENV, "auto")
     assert bool(cpu_quirks.no_extra_buffers()) == ("amx_int8" in cpu_quirks.cpu_flags())
+    monkeypatch.setenv(cpu_quirks.ENV, "maybe")  # (taken as unset before: not the choice made, and not said)
+    with pytest.raises(UsageError, match=r"^\$RML_CHAT_CPU_REPACK is on, off or auto, not 'maybe'$"):
+        cpu_quirks.no_extra_buffers()
     monkeypatch.setenv(cpu_quirks.ENV, "off")
     verbose = _cli(str(model_path("smollm2")), "-p", "Name a colour.", "-n", "4", "--temp", "0", "--verbose")
     assert verbose.returncode == 0 and "no extra CPU buffers: $RML_CHAT_CPU_REPACK=off" in verbose.stderr

@@ -8,7 +8,7 @@ On such a CPU the model is loaded without llama.cpp's extra buffers (``use_extra
 llama-server's ``--no-repack``): the plain CPU kernels, which are right and a little slower.
 
 ``$RML_CHAT_CPU_REPACK`` overrides the check: ``on`` keeps the extra buffers (for a llama.cpp that has
-fixed it), ``off`` drops them on any CPU.
+fixed it), ``off`` drops them on any CPU, and ``auto`` (or nothing) leaves it to the check.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+
+from ..errors import UsageError
 
 ENV = "RML_CHAT_CPU_REPACK"
 
@@ -40,6 +42,8 @@ def no_extra_buffers() -> str:
         return ""
     if choice == "off":
         return f"${ENV}=off"
+    if choice not in ("", "auto"):  # (a value that says neither was taken as unset: not the choice made)
+        raise UsageError(f"${ENV} is on, off or auto, not {os.environ[ENV]!r}")
     if "amx_int8" in cpu_flags():
         return "this CPU has AMX, whose llama.cpp kernels crash (llama.cpp #20824)"
     return ""

@@ -24,7 +24,7 @@ ENVIRONMENT = {
     "RML_CHAT_PROMPT_CACHE": "the prompt cache of -p, --batch and --check: a folder, or off (default "
                              "~/.cache/rml-chat/prompt-cache)",
     "RML_CHAT_PROMPT_CACHE_MAX": "its size (2G; the least recently used entry goes first)",
-    "RML_CHAT_CPU_REPACK": "on or off: llama.cpp's extra CPU buffers (default: off on a CPU with AMX, whose kernels crash)",
+    "RML_CHAT_CPU_REPACK": "on, off or auto: llama.cpp's extra CPU buffers (auto: off on a CPU with AMX, whose kernels crash)",
     "RML_CHAT_ACCEL": "off: the tokenizer's reference path alone (no C loops, numpy readers or table cache)",
     "RML_CHAT_NATIVE": "off: the tokenizer's Python merge loops instead of the C ones",
     "HF_TOKEN": "-hf: your Hugging Face token (sent to the hub alone, never to the host it redirects to)",
