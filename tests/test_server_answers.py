@@ -8,6 +8,7 @@ tokenizer, so the check at connect passes) except for the one answer a test repl
 
 from __future__ import annotations
 
+import functools
 import http.server
 import json
 import re
@@ -24,8 +25,16 @@ import tokenizer
 from rml_chat.engines.base import Generation, Sampling
 from rml_chat.engines.server import ServerEngine, ServerError
 
-TOKENIZER = tokenizer.load(model_path("smollm2"))
-HELLO = TOKENIZER.encode("Hello there")
+
+@functools.cache
+def _tokenizer() -> tokenizer.Tokenizer:
+    """SmolLM2's (loaded when a test runs: collecting this module needs no model, as the offline tier's does)."""
+    return tokenizer.load(model_path("smollm2"))
+
+
+def _hello() -> list[int]:
+    return _tokenizer().encode("Hello there")
+
 NOT_LLAMA_SERVER = "is it llama.cpp's llama-server?"
 
 
@@ -54,7 +63,7 @@ def _answers(replaced: dict) -> type[http.server.BaseHTTPRequestHandler]:
             if self._refused():
                 return
             usual = {"/props": {"default_generation_settings": {"n_ctx": 2048}},
-                     "/v1/models": {"data": [{"id": "stand-in", "meta": {"n_vocab": TOKENIZER.vocab_size}}]}}
+                     "/v1/models": {"data": [{"id": "stand-in", "meta": {"n_vocab": _tokenizer().vocab_size}}]}}
             self._send(replaced.get(self.path, json.dumps(usual.get(self.path, {}))))
 
         def do_POST(self) -> None:
@@ -62,12 +71,12 @@ def _answers(replaced: dict) -> type[http.server.BaseHTTPRequestHandler]:
             if self._refused():
                 return
             if self.path == "/tokenize":
-                ids = TOKENIZER.encode(request["content"], parse_special=request["parse_special"])
+                ids = _tokenizer().encode(request["content"], parse_special=request["parse_special"])
                 return self._send(replaced.get(self.path, json.dumps({"tokens": ids})))
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            events = replaced.get(self.path, [json.dumps({"tokens": HELLO}), json.dumps({"stop": True})])
+            events = replaced.get(self.path, [json.dumps({"tokens": _hello()}), json.dumps({"stop": True})])
             for event in events:
                 self.wfile.write(b"data: " + event.encode() + b"\n\n")
 
@@ -95,12 +104,12 @@ def serve() -> Iterator:
 
 def _reply(url: str) -> list[int]:
     engine = ServerEngine(url)
-    engine.check_vocabulary(TOKENIZER, "the tokenizer")
-    return list(engine.generate(TOKENIZER.encode("Hi"), Sampling(temp=0.0, max_tokens=8), [], Generation()))
+    engine.check_vocabulary(_tokenizer(), "the tokenizer")
+    return list(engine.generate(_tokenizer().encode("Hi"), Sampling(temp=0.0, max_tokens=8), [], Generation()))
 
 
 def test_the_stand_in_answers_as_llama_server_does(serve) -> None:
-    assert _reply(serve({})) == HELLO  # (so each test below fails on the one answer it replaces)
+    assert _reply(serve({})) == _hello()  # (so each test below fails on the one answer it replaces)
 
 
 @pytest.mark.parametrize(("path", "answer", "said"), [
@@ -150,24 +159,24 @@ def test_an_error_event_that_is_text_is_said_as_it_is(serve) -> None:
     '{"stop": true, "timings": "fast"}',
 ])
 def test_figures_of_another_type_are_figures_not_given_and_the_reply_stands(serve, figures) -> None:
-    events = [json.dumps({"tokens": HELLO}), figures] if "stop" in figures else [figures, json.dumps({"tokens": HELLO}),
+    events = [json.dumps({"tokens": _hello()}), figures] if "stop" in figures else [figures, json.dumps({"tokens": _hello()}),
                                                                                  json.dumps({"stop": True})]
-    assert _reply(serve({"/completion": events})) == HELLO
+    assert _reply(serve({"/completion": events})) == _hello()
 
 
 def test_the_command_says_a_token_id_out_of_the_vocabulary_in_one_line(serve) -> None:
-    url = serve({"/completion": [json.dumps({"tokens": HELLO[:1]}), json.dumps({"tokens": [10**12]})]})
+    url = serve({"/completion": [json.dumps({"tokens": _hello()[:1]}), json.dumps({"tokens": [10**12]})]})
     done = subprocess.run([sys.executable, "-m", "rml_chat", "--server", url, str(model_path("smollm2")), "-p", "hi"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == (f"rml-chat: server: {url}/completion: the server sent 1000000000000 as a "
                                             f"token id, not one of the vocabulary's 49,152; {NOT_LLAMA_SERVER}")
-    assert done.stdout == TOKENIZER.decode(HELLO[:1]) + "\n"  # what came before it is kept
+    assert done.stdout == _tokenizer().decode(_hello()[:1]) + "\n"  # what came before it is kept
 
 
 def test_a_reply_that_breaks_off_in_the_repl_keeps_the_part_shown_and_says_so_not_that_nothing_was_sent(
         serve, tmp_path) -> None:
-    url = serve({"/completion": [json.dumps({"tokens": HELLO}), json.dumps({"tokens": [10**12]})]})
+    url = serve({"/completion": [json.dumps({"tokens": _hello()}), json.dumps({"tokens": [10**12]})]})
     term = Terminal(tmp_path, "--server", url)
     term.prompt_ready()
     term.ask(b"hi", b"/continue goes on]")
