@@ -33,11 +33,16 @@ EXIT_CODES = {EXIT_OK: "ok", EXIT_ERROR: "error", EXIT_USAGE: "usage", EXIT_INCO
 NOT_A_FILE = "not a regular file (a folder, a FIFO or a device)"  # (a path given where a file is read or written)
 
 
-class Terminated(BaseException):
+class Terminated(SystemExit):
     """SIGTERM, or SIGHUP (the terminal closed): the run ends, keeping what it has as after a Ctrl-C (the
     reply so far, marked cut; the message being answered), then saving it. Not a KeyboardInterrupt: where a
     Ctrl-C only stops the work at hand and the session goes on (a thought, a tool call, a question at the
-    prompt), this goes past. ``STOPPED`` catches both where the work so far is kept."""
+    prompt), this goes past. ``STOPPED`` catches both where the work so far is kept.
+
+    A ``SystemExit``, as a program's end is in Python: asyncio lets only that and KeyboardInterrupt out of
+    a callback. Raised in one of prompt_toolkit's (a signal lands wherever the main thread is), any other
+    exception went to its "Press ENTER to continue", which, on a terminal that is gone, looped and took
+    memory without end."""
 
     def __init__(self, signum: int):
         self.signum = signum

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.paths import user_path
-from ..errors import NOT_A_FILE, UsageError
+from ..errors import NOT_A_FILE, Terminated, UsageError
 
 JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
@@ -161,7 +161,9 @@ def load_functions(path: str, note: Callable[[str], None] = lambda line: None) -
             spec.loader.exec_module(module)
     except Exception as err:  # the user's code: whatever it raises is one line
         raise UsageError(f"--functions {path}: the file failed to run ({type(err).__name__}: {err})") from None
-    except SystemExit:
+    except SystemExit as err:
+        if isinstance(err, Terminated):  # (a signal while the file ran: the run ends, as anywhere)
+            raise
         raise UsageError(f"--functions {path}: the file called exit() while loading") from None
     tools = [tool_of(f, f"--functions {file.name}") for name, f in vars(module).items()
              if inspect.isfunction(f) and f.__module__ == module.__name__ and not name.startswith("_")]
