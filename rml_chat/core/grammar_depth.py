@@ -76,8 +76,8 @@ def depth(gbnf: str) -> Depth:
 def _rules(gbnf: str) -> tuple[dict[str, _Rule], int, str]:
     """Every rule's alternatives (a group becomes a rule named ``RULE#N``), and the deepest group nesting
     with its rule. A rule defined twice keeps both bodies' alternatives: more, never less."""
-    names = {m.group(1) for m in _DEFINITION.finditer(gbnf)}
     starts = list(_DEFINITION.finditer(gbnf))
+    names = {m.group(1) for m in starts}
     rules: dict[str, _Rule] = {}
     deepest, deepest_rule = 0, ""
     for this, following in zip(starts, [*starts[1:], None]):

@@ -169,13 +169,14 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
     progress = EvalProgress()
     answer = display.answer_writer(sys.stdout)  # (exact bytes into a pipe or a file; Markdown on a terminal)
 
-    shown = []  # (whether any of the answer was written: a turn that fails then ends its line first)
+    begun = False  # (whether any of the answer was written: a turn that fails then ends its line first)
 
     def emit(chunk: str) -> None:
+        nonlocal begun
         if not args.json and chunk:
             progress.clear()
             answer.write(chunk)
-            shown[:] = [True]
+            begun = True
 
     def notify(line: str) -> None:
         answer.pause()
@@ -192,7 +193,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
     except AppError as err:  # (one that fails mid-reply: the reply so far stays on a line of its own)
         progress.clear()
         thinking.end()
-        if shown:
+        if begun:
             answer.end()
         if isinstance(err, ChatError) and files and "the message alone needs" in str(err):
             raise ChatError(f"{err} (the files: {files_note(files, weights())})") from None  # (what each weighs)
