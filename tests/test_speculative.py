@@ -556,7 +556,12 @@ def test_parallel_lines_draft_too_and_part_from_the_undrafted_replies_only_where
 
 def test_bad_speculation_flags_are_one_line_usage_errors() -> None:
     for flags, said in ((["--spec-type", "eagle"], "--spec-type: must be one of"),
-                        (["--spec-ngram-simple-size-n", "0"], "--spec-ngram-simple-size-n: must be")):
+                        (["--spec-ngram-simple-size-n", "0"], "--spec-ngram-simple-size-n: must be"),
+                        # (bounds that leave nothing to check: llama.cpp takes them, and never speculates)
+                        (["--spec-type", "ngram-simple", "--spec-draft-n-min", "5", "--spec-draft-n-max", "3"],
+                         "--spec-draft-n-min 5 is above --spec-draft-n-max 3: no draft would ever be checked"),
+                        (["--spec-default", "--spec-ngram-mod-n-max", "16"],
+                         "--spec-ngram-mod-n-min 48 is above --spec-ngram-mod-n-max 16: ngram-mod would never")):
         done = subprocess.run([sys.executable, "-m", "rml_chat", "-p", "hi", *flags], capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -133,6 +133,21 @@ class Speculation:
         draft = draft[:max(0, longest)]
         return draft if draft and len(draft) >= self.draft_n_min else []
 
+    def contradiction(self) -> str | None:
+        """Bounds under which no draft could ever be checked, said as the flags say them (None: none).
+        llama.cpp takes them without a word, and speculates never; here they are a usage line::
+
+            >>> Speculation("ngram-simple", draft_n_max=3, draft_n_min=5).contradiction()
+            '--spec-draft-n-min 5 is above --spec-draft-n-max 3: no draft would ever be checked'
+        """
+        if 0 <= self.draft_n_max < self.draft_n_min:
+            return (f"--spec-draft-n-min {self.draft_n_min} is above --spec-draft-n-max {self.draft_n_max}: "
+                    "no draft would ever be checked")
+        if self.ngram_mod_n_min > self.ngram_mod_n_max:  # (whatever the type: /set spec-type may choose it)
+            return (f"--spec-ngram-mod-n-min {self.ngram_mod_n_min} is above --spec-ngram-mod-n-max "
+                    f"{self.ngram_mod_n_max}: ngram-mod would never draft")
+        return None
+
     def describe(self) -> str:
         """One line for /info and --json: each type and the sizes it uses, in the order they are asked."""
         if self.types == ("draft-simple",) and self.draft_model is None:

@@ -224,6 +224,10 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
 
         args.server = server_url(args.server)
     args.api_key = api_key(args)
+    from .launch import open_session, prompt_cache_for, speculation_of
+
+    if (contradiction := speculation_of(args).contradiction()) is not None:
+        raise UsageError(contradiction)
     if args.files and (args.check or args.batch is not None):
         raise UsageError(f"--file adds to the message of -p, stdin or the chat, not to {'--check' if args.check else '--batch'}")
     from ..core.attachments import read_attachment
@@ -248,7 +252,6 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         from .check import run_check
 
         return run_check(args, say)
-    from .launch import open_session, prompt_cache_for
 
     opened = open_session(args, say)
     session = opened.session
