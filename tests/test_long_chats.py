@@ -14,8 +14,8 @@ from rml_chat.core.conversation import Conversation
 from rml_chat.core.message import Message
 from rml_chat.core.model import load_model
 from rml_chat.core.session import ChatSession, ContextOptions, SessionOptions
-from rml_chat.engines.base import Generation, Sampling
-from rml_chat.engines.kv_cache import state_path
+from rml_chat.engines.base import Generation, Sampling, common_prefix
+from rml_chat.engines.kv_cache import read_state, stamp_of, state_path, write_state
 from rml_chat.engines.local import LocalEngine
 from rml_chat.frontends.progress import EvalProgress
 
@@ -104,8 +104,9 @@ def test_a_resumed_chat_evaluates_only_the_new_message(model, tmp_path) -> None:
     resumed = _session(model, 1024)
     try:
         resumed.conversation = Conversation.load(saved)
-        restored, why = resumed.engine.load_state(state_path(saved), model.weights)
-        assert restored > 0 and why == ""
+        restored, why = resumed.restore_state(state_path(saved))
+        cached = resumed.engine.cached_ids()  # (the reply's text encodes to other ids than the model wrote)
+        assert len(cached) - 20 < restored == common_prefix(cached, resumed.prompt_ids()) and why == ""
         text = "And of Spain?"
         new_tokens = len(model.encoder.encode(model.encoder.format([{"role": "user", "content": text}])))
         result = resumed.turn(text, lambda _: None, lambda _: None)
@@ -140,6 +141,33 @@ def test_a_damaged_stale_or_foreign_state_is_ignored_with_a_reason(model, tmp_pa
         assert engine.load_state(path, model.weights)[0] == len(engine.cached_ids()) > 0
     finally:
         engine.close()
+
+
+def test_a_state_beside_a_chat_counts_only_what_the_chat_gains(model, tmp_path) -> None:
+    """A state file that is whole (its CRC holds) but lists ids no vocabulary has is damaged; one that holds
+    another chat is restored, and said to give nothing; one that holds the chat's start counts that."""
+    session = _session(model, 1024)
+    saved = tmp_path / "chat.json"
+    try:
+        session.turn("What is the capital of France?", lambda _: None, lambda _: None)
+        session.conversation.save(saved)
+        session.engine.save_state(state_path(saved), model.weights)
+        stamp = stamp_of(model.weights, session.engine.n_ctx)
+        ids, state, _ = read_state(state_path(saved), stamp)
+        write_state(state_path(saved), state, stamp, [10**9, *ids[1:]])
+        assert session.restore_state(state_path(saved)) == (0, "its state file is damaged")
+        write_state(state_path(saved), state, stamp, ids[::-1])  # (what a chat that starts otherwise holds)
+        assert session.restore_state(state_path(saved)) == (0, "its state holds another chat")
+        write_state(state_path(saved), state, stamp, ids)
+        session.conversation = Conversation()
+        session.turn("Name a colour.", lambda _: None, lambda _: None)
+        held, why = session.restore_state(state_path(saved))  # (the system prompt and the user's header)
+        assert why == "" and 0 < held == common_prefix(ids, session.prompt_ids()) < len(ids) // 2
+        session.conversation = Conversation.load(saved)
+        held, why = session.restore_state(state_path(saved))
+        assert why == "" and len(ids) - 20 < held == common_prefix(ids, session.prompt_ids())
+    finally:
+        session.engine.close()
 
 
 def test_the_progress_line_shows_on_a_terminal_after_half_a_second_and_is_erased() -> None:

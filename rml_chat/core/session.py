@@ -21,6 +21,7 @@ import copy
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from tokenizer.chat.tool_calls import ToolCall, tool_message
 
@@ -453,6 +454,16 @@ class ChatSession:
         the time to the first token is mostly the fixed cost of a call, not evaluation)."""
         g = self.last.generation if self.last is not None else None
         return g.evaluated / g.ttft_s if g is not None and g.evaluated >= 64 and g.ttft_s > 0 else None
+
+    def restore_state(self, state_file: Path) -> tuple[int, str]:
+        """llama.cpp's state for this chat, restored from ``state_file``: (the tokens of the next prompt it
+        holds, "") or (0, why nothing is gained). A state that holds another chat is restored and counted as
+        what it gives: none of its tokens, where the chat's prompt starts otherwise."""
+        restored, why = self.engine.load_state(state_file, self.model.weights)
+        if not restored:
+            return 0, why
+        held = restored - self.reevaluation()
+        return (held, "") if held > 0 else (0, "its state holds another chat")
 
     def reevaluation(self) -> int:
         """How many tokens the next turn will evaluate again because the prompt changed before its end

@@ -183,6 +183,8 @@ class LocalEngine:
         ids, state, why = kv_cache.read_state(path, expected)
         if why:
             return 0, why
+        if not all(0 <= i < self._llama.n_vocab for i in ids):  # (a CRC that holds over ids no vocabulary has)
+            return 0, "its state file is damaged"
         if not self._llama.set_state(state, ids):
             return 0, "llama.cpp refused its state"
         return len(ids), ""

@@ -377,7 +377,7 @@ def open_session(args: argparse.Namespace, say: Callable[[str], None]) -> Opened
         session.conversation, path = reopened
         if path.parent.resolve() == sessions_dir().resolve():  # an autosave goes on in its own file
             autosave = path
-        restored, why = engine.load_state(state_path(path), model.weights)
+        restored, why = session.restore_state(state_path(path))
         state = (f"llama.cpp's state restored: {counted(restored, 'token')} need no evaluation" if restored else
                  f"{why}: the first turn evaluates it")
         say(f"note: resumed {path} ({counted(len(session.conversation.messages), 'message')}"

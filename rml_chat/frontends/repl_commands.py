@@ -237,9 +237,10 @@ class Commands:
         source = user_path(path)
         loaded = Conversation.load(source)
         self.session.conversation = loaded
-        restored, why = self.session.engine.load_state(state_path(source), self.session.model.weights)
+        restored, why = self.session.restore_state(state_path(source))
         if restored:
-            note = f"; llama.cpp's state restored ({counted(restored, 'token')}): nothing to evaluate again"
+            note = f"; llama.cpp's state restored ({counted(restored, 'token')})" + (self._cost() or
+                                                                                  ": nothing to evaluate again")
         else:
             note = f"; {why}" + self._cost()
         self.say(f"loaded {counted(len(loaded.messages), 'message')} from {path}{note}")
