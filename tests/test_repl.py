@@ -179,13 +179,15 @@ def test_history_and_system_show_the_transcript_and_the_templates_default(sessio
 class Terminal:
     """rml-chat in a real pty: write keys, read until a condition holds."""
 
-    def __init__(self, tmp_path, *args: str, model: bool = True, env: dict | None = None):
+    def __init__(self, tmp_path, *args: str, model: bool = True, env: dict | None = None,
+                 command: list[str] | None = None):
+        """rml-chat with ``args`` (and SmolLM2 where ``model``), or ``command`` (a shell that starts it)."""
         env = {**(env or os.environ), "RML_CHAT_HISTORY": str(tmp_path / "history"), "TERM": "dumb",
                "RML_CHAT_SESSIONS": str(tmp_path / "sessions")}
+        command = command or [sys.executable, "-m", "rml_chat", *([str(model_path("smollm2"))] if model else []), *args]
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
-            os.execve(sys.executable, [sys.executable, "-m", "rml_chat",
-                                       *([str(model_path("smollm2"))] if model else []), *args], env)
+            os.execvpe(command[0], command, env)
         self.output = b""
 
     def read_until(self, done, timeout: float = 180) -> None:

@@ -48,6 +48,35 @@ def _mid_reply(tmp_path) -> Terminal:
     return term
 
 
+def test_ctrl_z_at_the_prompt_stops_the_chat_as_in_bash_and_fg_brings_back_what_was_typed(tmp_path) -> None:
+    """Under a shell with job control (bash in a pty): Ctrl-Z at the prompt stops rml-chat, and ``fg`` brings
+    the prompt back with the half-typed message, which Enter sends. Before, Ctrl-Z put a control character
+    (U+001A) into the message, and the ``fg`` typed after it went to the model too."""
+    term = Terminal(tmp_path, command=["bash", "--norc", "--noprofile", "-i"],
+                    env={**os.environ, "PS1": "$ ", "HISTFILE": str(tmp_path / "bash_history")})
+    term.read_until(lambda out: out.endswith(b"$ "))
+    term.send(f"TERM=xterm {sys.executable} -m rml_chat {model_path('smollm2')} --temp 0 -n 8\r".encode())
+    term.read_until(lambda out: b"Ctrl-D to leave" in out)
+    time.sleep(1)  # (prompt_toolkit asks the terminal where its cursor is, and waits for no answer)
+    term.send(b"Say hi.")
+    term.read_until(lambda out: b"Say hi." in out)
+    term.send(b"\x1a")
+    term.read_until(lambda out: b"Stopped" in out and out.endswith(b"$ "))
+    start = len(term.output)
+    term.send(b"fg\r")
+    term.read_until(lambda out: b"> Say hi." in out[start:])
+    start = len(term.output)
+    term.send(b"\r")
+    term.read_until(lambda out: b"stop: " in out[start:])
+    time.sleep(1)
+    term.send(b"\x04")
+    term.read_until(lambda out: out.endswith(b"$ "))
+    term.send(b"exit\r")
+    assert _exit_code(term) == 0
+    (chat,) = (tmp_path / "sessions").glob("*.json")
+    assert [m["content"] for m in json.loads(chat.read_text())["messages"]][0] == "Say hi."
+
+
 def test_sigterm_mid_reply_keeps_the_reply_so_far_saves_the_chat_and_exits_143(tmp_path) -> None:
     term = _mid_reply(tmp_path)
     os.kill(term.pid, signal.SIGTERM)

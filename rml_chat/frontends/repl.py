@@ -117,7 +117,7 @@ class Repl:
         self.commands = Commands(self)
         self.prompt = PromptSession(history=store, key_bindings=_key_bindings(), input=input, output=output,
                                     enable_history_search=False, completer=_SlashCompleter(self.commands.names()),
-                                    complete_while_typing=False)
+                                    complete_while_typing=False, enable_suspend=True)  # (Ctrl-Z: as in bash)
         self.autosave_path, self.open_elsewhere = chat_file(autosave, session.model.name)
         self._autosave_failed = False
         self.sessions_cap = sessions_cap  # bytes for the sessions folder's states (None: no cap)
@@ -127,7 +127,8 @@ class Repl:
         if tools is not None:  # nothing runs unasked: each call is put to the user
             from .tools_setup import Consent
 
-            asking = PromptSession(input=input, output=output, key_bindings=_mouse_reports_dropped())
+            asking = PromptSession(input=input, output=output, key_bindings=_mouse_reports_dropped(),
+                                   enable_suspend=True)
             tools.approve = Consent(asking, self._say)  # type: ignore[attr-defined]
             tools.shown = lambda line: self._say(dim(line))  # type: ignore[attr-defined]
 

@@ -33,7 +33,8 @@ KEYS = (("Enter", "send the message"), ("Alt-Enter", "a new line in the message"
         ('"""', 'a message from """ to a line ending with """'), ("paste", "a pasted text is one message"),
         ("Up / Down", "earlier messages"), ("Tab", "complete a /command"), ("Ctrl-C", "stop the reply (the part "
         "shown stays); during a thought, end the thought (the model answers), again to stop; at the prompt, keep "
-        "the line in the history"), ("Ctrl-D", "leave"))
+        "the line in the history"), ("Ctrl-Z", "stop rml-chat, as any program in the shell (fg: back, with what "
+        "was typed)"), ("Ctrl-D", "leave"))
 
 
 class Host(Protocol):
