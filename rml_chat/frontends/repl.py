@@ -47,6 +47,7 @@ from .own_lines import fit_width, folded
 from .progress import EvalProgress
 from .repl_commands import Commands
 from .reply_display import ReplyDisplay
+from .signals import asked
 from .thought_view import ThoughtView
 from .typeahead import Typeahead, take_back
 
@@ -265,7 +266,7 @@ class Repl:
     def _prompt(self, marker: str, default: str = "") -> str:
         self._prompting = True
         try:
-            text = self.prompt.prompt(marker, default=default)
+            text = asked(self.prompt, marker, default=default)
         except Terminated:  # (what was typed so far goes to the history: Up brings it back next time)
             if self.prompt.default_buffer.text.strip():
                 self.history.keep(self.prompt.default_buffer.text)

@@ -2,7 +2,8 @@
 ends a turn: each raises ``errors.Terminated`` in the main thread, so the reply so far is kept, marked
 cut, and the front end saves what it holds (the REPL: the chat and llama.cpp's state, as on leaving)
 before the exit code, 128 + the signal's number. Without this, either signal ended the process at once
-and the chat's last exchange was lost.
+and the chat's last exchange was lost. At a prompt (``asked``), the signal ends the prompt from
+prompt_toolkit's own event loop, as Ctrl-D does, and the same ``Terminated`` comes out of it.
 """
 
 from __future__ import annotations
@@ -11,26 +12,81 @@ import contextlib
 import os
 import signal
 import stat
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Terminated
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+
+
+SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def end_on_signals() -> None:
     """SIGTERM and SIGHUP raise ``Terminated`` in the main thread; the first one only: the save that
     follows is not cut by a second (SIGKILL still ends everything)."""
-
-    def ended(signum: int, _frame: object) -> None:
-        for number in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(number, signal.SIG_IGN)
-        if signum == signal.SIGHUP:
-            _terminal_gone()
-        raise Terminated(signum)
-
-    for number in (signal.SIGTERM, signal.SIGHUP):
+    for number in SIGNALS:
         try:
-            signal.signal(number, ended)
+            signal.signal(number, _end)
         except (ValueError, OSError):  # (not the main thread: an embedding caller's own handling stays)
             return
+
+
+def _end(signum: int, _frame: object) -> None:
+    _ending(signum)
+    raise Terminated(signum)
+
+
+def _ending(signum: int) -> None:
+    """What the first of the signals does before the run ends: a second is ignored, and after a hangup
+    nothing is written to the terminal that is gone."""
+    for number in SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
+    if signum == signal.SIGHUP:
+        _terminal_gone()
+
+
+def asked(session: PromptSession, message: str, **options: Any) -> str:
+    """``session.prompt(message, **options)``, ended by SIGTERM or SIGHUP from its own event loop: the
+    prompt leaves as Ctrl-D leaves it, raising ``Terminated``. Raised from the signal's handler instead,
+    wherever the main thread was (often inside one of asyncio's callbacks), it left prompt_toolkit's loop
+    half-way, and asyncio, cancelling the loop's tasks on the way out, could wait on them for ever: a
+    closed terminal left one run in eight or so hanging at the prompt.
+
+        signal before the prompt's loop runs    recorded; the loop, once running, ends at once
+        signal while it runs                    app.exit(exception=Terminated), from a callback of its own
+        signal while it closes (Enter pressed)  recorded; Terminated raised once the prompt has returned
+    """
+    if signal.getsignal(signal.SIGTERM) is not _end:  # (an embedding caller's handling: left as it is)
+        return session.prompt(message, **options)
+    app, ended = session.app, []
+
+    def leave() -> None:
+        if ended and app.future is not None and not app.future.done():
+            app.exit(exception=Terminated(ended[0]))
+
+    def on_signal(signum: int, _frame: object) -> None:
+        _ending(signum)
+        ended.append(signum)
+        if app.loop is not None:
+            app.loop.call_soon_threadsafe(leave)
+
+    for number in SIGNALS:
+        signal.signal(number, on_signal)
+    try:
+        text = session.prompt(message, pre_run=leave, **options)
+    except BaseException:
+        if not ended:
+            raise
+        raise Terminated(ended[0]) from None
+    finally:
+        if not ended:
+            for number in SIGNALS:
+                signal.signal(number, _end)
+    if ended:
+        raise Terminated(ended[0])
+    return text
 
 
 def _terminal_gone() -> None:

@@ -21,6 +21,7 @@ from ..tools.functions import Tool, load_functions
 from ..tools.grammar import call_grammar
 from ..tools.mcp_tools import McpError, McpServer
 from ..tools.toolbox import Toolbox
+from .signals import asked
 
 #: a small model whose template calls tools, named where the model given can't
 SMALL_TOOL_MODEL = "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
@@ -111,7 +112,7 @@ class Consent:
             return True
         line = f"{call.name}({json.dumps(call.arguments, ensure_ascii=False)})"
         try:
-            answer = self.prompt.prompt(visible(f"\nrun {line}? [y]es, [n]o, [a]lways for {call.name}: ")).strip().lower()
+            answer = asked(self.prompt, visible(f"\nrun {line}? [y]es, [n]o, [a]lways for {call.name}: ")).strip().lower()
         except (KeyboardInterrupt, EOFError):
             answer = ""
         if answer in ("a", "always"):
