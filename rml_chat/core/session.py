@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tokenizer.chat import ChatFormatError
 from tokenizer.chat.tool_calls import ToolCall, tool_message
 
 from ..engines.base import RANDOM_SEED, Engine, Generation, Progress, common_prefix
@@ -462,7 +463,10 @@ class ChatSession:
         restored, why = self.engine.load_state(state_file, self.model.weights)
         if not restored:
             return 0, why
-        held = restored - self.reevaluation()
+        try:
+            held = restored - self.reevaluation()
+        except (ChatError, ChatFormatError):  # (a prompt the template refuses: the first turn says so)
+            return restored, ""
         return (held, "") if held > 0 else (0, "its state holds another chat")
 
     def reevaluation(self) -> int:
