@@ -69,8 +69,10 @@ def asked(session: PromptSession, message: str, **options: Any) -> str:
     def on_signal(signum: int, _frame: object) -> None:
         _ending(signum)
         ended.append(signum)
-        if app.loop is not None:
-            app.loop.call_soon_threadsafe(leave)
+        loop = app.loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # (a loop closed meanwhile: the check after the prompt raises)
+                loop.call_soon_threadsafe(leave)
 
     for number in SIGNALS:
         signal.signal(number, on_signal)
