@@ -495,3 +495,27 @@ def test_a_chat_open_in_two_windows_goes_on_as_two_chats_and_neither_saves_over_
     assert sorted([m["content"] for m in chat if m["role"] == "user"] for chat in chats) == [
         ["From the first window.", "From the second window."], ["From the first window.", "The first again."],
         ["From the first window.", "The first again.", "From -p."]]
+
+
+def test_with_the_replies_sent_to_a_file_the_prompt_stays_on_the_terminal(tmp_path) -> None:
+    """``rml-chat > replies.txt`` on a terminal: the prompt and what is typed are drawn on the terminal (as
+    Python's own prompt is), and the file holds the replies as text. Before, prompt_toolkit drew the prompt
+    into the file: the user typed blind, and the file held the prompt's drawing (``\\r``, blank rows)."""
+    replies = tmp_path / "replies.txt"
+    term = Terminal(tmp_path, command=["bash", "--norc", "--noprofile", "-i"],
+                    env={**os.environ, "PS1": "$ ", "HISTFILE": str(tmp_path / "bash_history")})
+    term.read_until(lambda out: out.endswith(b"$ "))
+    term.send(f"{sys.executable} -m rml_chat {model_path('smollm2')} --temp 0 -n 8 > {replies}\r".encode())
+    drawn = b"\x1b[?2004h"  # (bracketed paste turned on: a prompt drawn on the terminal, dumb or not)
+    term.read_until(lambda out: drawn in out)
+    time.sleep(1)
+    term.send(b"Say hi.\r")
+    term.read_until(lambda out: out.count(drawn) >= 2 and b"Say hi." in out)
+    time.sleep(0.5)
+    term.send(b"\x04")
+    term.read_until(lambda out: out.endswith(b"$ "))
+    term.send(b"exit\r")
+    assert term.exit_code() == 0
+    written = replies.read_text()
+    assert "stop: length" in written and "saved 2 messages" in written, written
+    assert "\r" not in written and "> " not in written and "Say hi." not in written, written

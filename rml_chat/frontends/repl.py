@@ -25,6 +25,7 @@ from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyBindingsBase, merge_key_bindings
 from prompt_toolkit.keys import Keys
+from prompt_toolkit.output import create_output
 
 from tokenizer import TokenizerError
 from tokenizer.chat import ChatFormatError
@@ -116,6 +117,8 @@ class Repl:
                              else InMemoryHistory())
         self.history = store
         self.commands = Commands(self)
+        if output is None and not sys.stdout.isatty():  # the prompt on the terminal where the replies go to a
+            output = create_output(always_prefer_tty=True)  # file or a pipe, as Python's (stderr, if it is one)
         self.prompt = PromptSession(history=store, key_bindings=_key_bindings(), input=input, output=output,
                                     enable_history_search=False, completer=_SlashCompleter(self.commands.names()),
                                     complete_while_typing=False, enable_suspend=True)  # (Ctrl-Z: as in bash)
