@@ -10,7 +10,7 @@ Exit codes (``rml-chat --help`` lists them):
 | 3    | incomplete  | a reply cut short (``-n`` or a full context) where a complete one was required |
 | 129  | hangup      | the terminal closed (SIGHUP); the chat is saved first |
 | 130  | interrupted | Ctrl-C |
-| 141  | closed      | the output was closed before the reply was written (``rml-chat -p … | head -1``) |
+| 141  | closed      | the output was closed before the reply was written (``rml-chat -p … | head -1``); a chat is saved first |
 | 143  | terminated  | SIGTERM (``kill``, ``timeout``); the chat is saved first |
 
 With ``--json`` an error is also a JSON object on stdout: ``{"ok": false, "error": {"kind", "message"}}``.
@@ -33,11 +33,15 @@ EXIT_CODES = {EXIT_OK: "ok", EXIT_ERROR: "error", EXIT_USAGE: "usage", EXIT_INCO
 NOT_A_FILE = "not a regular file (a folder, a FIFO or a device)"  # (a path given where a file is read or written)
 
 
+OUTPUT_CLOSED = "the output was closed before everything was written"
+
+
 class Terminated(SystemExit):
-    """SIGTERM, or SIGHUP (the terminal closed): the run ends, keeping what it has as after a Ctrl-C (the
-    reply so far, marked cut; the message being answered), then saving it. Not a KeyboardInterrupt: where a
-    Ctrl-C only stops the work at hand and the session goes on (a thought, a tool call, a question at the
-    prompt), this goes past. ``STOPPED`` catches both where the work so far is kept.
+    """SIGTERM, SIGHUP (the terminal closed), or SIGPIPE (in the chat, the output closed): the run ends,
+    keeping what it has as after a Ctrl-C (the reply so far, marked cut; the message being answered), then
+    saving it. Not a KeyboardInterrupt: where a Ctrl-C only stops the work at hand and the session goes on
+    (a thought, a tool call, a question at the prompt), this goes past. ``STOPPED`` catches both where the
+    work so far is kept.
 
     A ``SystemExit``, as a program's end is in Python: asyncio lets only that and KeyboardInterrupt out of
     a callback. Raised in one of prompt_toolkit's (a signal lands wherever the main thread is), any other
@@ -48,8 +52,8 @@ class Terminated(SystemExit):
         self.signum = signum
         self.exit_code = 128 + signum
         self.kind = EXIT_CODES.get(self.exit_code, "terminated")
-        hung_up = signum == signal.SIGHUP
-        super().__init__("the terminal closed (SIGHUP)" if hung_up else f"terminated ({signal.Signals(signum).name})")
+        super().__init__("the terminal closed (SIGHUP)" if signum == signal.SIGHUP else
+                         OUTPUT_CLOSED if signum == signal.SIGPIPE else f"terminated ({signal.Signals(signum).name})")
 
 
 STOPPED = (KeyboardInterrupt, Terminated)  # what stops a run, where what was done so far is kept

@@ -519,3 +519,25 @@ def test_with_the_replies_sent_to_a_file_the_prompt_stays_on_the_terminal(tmp_pa
     written = replies.read_text()
     assert "stop: length" in written and "saved 2 messages" in written, written
     assert "\r" not in written and "> " not in written and "Say hi." not in written, written
+
+
+def test_the_output_closed_mid_chat_ends_it_as_a_hangup_does_the_chat_saved(tmp_path) -> None:
+    """``rml-chat | head -2``: once head has its lines, the reply can't be written. The chat ends as after a
+    hangup: the reply so far stays, marked cut, the chat is saved (and said to be, on the terminal), and the
+    exit code is 141. Before, the chat was not saved: its file stayed empty, and the reply was lost."""
+    term = Terminal(tmp_path, command=["bash", "--norc", "--noprofile", "-i"],
+                    env={**os.environ, "PS1": "$ ", "HISTFILE": str(tmp_path / "bash_history")})
+    term.read_until(lambda out: out.endswith(b"$ "))
+    term.send(f"{sys.executable} -m rml_chat {model_path('smollm2')} --temp 0 -n 8 | head -2 > /dev/null; "
+              "echo rc=${PIPESTATUS[0]}\r".encode())
+    term.read_until(lambda out: b"\x1b[?2004h" in out)  # (the prompt, drawn on the terminal: stderr)
+    time.sleep(1)
+    term.send(b"Say hi.\r")
+    term.read_until(lambda out: b"rc=" in out and out.endswith(b"$ "))
+    assert b"rc=141" in term.output and b"the output was closed" in term.output
+    assert b"saved 2 messages" in term.output
+    term.send(b"exit\r")
+    assert term.exit_code() == 0
+    (chat,) = (tmp_path / "sessions").glob("*.json")
+    saved = [(m["role"], m["content"], bool(m.get("cut"))) for m in json.loads(chat.read_text())["messages"]]
+    assert saved[0] == ("user", "Say hi.", False) and saved[1][0] == "assistant" and saved[1][2], saved

@@ -25,6 +25,7 @@ from ..errors import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    OUTPUT_CLOSED,
     AppError,
     Terminated,
     UsageError,
@@ -32,7 +33,7 @@ from ..errors import (
 )
 from ..terminal import utf8_streams, visible
 from .flags import api_key, build_parser, text_under_policy
-from .signals import end_on_signals
+from .signals import detach_stdout, end_on_signals
 
 if TYPE_CHECKING:
     from ..core.session import ChatSession
@@ -92,8 +93,8 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
     except Terminated as err:
         return report(str(err), err.kind, err.exit_code, as_json)
     except BrokenPipeError:
-        _detach_stdout()
-        return report("the output was closed before everything was written", "closed", EXIT_CLOSED, False)
+        detach_stdout()
+        return report(OUTPUT_CLOSED, "closed", EXIT_CLOSED, False)
     except AppError as err:
         return report(str(err), err.kind, err.exit_code, as_json)
     except Exception as err:  # the last line of defence: still one line, never a traceback
@@ -161,9 +162,9 @@ def run() -> None:
         if sys.stdout is not None:
             sys.stdout.flush()
     except BrokenPipeError:
-        _detach_stdout()
+        detach_stdout()
         if code != EXIT_CLOSED:  # (main said so already when a write failed)
-            code = report("the output was closed before everything was written", "closed", EXIT_CLOSED, False)
+            code = report(OUTPUT_CLOSED, "closed", EXIT_CLOSED, False)
     except OSError as err:
         if _output_failed(err) and code == EXIT_OK:
             code = _output_failed_report(err)
@@ -172,15 +173,6 @@ def run() -> None:
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
     os._exit(code)
-
-
-def _detach_stdout() -> None:
-    """After the reader of stdout went away, point stdout at /dev/null so that exiting flushes nowhere."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 def _main(argv: list[str], phase: list[str], free: bool) -> int:

@@ -48,7 +48,7 @@ from .own_lines import fit_width, folded
 from .progress import EvalProgress
 from .repl_commands import Commands
 from .reply_display import ReplyDisplay
-from .signals import asked
+from .signals import asked, output_closed
 from .thought_view import ThoughtView
 from .typeahead import Typeahead, take_back
 
@@ -145,6 +145,10 @@ class Repl:
         except Terminated:  # SIGTERM, or the terminal closed: the chat saved as on leaving, then the exit code
             self.leave()
             raise
+        except BrokenPipeError:  # (stdout's reader went away outside a reply: the same, with exit 141)
+            closed = output_closed()
+            self.leave()
+            raise closed from None
         finally:
             self.typeahead.stop()
 
@@ -306,6 +310,8 @@ class Repl:
                 progress.clear()
                 view.thought(chunk)
 
+        emit, notify, think = _or_closed(emit), _or_closed(notify), _or_closed(think)
+
         try:
             if go_on:
                 result = tool_loop.go_on(self.session, emit, notify, progress, think=think, ctrl_c_ends_thought=True)
@@ -422,7 +428,10 @@ class Repl:
             self._pending.append(line)
             return
         width = known_width(sys.stdout)  # (our own styling is Styled: kept; anything else made visible; folded
-        print(folded(visible(line), width) if width else visible(line), flush=True)  # at spaces, as a reply is)
+        try:  # at spaces, as a reply is)
+            print(folded(visible(line), width) if width else visible(line), flush=True)
+        except BrokenPipeError:
+            raise output_closed() from None
 
     def stats_line(self) -> str:
         last = self.session.last
@@ -453,3 +462,16 @@ def _unwritten(path: Path) -> bool:
         return path.stat().st_size == 0
     except OSError:
         return True
+
+
+def _or_closed(write: Callable[[str], None]) -> Callable[[str], None]:
+    """``write``, a closed stdout ending the chat as a hangup does (``signals.output_closed``): raised as
+    ``Terminated`` inside a turn, the reply so far is kept, marked cut, and the chat saved."""
+
+    def written(text: str) -> None:
+        try:
+            write(text)
+        except BrokenPipeError:
+            raise output_closed() from None
+
+    return written

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import stat
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Terminated
@@ -89,6 +90,29 @@ def asked(session: PromptSession, message: str, **options: Any) -> str:
     if ended:
         raise Terminated(ended[0])
     return text
+
+
+def output_closed() -> Terminated:
+    """stdout's reader went away (``rml-chat | head``): the chat ends as after a hangup, keeping the reply
+    so far and saving the chat, with exit 141. stdout now writes to the terminal stderr is, else to
+    /dev/null, so that the save's own line ("saved 2 messages: …") is seen, and neither it nor the exit's
+    flush fails again; the ``Terminated`` to raise."""
+    detach_stdout(to_terminal=True)
+    return Terminated(signal.SIGPIPE)
+
+
+def detach_stdout(to_terminal: bool = False) -> None:
+    """After the reader of stdout went away, point stdout at /dev/null (``to_terminal``: at stderr where
+    that is a terminal) so that what is still written, and the exit's flush, fail no more."""
+    try:
+        if to_terminal and os.isatty(2):
+            os.dup2(2, sys.stdout.fileno())
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _terminal_gone() -> None:
