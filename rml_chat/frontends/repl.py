@@ -310,7 +310,7 @@ class Repl:
                 progress.clear()
                 view.thought(chunk)
 
-        emit, notify, think = _or_closed(emit), _or_closed(notify), _or_closed(think)
+        emit, notify, think = _or_closed(emit), _or_closed(notify), _or_closed(think)  # (notify: the reply's pause)
 
         try:
             if go_on:
@@ -427,11 +427,9 @@ class Repl:
         if self._prompting:
             self._pending.append(line)
             return
-        width = known_width(sys.stdout)  # (our own styling is Styled: kept; anything else made visible; folded
-        try:  # at spaces, as a reply is)
-            print(folded(visible(line), width) if width else visible(line), flush=True)
-        except BrokenPipeError:
-            raise output_closed() from None
+        # (our own styling is Styled: kept; anything else made visible; folded at spaces, as a reply is)
+        width = known_width(sys.stdout)
+        _or_closed(partial(print, flush=True))(folded(visible(line), width) if width else visible(line))
 
     def stats_line(self) -> str:
         last = self.session.last
