@@ -169,6 +169,36 @@ def test_version_names_all_three() -> None:
     assert "llama.cpp " in done.stdout.decode()
 
 
+@pytest.mark.parametrize("broken", ["missing", "library"])
+@pytest.mark.parametrize("args", [["-p", "hi"], ["-p", "hi", "-j", '{"type": "string"}'], ["--json", "-p", "hi"]])
+def test_llama_cpp_python_missing_or_not_loading_is_one_line_with_its_cure(tmp_path, broken: str,
+                                                                            args: list[str]) -> None:
+    """Installed with ``--no-deps``, or its library built for another machine: it was an internal error."""
+    if broken == "missing":
+        start = ("import sys\nclass Absent:\n  def find_spec(name, *_):\n    if name == 'llama_cpp': raise "
+                 "ModuleNotFoundError(f'No module named {name!r}', name=name)\nsys.meta_path.insert(0, Absent)\n")
+        env = os.environ.copy()
+    else:  # llama-cpp-python's own words when its shared library does not load
+        (tmp_path / "llama_cpp").mkdir()
+        (tmp_path / "llama_cpp" / "__init__.py").write_text("")
+        (tmp_path / "llama_cpp" / "llama_cpp.py").write_text(
+            "raise RuntimeError(\"Failed to load shared library '/x/libllama.so': libggml.so: cannot open\")\n")
+        start, env = "", {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", start + "import runpy; runpy.run_module('rml_chat', run_name="
+                           "'__main__')", str(model_path("smollm2")), *args],
+                          capture_output=True, timeout=120, env=env)
+    line = one_line_error(done, 1)
+    if broken == "missing":
+        assert line == ("rml-chat: model: llama-cpp-python, which runs the model, is not installed: "
+                        "pip install llama-cpp-python")
+    else:
+        assert line == ("rml-chat: model: llama-cpp-python's llama.cpp library could not be loaded (Failed to load "
+                        "shared library '/x/libllama.so': libggml.so: cannot open): reinstall it: "
+                        "pip install --force-reinstall --no-cache-dir llama-cpp-python")
+    if "--json" in args:
+        assert json.loads(done.stdout)["error"]["kind"] == "model"
+
+
 # ----- input paths ------------------------------------------------------------------------------------
 
 def test_invalid_utf8_on_stdin_is_replaced_with_one_warning() -> None:

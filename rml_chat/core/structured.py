@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .. import text_input
 from ..engines.base import Engine
-from ..errors import UsageError
+from ..errors import AppError, UsageError
 from .grammar_depth import depth
 from .paths import user_path
 
@@ -62,6 +62,8 @@ def from_schema(value: str, flag: str = "--json-schema") -> Constraint:
         raise UsageError(f"{flag}: a JSON schema is an object, not {type(schema).__name__}")
     try:
         gbnf = schema_to_gbnf(json.dumps(schema))
+    except AppError:  # (llama-cpp-python missing: said as such, not as the schema's fault)
+        raise
     except Exception as err:  # the converter raises what it likes (AssertionError, KeyError, ValueError …)
         raise UsageError(f"{flag}: llama.cpp's converter can't take this schema "
                          f"({type(err).__name__}: {err or 'unsupported'})") from None

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
+from ..errors import ModelError
 from ..terminal import visible
 from . import cpu_quirks, memory
 from .base import trigger_patterns
@@ -53,8 +54,26 @@ def ubatches(n: int, n_batch: int, n_ubatch: int) -> list[tuple[int, int]]:
             for batch in range(0, n, n_batch) for start in range(batch, min(batch + n_batch, n), n_ubatch)]
 
 
+NOT_INSTALLED = "llama-cpp-python, which runs the model, is not installed: pip install llama-cpp-python"
+NOT_LOADED = ("llama-cpp-python's llama.cpp library could not be loaded ({why}): reinstall it: "
+              "pip install --force-reinstall --no-cache-dir llama-cpp-python")
+
+
 def bindings() -> ModuleType:
-    """llama-cpp-python's ctypes bindings, imported without the rest of the package (see above)."""
+    """llama-cpp-python's ctypes bindings, imported without the rest of the package (see above); a
+    ModelError, one line with its cure, where the package is missing (installed with ``--no-deps``, or
+    removed) or its library does not load (a build for another machine, a library it needs gone)."""
+    try:
+        return _bindings()
+    except ImportError as err:
+        if isinstance(err, ModuleNotFoundError) and err.name == "llama_cpp":
+            raise ModelError(NOT_INSTALLED) from err
+        raise ModelError(NOT_LOADED.format(why=err)) from err
+    except (OSError, RuntimeError) as err:  # llama_cpp's loader: FileNotFoundError, or RuntimeError("Failed to load …")
+        raise ModelError(NOT_LOADED.format(why=err)) from err
+
+
+def _bindings() -> ModuleType:
     loaded = sys.modules.get("llama_cpp.llama_cpp")
     if loaded is not None:
         return loaded
@@ -451,6 +470,7 @@ def schema_to_gbnf(schema_json: str) -> str:
     what it likes on a schema it can't take), with llama.cpp's own repetitions: the port writes an item
     out ``minLength`` times and nests ``maxItems`` groups, so ``"maxLength": 100000000`` took gigabytes of
     memory before llama.cpp ever saw the grammar."""
+    bindings()  # (the package's absence said as everywhere else)
     from llama_cpp import llama_grammar
 
     ported = llama_grammar._build_repetition

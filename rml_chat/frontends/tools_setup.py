@@ -94,6 +94,8 @@ def _writable(tool: Tool, syntax: CallSyntax, template: ChatTemplate, say: Calla
         return False
     try:
         call_grammar(syntax, [tool], schema_to_gbnf)
+    except AppError:  # (llama-cpp-python missing: said as such, not as the schema's fault)
+        raise
     except Exception as err:  # the converter raises what it likes
         say(f"note: tool {tool.name!r} ({tool.source}) left out: llama.cpp's converter can't take its schema "
             f"({type(err).__name__}: {err})")
