@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import fetch, model_path, smollm_session
+from conftest import fetch, model_path, smollm_session, smollm_with_template
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from test_control_tokens import vocabulary_with_markers
@@ -145,6 +145,54 @@ def test_prefill_starts_the_reply_of_p_and_json_has_it_whole() -> None:
     usage = subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "--prefill", "x",
                             "--batch", "-"], input="", capture_output=True, text=True, timeout=120)
     assert usage.returncode == 2 and "--prefill starts the reply of -p" in usage.stderr
+
+
+PERSON = json.dumps({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                     "required": ["name", "age"]})
+
+
+@pytest.mark.parametrize(("start", "template"), [("{", ""), ('{"name": "', ""),
+                                                 ("{", "deepseek-ai-DeepSeek-R1-Distill-Llama-8B")])
+def test_a_prefilled_reply_under_a_schema_follows_it_as_a_whole(tmp_path, start: str, template: str) -> None:
+    """The grammar reads the reply's start before the model writes: ``--prefill {`` goes on inside the
+    object. Before, the grammar began again after the start, and the reply was ``{{"name": …}``: not JSON.
+    Where the prompt opens the thought (R1's distills), the start is the thought's close and then ``{``, and
+    the grammar read from the reply's start takes it."""
+    model = smollm_with_template(tmp_path / "r1.gguf", template) if template else str(model_path("smollm2"))
+    done = subprocess.run([sys.executable, "-m", "rml_chat", model, "-p", "A person.", "--prefill", start, "-j",
+                           PERSON, "--temp", "0", "-n", "40", "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)["reply"]
+    assert reply.startswith(start) and set(json.loads(reply)) == {"name", "age"}, reply
+
+
+@pytest.mark.parametrize(("start", "said"), [
+    ("x", "the reply's start 'x' does not follow --json-schema: its grammar refuses 'x' as the reply's first text"),
+    ('{"a', """the reply's start '{"a' does not follow --json-schema: its grammar refuses 'a' after '{"'""")])
+def test_a_prefill_the_schema_refuses_is_one_line_and_nothing_is_written(start: str, said: str) -> None:
+    done = _cli("-p", "A person.", "--prefill", start, "-j", PERSON, "--temp", "0", "-n", "40")
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", f"rml-chat: chat: {said}\n")
+
+
+def test_continue_under_a_schema_goes_on_inside_the_reply_so_far(tmp_path, capsys) -> None:
+    """A JSON reply cut by -n, then /continue with the schema still on: the whole is one JSON object (the
+    grammar restarted before, and the reply grew a second object inside the first). /schema changed
+    since, so that the reply so far breaks it: one line, and the chat as it was."""
+    def repl(keys: list[str]) -> str:
+        with create_pipe_input() as pipe:
+            pipe.send_text("".join(key + ENTER for key in keys))
+            pipe.close()
+            assert Repl(session, input=pipe, output=DummyOutput(), history=tmp_path / "history").run() == 0
+        return capsys.readouterr().out
+
+    with smollm_session(2048, 8) as session:
+        out = repl([f"/schema {PERSON}", "A person.", "/set n 60", "/continue"])
+        whole = session.conversation.messages[1].content
+        assert "before a JSON schema was complete" in out and set(json.loads(whole)) == {"name", "age"}, out
+        out = repl(["/set n 4", "/regen", '/schema {"type": "array"}', "/continue"])
+        messages = session.conversation.messages
+    assert "does not follow /schema: its grammar refuses '{' as the reply's first text" in out, out
+    assert [(m.role, m.content) for m in messages] == [("user", "A person."), ("assistant", '{ "name":')]
 
 
 def _ignore(_: str) -> None:

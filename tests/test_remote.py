@@ -241,6 +241,11 @@ def test_check_and_json_and_batch_and_a_schema_work_against_the_server(server) -
     out = [json.loads(line) for line in done.stdout.decode().splitlines()]
     assert done.returncode == 0 and len(out) == 2 and out[0]["reply"], done.stderr
     assert set(json.loads(out[1]["reply"])) == {"colour"} and out[1]["complete"] is True
+    done = subprocess.run([sys.executable, "-m", "rml_chat", "--server", server.url, smol, "-p", "A colour as JSON.",
+                           "-j", schema, "--prefill", "{"], capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout) == (1, "") and done.stderr.splitlines()[-1] == (  # (a local model can:
+        "rml-chat: server: a reply begun before its grammar (--prefill, /continue) follows the grammar on a "
+        "local model only: llama-server starts a grammar at the first token it draws")  # the grammar reads the start)
 
 
 def test_a_refused_connection_is_one_line(model) -> None:

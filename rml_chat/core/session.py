@@ -26,7 +26,7 @@ from pathlib import Path
 from tokenizer.chat import ChatFormatError
 from tokenizer.chat.tool_calls import ToolCall, tool_message
 
-from ..engines.base import RANDOM_SEED, Engine, Generation, Progress, common_prefix
+from ..engines.base import RANDOM_SEED, BegunGrammar, Engine, Generation, Progress, StartRefused, common_prefix, triggers_of
 from ..errors import STOPPED, AppError
 from ..words import counted
 from .continuation import Prefill
@@ -234,6 +234,10 @@ class ChatSession:
         try:
             self._generate(ids, gen, reply, turn, progress, constraint, moves, ctrl_c_ends_thought, prefilled)
             turn.deliver(reply.finish())
+        except StartRefused as err:  # (nothing was drawn: the turn is as if it had not run)
+            if text is not None:
+                self.conversation.drop_last()  # (the caller holds it, as for any ChatError)
+            raise ChatError(self._refused_start(prefilled, err.at, constraint)) from None
         except AppError:  # the engine failed mid-reply (a server that went away): what came stays, cut
             turn.deliver(reply.finish())
             if gen.tokens:
@@ -274,6 +278,16 @@ class ChatSession:
             return []
         return self.model.encoder.encode(prefill.segments(self.model.reasoning, opened), bos=False)
 
+    def _refused_start(self, prefilled: Sequence[int], at: int, constraint: Constraint | None) -> str:
+        """Why a reply's start can't go on under ``constraint``: where its grammar refuses it (``at``)."""
+        decode = self.model.tokenizer.decode
+        start = decode(list(prefilled))
+        shown = start if len(start) <= 60 else start[:57] + "..."
+        flag = constraint.flag if constraint is not None else "the grammar"
+        refused = decode(list(prefilled[at:at + 1]))
+        where = f"after {decode(list(prefilled[:at]))[-40:]!r}" if at else "as the reply's first text"
+        return f"the reply's start {shown!r} does not follow {flag}: its grammar refuses {refused!r} {where}"
+
     def continued_prompt_ids(self, prefill: Prefill) -> list[int]:
         """The prompt and then ``prefill``, the reply's start, as a turn with it evaluates them (what
         ``--show-prompt --prefill`` shows)."""
@@ -312,12 +326,16 @@ class ChatSession:
         free = thought_free(constraint and constraint.gbnf, self.model.reasoning)  # a thought to end by hand
         if reply.in_thought and sampling.reasoning_budget == 0 and free:  # the prompt opened one: end it
             ids, ended = self._end_thought(ids, gen, reply, turn, constraint), True
+        begun = () if ended else tuple(prefilled)  # the reply's start, which the first call's grammar reads
         while True:
             part = Generation()
+            grammar = for_reply(constraint and constraint.gbnf, self.model.reasoning, reply.in_thought, ended)
+            if begun and grammar is not None and not triggers_of(grammar):  # (the reply's grammar from its start)
+                grammar = BegunGrammar(for_reply(constraint.gbnf, self.model.reasoning, reply.opened_in_thought,
+                                                 ended), begun)
+            begun = ()
             try:
-                for token in self.engine.generate(ids, sampling, stops, part, progress,
-                                                  for_reply(constraint and constraint.gbnf, self.model.reasoning,
-                                                            reply.in_thought, ended)):
+                for token in self.engine.generate(ids, sampling, stops, part, progress, grammar):
                     if token in self._thought_stops and not reply.in_thought:  # a stop after all, in the answer
                         part.tokens.pop()
                         part.stop_reason = "stop"

@@ -181,6 +181,29 @@ class LazyGrammar(str):
         return made
 
 
+class BegunGrammar(str):
+    """GBNF for a reply that began before the call (``--prefill``, ``/continue``): ``written``, the ids of its
+    start, which end the prompt. The grammar reads them before it constrains the first token drawn, so the
+    reply as a whole follows it: under ``root ::= "{" [a-z]+ "}"`` a reply begun ``{`` goes on ``ab}``, not
+    ``{ab}`` again (an eager grammar only: a lazy one waits for its trigger in what is drawn)."""
+
+    written: tuple[int, ...]
+
+    def __new__(cls, gbnf: str, written: Sequence[int]) -> BegunGrammar:
+        made = super().__new__(cls, gbnf)
+        made.written = tuple(written)
+        return made
+
+
+class StartRefused(Exception):
+    """The grammar of a ``BegunGrammar`` refuses the reply's start: ``at``, the index in ``written`` of the
+    first id it refuses (nothing is drawn)."""
+
+    def __init__(self, at: int):
+        super().__init__(f"the grammar refuses the reply's start at its id {at}")
+        self.at = at
+
+
 def ecma_escaped(text: str) -> str:
     """Text as an ECMAScript regex matching it (std::regex refuses Python's escapes of letters)."""
     return "".join("\\" + ch if ch in "\\^$.|?*+()[]{}/" else ch for ch in text)

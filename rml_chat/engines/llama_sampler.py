@@ -32,6 +32,8 @@ def build(lib: ModuleType, vocab: object, n_vocab: int, chain: Sequence[Stage], 
     made = Sampler(lib)
     for stage in chain:
         sampler = _stage(lib, vocab, n_vocab, stage, grammar)
+        if stage.name == "grammar":
+            made.grammar = sampler
         if stage.name in ("penalties", "dry") and stage.get("last_n") > 0:
             for token in history[-stage.get("last_n"):]:
                 lib.llama_sampler_accept(sampler, token)
@@ -89,11 +91,26 @@ class Sampler:
         self._lib = lib
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
         self.guard: TriggerGuard | None = None
+        self.grammar: object | None = None  # (its grammar stage, owned by the chain)
         self.attached: tuple[object, int] | None = None
         self.on_device = 0
 
     def add(self, sampler: object) -> None:
         self._lib.llama_sampler_chain_add(self.chain, sampler)
+
+    def read(self, written: Sequence[int]) -> int:
+        """The grammar stage reads ``written``, a reply's start drawn by no sampler (``BegunGrammar``): each id
+        tried with ``llama_sampler_apply`` before it is accepted (accepting one the grammar refuses throws
+        across the C API). The index of the first it refuses, where it stops; -1 when it took them all."""
+        lib = self._lib
+        for at, token in enumerate(written):
+            one = (lib.llama_token_data * 1)(lib.llama_token_data(token, 0.0, 0.0))
+            candidates = lib.llama_token_data_array(one, 1, -1, False)
+            lib.llama_sampler_apply(self.grammar, ctypes.byref(candidates))
+            if one[0].logit == float("-inf"):
+                return at
+            lib.llama_sampler_accept(self.grammar, token)
+        return -1
 
     def attach(self, ctx: object, seq: int) -> None:
         """Run the chain in ``ctx``'s graph for sequence ``seq``: its stages up to the first the device

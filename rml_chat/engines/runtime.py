@@ -32,7 +32,7 @@ from types import ModuleType
 from ..errors import ModelError
 from ..terminal import visible
 from . import cpu_quirks, memory
-from .base import trigger_patterns
+from .base import BegunGrammar, StartRefused, trigger_patterns
 from .llama_sampler import Sampler, build
 from .sampler_chain import Stage
 from .thread_choice import ThreadChoice
@@ -308,7 +308,8 @@ class LlamaModel:
     def sampler(self, chain: Sequence[Stage], grammar: str | None = None, history: Sequence[int] = (), *,
                 seq: int = 0, on_device: bool = False, drafting: bool = False) -> Sampler:
         """llama.cpp's sampler chain for ``chain`` and ``grammar``, the prompt ``history`` handed to the
-        samplers that look back (llama_sampler.build), with its lazy grammar's trigger guard.
+        samplers that look back (llama_sampler.build), with its lazy grammar's trigger guard; a
+        ``BegunGrammar``'s reply start read into its grammar first (``StartRefused`` where it is refused).
 
         ``on_device`` (``-bs``): the chain is attached to sequence ``seq`` of the context, as llama-server
         attaches a slot's, and each decode runs it in the model's graph as far as its stages can run there.
@@ -317,6 +318,10 @@ class LlamaModel:
         refuses the two together), nor where ``drafting`` and a decode gives the sequence one logits row only
         (``outputs_per_seq`` 1: a draft's check needs one for each of its tokens)."""
         made = build(self._lib, self.vocab, self.n_vocab, chain, grammar, history)
+        refused = made.read(grammar.written) if isinstance(grammar, BegunGrammar) else -1
+        if refused >= 0:
+            made.close()
+            raise StartRefused(refused)
         if grammar is not None and trigger_patterns(grammar):
             held = self._holding(ends_of(grammar))
             made.guard = TriggerGuard(self._lib, self.vocab, grammar, self._pieces or [], held,

@@ -30,7 +30,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import STOPPED, AppError, UsageError
-from .base import Generation, Progress, Sampling, Shifted, common_prefix, trigger_patterns, triggers_of
+from .base import BegunGrammar, Generation, Progress, Sampling, Shifted, common_prefix, trigger_patterns, triggers_of
 
 MAX_ANSWER_BYTES = 64 * 2**20  # one JSON answer or one streamed event (/props holds the chat template: ~100 kB)
 PROBE = "Hello, world! 123 — Grüße, 日本語 👋 <tag> and\nnew lines"
@@ -165,7 +165,10 @@ class ServerEngine:
     def generate(self, ids: Sequence[int], sampling: Sampling, stop_ids: Sequence[int], gen: Generation,
                  progress: Progress | None = None, grammar: str | None = None) -> Iterator[int]:
         """Stream the reply's ids for ``ids``; as ``Engine.generate`` (``grammar``, GBNF text, goes to the
-        server)."""
+        server; a reply begun before the call can't follow it there: ``BegunGrammar``)."""
+        if isinstance(grammar, BegunGrammar):
+            raise ServerError("a reply begun before its grammar (--prefill, /continue) follows the grammar on a "
+                              "local model only: llama-server starts a grammar at the first token it draws")
         stops = set(stop_ids)
         budget = gen.begin(ids, self.n_ctx, sampling)
         gen.evaluated = len(ids) - min(common_prefix(self._cached, ids), len(ids) - 1)  # until the server says

@@ -170,23 +170,23 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
     answer = display.answer_writer(sys.stdout)  # (exact bytes into a pipe or a file; Markdown on a terminal)
 
     begun = False  # (whether any of the answer was written: a turn that fails then ends its line first)
+    start = getattr(args, "prefill", None)
+    unshown = start or ""  # (the reply's start, the user's: written with the model's first text, or when the
+    # turn ends without any, so that a start the turn refuses, or a prompt that can't take it, writes nothing)
 
     def emit(chunk: str) -> None:
-        nonlocal begun
-        if not args.json and chunk:
+        nonlocal begun, unshown
+        if not args.json and (chunk or unshown):
             progress.clear()
-            answer.write(chunk)
-            begun = True
+            answer.write(unshown + chunk)
+            unshown, begun = "", True
 
     def notify(line: str) -> None:
         answer.pause()
         print(visible(f"note: {line}"), file=sys.stderr)
 
     thinking = ThoughtOnStderr(display.hidden or args.json, progress)
-    start = getattr(args, "prefill", None)
     try:
-        if start:
-            emit(start)  # (the reply's start is the user's: shown as it is, and the model goes on from it)
         result = tool_loop.exchange(session, text, emit, notify, progress, think=thinking.write,
                                   prefill=Prefill(start) if start else None)
         thinking.end()
@@ -200,6 +200,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
         raise
     except STOPPED as err:  # (the turn so far is kept: --resume saves it)
         progress.clear()
+        emit("")
         if not args.json:
             answer.end()
         why, code = how_stopped(err)
@@ -212,6 +213,7 @@ def run_scripted(session: ChatSession, args: argparse.Namespace, display: ReplyD
             shown["files"] = [{"path": a.path, "chars": len(a.text), "tokens": n} for a, n in zip(files, weights())]
         print(json_text(shown))
         return verdict(result.outcome, args.json)
+    emit("")
     answer.end()
     cut = result.cut_note(session.engine.n_ctx)
     if cut and (result.outcome is None or not result.outcome.problem):  # (a problem is said by the verdict)
