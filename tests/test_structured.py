@@ -13,7 +13,7 @@ import time
 
 import jsonschema
 import pytest
-from conftest import model_path
+from conftest import model_path, ours
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
@@ -87,6 +87,52 @@ def test_a_schema_or_grammar_llama_cpp_cant_take_is_one_line(args: list[str], wo
     err = done.stderr.decode()
     assert done.returncode == 2 and words in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_ignore_eos_under_a_grammar_ends_the_reply_where_the_grammar_is_complete() -> None:
+    """``--ignore-eos`` bars the end, and a complete grammar allows nothing else: llama.cpp's sampler drew
+    some token anyway, its grammar threw on accepting it, and the process was killed (exit 134)."""
+    done = run("-p", "Is the sky blue?", "-j", '{"type": "boolean"}', "--ignore-eos", "-n", "20", "--json")
+    assert done.returncode == 0, done.stderr[-500:]
+    report = json.loads(done.stdout)
+    assert json.loads(report["reply"]) in (True, False) and report["stop_reason"] == "stop" and report["complete"]
+    lines = [json.dumps({"id": n, "prompt": "Yes or no?", "grammar": 'root ::= "yes" | "no"', "ignore_eos": True,
+                         "temp": 0.8, "seed": n}) for n in range(3)]
+    done = run("--batch", "-", "-np", "2", "-n", "12", stdin="\n".join(lines).encode())
+    assert done.returncode == 0, done.stderr[-500:]
+    assert [json.loads(line)["reply"] in ("yes", "no") for line in done.stdout.decode().splitlines()] == [True] * 3
+
+
+def test_logit_biases_that_bar_every_token_the_grammar_allows_are_one_line() -> None:
+    (a,) = ours("smollm2").encode("a")
+    done = run("-p", "hi", "--grammar", 'root ::= "a"', "-l", f"{a}-inf", "-n", "5")
+    assert (done.returncode, done.stderr.decode()) == (2, "rml-chat: usage: -l/--logit-bias: its biases of -inf leave "
+                                                       "no token the grammar allows at this point of the reply "
+                                                       "(rml-chat --help lists the flags)\n")
+
+
+def test_a_step_drawn_apart_to_watch_for_a_dead_end_draws_what_llama_cpp_draws(monkeypatch) -> None:
+    """Under a grammar, where the biases bar a token the grammar allows (here the end, by --ignore-eos), each
+    step is drawn from the candidates in Python (``Sampler.sample_short``); seeded at temperature 0.8, the
+    reply is token for token the one ``llama_sampler_sample`` draws with the same chain."""
+    from rml_chat.engines.base import Generation
+    from rml_chat.engines.llama_sampler import Sampler
+
+    model = load_model(str(model_path("smollm2")))
+    engine = LocalEngine(model.weights, n_ctx=512, n_threads=2)
+    ids = model.encoder.encode(model.encoder.format([{"role": "user", "content": "Spell a word."}]))
+    sampling = Sampling(temp=0.8, seed=11, max_tokens=24, ignore_eos=True)
+
+    def reply() -> list[int]:
+        engine.reset()
+        return list(engine.generate(ids, sampling, model.stop_ids, Generation(), grammar='root ::= [a-z ]+'))
+
+    try:
+        drawn_apart = reply()
+        monkeypatch.setattr(Sampler, "may_run_dry", lambda self: False)  # (never dry: [a-z ]+ can always go on)
+        assert reply() == drawn_apart and len(drawn_apart) == 24
+    finally:
+        engine.close()
 
 
 def _batch_lines() -> list[str]:

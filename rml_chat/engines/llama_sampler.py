@@ -16,10 +16,13 @@ device's stages left). Example (not run: it needs a model)::
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Sequence
 from types import ModuleType
 
+from ..errors import UsageError
 from .base import trigger_patterns
+from .candidates import Candidates
 from .sampler_chain import Stage
 from .trigger_guard import TriggerGuard
 
@@ -34,6 +37,8 @@ def build(lib: ModuleType, vocab: object, n_vocab: int, chain: Sequence[Stage], 
         sampler = _stage(lib, vocab, n_vocab, stage, grammar)
         if stage.name == "grammar":
             made.grammar = sampler
+        elif stage.name == "logit_bias":
+            made.barred = tuple(token for token, bias in stage.get("biases") if bias == -math.inf)
         if stage.name in ("penalties", "dry") and stage.get("last_n") > 0:
             for token in history[-stage.get("last_n"):]:
                 lib.llama_sampler_accept(sampler, token)
@@ -92,11 +97,49 @@ class Sampler:
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
         self.guard: TriggerGuard | None = None
         self.grammar: object | None = None  # (its grammar stage, owned by the chain)
+        self.barred: tuple[int, ...] = ()  # the ids its logit biases make impossible (-l ID-inf, --ignore-eos)
+        self.candidates: Candidates | None = None  # (for the steps drawn here, not by llama_sampler_sample)
         self.attached: tuple[object, int] | None = None
         self.on_device = 0
 
     def add(self, sampler: object) -> None:
         self._lib.llama_sampler_chain_add(self.chain, sampler)
+
+    def allowed(self, tokens: Sequence[int]) -> list[int]:
+        """Those of ``tokens`` the grammar stage allows now (its ``apply``, which changes nothing)."""
+        lib = self._lib
+        some = (lib.llama_token_data * len(tokens))(*(lib.llama_token_data(t, 0.0, 0.0) for t in tokens))
+        lib.llama_sampler_apply(self.grammar, ctypes.byref(lib.llama_token_data_array(some, len(tokens), -1, False)))
+        return [entry.id for entry in some if entry.logit != -math.inf]
+
+    def may_run_dry(self) -> bool:
+        """Whether the grammar and the barred ids may leave no token at this step: the grammar allows one of
+        those ids (its end, once it is complete, where ``--ignore-eos`` bars the end). Elsewhere some other
+        token is allowed, and ``llama_sampler_sample`` draws, as llama.cpp does."""
+        return self.grammar is not None and bool(self.barred) and bool(self.allowed(self.barred))
+
+    def sample_short(self, logits: object, vocab: object, n_vocab: int) -> int:
+        """A step where the grammar allows ids the logit biases bar (``may_run_dry``), drawn here from
+        ``logits`` (a C pointer to the position's). Where the two leave no token, ``llama_sampler_sample``
+        accepted one the grammar refuses, and llama.cpp's grammar threw across the C API (``std::terminate``,
+        a crash). There, a grammar that allows its end (complete, where ``--ignore-eos`` bars the end) ends
+        the reply with that end's id, not accepted; one that allows nothing the biases leave is a
+        UsageError. Elsewhere the token is the one ``llama_sampler_sample`` would draw: the same chain
+        applied to the same candidates, then accepted."""
+        lib = self._lib
+        if self.candidates is None:
+            self.candidates = Candidates(lib, n_vocab)
+        token, logit = self.candidates.apply(self.chain, logits)
+        if logit != -math.inf:
+            lib.llama_sampler_accept(self.chain, token)
+            if self.guard is not None:
+                self.guard.accepted(token)
+            return token
+        ends = [t for t in self.allowed(self.barred) if lib.llama_vocab_is_eog(vocab, t)]
+        if ends:
+            return ends[0]
+        raise UsageError("-l/--logit-bias: its biases of -inf leave no token the grammar allows at this point "
+                         "of the reply")
 
     def read(self, written: Sequence[int]) -> int:
         """The grammar stage reads ``written``, a reply's start drawn by no sampler (``BegunGrammar``): each id
@@ -127,3 +170,4 @@ class Sampler:
             self.chain = None
         if self.guard is not None:
             self.guard.close()
+

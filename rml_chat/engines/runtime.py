@@ -346,6 +346,8 @@ class LlamaModel:
         guard = sampler.guard
         if guard is not None and guard.waiting and guard.may_fire():
             return guard.draw(sampler.chain, self._lib.llama_get_logits_ith(self.ctx, index))
+        if sampler.may_run_dry():
+            return sampler.sample_short(self._lib.llama_get_logits_ith(self.ctx, index), self.vocab, self.n_vocab)
         if sampler.attached is not None and self._lib.llama_get_sampled_token_ith(self.ctx, index) >= 0:
             sampler.on_device += 1  # (drawn in the graph: llama_sampler_sample hands it over and accepts it)
         token = self._lib.llama_sampler_sample(sampler.chain, self.ctx, index)

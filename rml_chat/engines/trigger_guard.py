@@ -33,6 +33,7 @@ from collections.abc import Callable, Collection, Sequence
 from types import ModuleType
 
 from .base import trigger_patterns
+from .candidates import Candidates
 
 
 def ends_of(grammar: str) -> tuple[bytes, ...]:
@@ -59,7 +60,7 @@ class TriggerGuard:
         self._text = b""
         self.waiting = True
         self._eager: object | None = None
-        self._candidates: ctypes.Array | None = None  # (every token's entry, for the steps drawn here)
+        self._candidates: Candidates | None = None  # (every token's entry, for the steps drawn here)
 
     def may_fire(self) -> bool:
         """Whether some token could fire a trigger at this step with text past it."""
@@ -78,25 +79,16 @@ class TriggerGuard:
         """A step of ``llama_sampler_sample`` taken here (``chain``: the sampler chain; ``logits``: the
         position's, a C pointer): the candidates built from the logits, the chain applied, and a token the
         guard refuses left out and the step drawn again, before the chain accepts the token."""
-        import numpy as np
-
-        lib, n_vocab = self._lib, len(self._pieces)
+        lib = self._lib
         if self._candidates is None:
-            self._candidates = (lib.llama_token_data * n_vocab)()
-        view = np.ctypeslib.as_array(self._candidates).view(np.dtype([("id", np.int32), ("logit", np.float32),
-                                                                      ("p", np.float32)]))
-        given = np.ctypeslib.as_array(logits, shape=(n_vocab,))
+            self._candidates = Candidates(lib, len(self._pieces))
         left_out: list[int] = []
         while True:
-            view["id"], view["logit"], view["p"] = np.arange(n_vocab, dtype=np.int32), given, 0.0  # (the chain
-            view["logit"][left_out] = -np.inf  # sorts the array in place: filled again each time)
-            candidates = lib.llama_token_data_array(self._candidates, n_vocab, -1, False)
-            lib.llama_sampler_apply(chain, ctypes.byref(candidates))
-            token = int(candidates.data[candidates.selected].id)
-            if not self.refuses(token):
+            token, _ = self._candidates.apply(chain, logits, left_out)
+            if token >= 0 and not self.refuses(token):
                 break
             left_out.append(token)
-            if len(left_out) > 64:
+            if token < 0 or len(left_out) > 64:
                 raise RuntimeError("the tool call's grammar refuses every token the model writes")
         lib.llama_sampler_accept(chain, token)
         self.accepted(token)
