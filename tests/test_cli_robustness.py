@@ -420,6 +420,21 @@ def _memory_capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
 
 
+def test_a_look_back_longer_than_the_context_takes_the_contexts_memory_and_gives_its_reply() -> None:
+    """``--repeat-last-n`` and ``--dry-penalty-last-n`` at their largest: llama.cpp allocates a ring of that
+    many ids up front (8.6 GB and 17 GB; here, under a 4 GB cap, the allocation failed and the process
+    died). No chain sees more than the context, so the same reply comes from a look-back of the context's size."""
+    def reply(last_n: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "-c", "512", "-p",
+                               "List ten fruits.", "-n", "40", "--temp", "0", "--repeat-penalty", "1.3",
+                               "--repeat-last-n", last_n, "--dry-multiplier", "0.8", "--dry-penalty-last-n", last_n],
+                              capture_output=True, text=True, timeout=120, preexec_fn=_memory_capped)
+        assert done.returncode == 0, done.stderr[-400:]
+        return done.stdout
+
+    assert reply("2147483647") == reply("512")
+
+
 def test_a_turn_that_fails_unexpectedly_does_not_end_the_session(session, tmp_path, capsys, monkeypatch) -> None:
     session.conversation = Conversation()
 

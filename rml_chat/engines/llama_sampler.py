@@ -28,12 +28,18 @@ from .trigger_guard import TriggerGuard
 
 
 def build(lib: ModuleType, vocab: object, n_vocab: int, chain: Sequence[Stage], grammar: str | None,
-          history: Sequence[int] = ()) -> Sampler:
+          history: Sequence[int] = (), window: int | None = None) -> Sampler:
     """The chain for ``chain``'s stages (seeds resolved), its grammar stage from ``grammar`` (GBNF text; lazy
     where it carries triggers). The penalties and DRY accept the prompt's last ids first, ``history``, as
-    llama-server and llama-cli accept the prompt into their chain: a word of the prompt counts as repeated."""
+    llama-server and llama-cli accept the prompt into their chain: a word of the prompt counts as repeated.
+
+    ``window``: the most ids one chain ever sees (the context's size: a chain serves one call, which ends
+    with a full context). The penalties and DRY look back no further, whatever their ``last_n``; llama.cpp
+    allocates a ring of ``last_n`` ids up front, and ``--dry-penalty-last-n 2147483647`` took 17 GB."""
     made = Sampler(lib)
     for stage in chain:
+        if window is not None and stage.name in ("penalties", "dry") and stage.get("last_n") > window:
+            stage = Stage(stage.name, tuple((k, window if k == "last_n" else v) for k, v in stage.settings))
         sampler = _stage(lib, vocab, n_vocab, stage, grammar)
         if stage.name == "grammar":
             made.grammar = sampler

@@ -317,7 +317,7 @@ class LlamaModel:
         else the device's part narrows the candidates and the rest runs here. Not with a grammar (llama.cpp
         refuses the two together), nor where ``drafting`` and a decode gives the sequence one logits row only
         (``outputs_per_seq`` 1: a draft's check needs one for each of its tokens)."""
-        made = build(self._lib, self.vocab, self.n_vocab, chain, grammar, history)
+        made = build(self._lib, self.vocab, self.n_vocab, chain, grammar, history, window=self.n_ctx)
         refused = made.read(grammar.written) if isinstance(grammar, BegunGrammar) else -1
         if refused >= 0:
             made.close()

@@ -26,6 +26,7 @@ import math
 import socket
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -175,7 +176,7 @@ class ServerEngine:
         if budget <= 0 or not ids:
             gen.finished = time.perf_counter()
             return
-        body = {"prompt": list(ids), "n_predict": budget, **request_fields(sampling, stop_ids),
+        body = {"prompt": list(ids), "n_predict": budget, **request_fields(sampling, stop_ids, self.n_ctx),
                 "stream": True, "return_tokens": True, "cache_prompt": not self._fresh, "return_progress": True}
         self._fresh = False
         if sampling.seed >= 0:
@@ -295,10 +296,13 @@ def _why(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def request_fields(s: Sampling, stop_ids: Sequence[int] = ()) -> dict:
+def request_fields(s: Sampling, stop_ids: Sequence[int] = (), window: int | None = None) -> dict:
     """The sampling settings as llama-server's ``/completion`` request fields (its names for the same
     settings; it builds the same chain as sampler_chain.py from them). DRY without sequence breakers is
-    the one setting its request can't say (it takes no empty list): a usage error, not another chain."""
+    the one setting its request can't say (it takes no empty list): a usage error, not another chain.
+    ``window``: the context's size, past which the penalties and DRY see nothing (llama_sampler.build)."""
+    if window is not None:
+        s = replace(s, repeat_last_n=min(s.repeat_last_n, window), dry_penalty_last_n=min(s.dry_penalty_last_n, window))
     if not s.dry_sequence_breakers:
         raise UsageError("--dry-sequence-breaker none: llama-server takes no empty list of DRY sequence breakers "
                          "(--server); give one, or leave the defaults")
