@@ -17,7 +17,7 @@ from test_tools import STOPS
 
 import tokenizer
 from rml_chat.core.conversation import ChatError
-from rml_chat.core.reply import Prefill, ReplyFormat, ReplyParser, parse_reply
+from rml_chat.core.reply import AnswerText, Prefill, ReplyFormat, ReplyParser, parse_reply
 from rml_chat.frontends.repl import Repl
 from rml_chat.tools import loop as tool_loop
 from tokenizer.chat.tool_calls import OpenCall, ToolCall
@@ -74,6 +74,20 @@ def test_a_parser_fed_a_prefill_gives_events_for_the_new_text_alone() -> None:
     events = parser.feed_text("?</think>Yes.") + parser.finish()
     assert [type(e).__name__ for e in events][:2] == ["ThoughtText", "AnswerText"]
     assert parser.message is not None and (parser.message.reasoning, parser.message.content) == ("Oslo?", "Yes.")
+
+
+def test_a_stop_string_in_a_prefill_is_the_users_text_and_one_the_model_writes_after_it_stops() -> None:
+    """As llama-server reads a prefilled reply, only what the model writes can stop it: ``--prefill "Hello
+    END and" --stop END`` was cut to ``Hello``, the user's own start lost."""
+    source = (fetch.models_dir() / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
+    parser = ReplyParser(ReplyFormat.of_template(source, stops=STOPS, stop_strings=["END"]))
+    parser.go_on_from("Hello END and")
+    shown = [e.text for e in parser.feed_text(" welcome. ") + parser.feed_text("The END of it.") + parser.finish()
+             if isinstance(e, AnswerText)]
+    assert "".join(shown) == " welcome. The " and parser.stopped_by == "END"
+    assert parser.message is not None and parser.message.content == "Hello END and welcome. The"
+    done = _cli("-p", "Say hello.", "--prefill", "Hello END and", "--stop", "END", "--temp", "0", "-n", "6", "--json")
+    assert json.loads(done.stdout)["reply"].startswith("Hello END and "), done.stdout
 
 
 # ----- a real model --------------------------------------------------------------------------------------

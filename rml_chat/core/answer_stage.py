@@ -44,6 +44,7 @@ class AnswerStage:
         self.call = ""          # the calls' text, from the first call's opening on
         self.in_call = False
         self.stopped_by: str | None = None
+        self.stopping = True  # (False: the text fed is the user's, a prefilled start, where no stop string counts)
 
     def feed(self, text: str) -> tuple[str, str]:
         if self.stopped_by is not None:
@@ -62,7 +63,8 @@ class AnswerStage:
                 return "", ""
         self._started = True
         call_at = self._first_call(pending)
-        stop_at, stop = min(((pending.find(s), s) for s in self._stops if s in pending), default=(-1, None))
+        stops = self._stops if self.stopping else ()
+        stop_at, stop = min(((pending.find(s), s) for s in stops if s in pending), default=(-1, None))
         if stop is not None and (call_at < 0 or stop_at < call_at):
             may_call = len(pending) - prefix_tail(pending, self._triggers)
             if may_call <= stop_at:  # (a call may open where the stop string is: wait and see)
@@ -73,7 +75,7 @@ class AnswerStage:
             return pending[:stop_at], ""
         if call_at >= 0:
             return self._call_at(pending, call_at)
-        cut = len(pending) - prefix_tail(pending, self._stops + self._triggers)
+        cut = len(pending) - prefix_tail(pending, stops + self._triggers)
         if self._syntax is not None:  # (the whitespace before a call is not the answer's: it waits too)
             cut = len(pending[:min(cut, self._spaced_opening(pending))].rstrip())
         return self._shown(pending[:cut], pending[cut:])

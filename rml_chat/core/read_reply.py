@@ -136,7 +136,7 @@ class ThoughtSplit:
 
 def message_of(reply_format: ReplyFormat, split: ThoughtSplit, written: str, *,
                schemas: Mapping[str, Mapping] | None = None, thought_in_content: bool = False,
-               json_answer: bool = False) -> ParsedReply:
+               json_answer: bool = False, prefilled: int = 0) -> ParsedReply:
     """The message a reply makes, from what its thought stage split off and ``written``, the whole reply as
     the model wrote it (control tokens as their text): the answer less the thoughts it opened again, cut
     at its first stop string before any call, then its calls read with each argument typed by ``schemas``
@@ -146,7 +146,8 @@ def message_of(reply_format: ReplyFormat, split: ThoughtSplit, written: str, *,
     with its markers, the opening written out where the prompt wrote it; the answer's own opening is still
     taken off, and a thought that never closes is the content as written. ``json_answer``: the answer was
     asked for as JSON (a schema), so a Markdown fence around it (```` ```json ````) is taken off.
-    For example::
+    ``prefilled``: the answer's first characters that were the reply's prefilled start, the user's text, in
+    which no stop string counts (llama-server searches only what the model writes). For example::
 
         >>> cohere = ReplyFormat(Reasoning("<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>"))
         >>> split = ThoughtSplit("Hi", "hm", "hm", opened_in_thought=True)
@@ -156,7 +157,7 @@ def message_of(reply_format: ReplyFormat, split: ThoughtSplit, written: str, *,
     r, schemas = reply_format.reasoning, schemas or {}
     marks = r.channels() if r is not None else None
     if marks is not None and split.channel_calls is not None:
-        read = _channelled(reply_format, split, json_answer, schemas)
+        read = _channelled(reply_format, split, json_answer, schemas, prefilled)
         if not thought_in_content or not read.reasoning:
             return read
         kept = f"{r.open}{read.reasoning}{marks[0][:marks[0].index('>') + 1]}"  # (the message's end: <|end|>)
@@ -166,7 +167,8 @@ def message_of(reply_format: ReplyFormat, split: ThoughtSplit, written: str, *,
         answer = written if ended_in_thought or not split.closed else \
             with_thought(split.thought_raw, split.answer_lead, split.opened_in_thought, r) + answer
         thought, ended_in_thought = "", False
-    answer = answer[:_stopped_at(answer, reply_format)]
+        prefilled = max(prefilled + len(answer) - len(split.answer), 0)  # (the prefill's place, moved)
+    answer = answer[:_stopped_at(answer, reply_format, prefilled)]
     if json_answer:
         answer = _unfenced(answer)
     return read_calls(reply_format.calls, answer, thought, ended_in_thought, schemas)
@@ -198,14 +200,14 @@ def with_thought(thought_raw: str, answer_lead: str, opened_in_thought: bool, r:
 
 
 def _channelled(reply_format: ReplyFormat, split: ThoughtSplit, json_answer: bool,
-                schemas: Mapping[str, Mapping]) -> ParsedReply:
+                schemas: Mapping[str, Mapping], prefilled: int = 0) -> ParsedReply:
     """A channelled reply's message (``channels.ChannelSplitter`` decided each message's way): the answer
     up to its first call and stop string, the thought, and each call's arguments read as JSON (an empty
     body is ``{}``; a body that is not JSON is named in ``problem``, and the other calls are kept)."""
     answer = split.answer
     first = opens_at(reply_format.calls, answer) if reply_format.calls is not None else -1
     answer = answer[:first] if first >= 0 else answer
-    answer = answer[:_stopped_at(answer, reply_format)]
+    answer = answer[:_stopped_at(answer, reply_format, prefilled)]
     problems: list[str] = []
     calls = channel_calls(split.channel_calls or (), problems)
     content = _unfenced(answer) if json_answer else answer
@@ -232,13 +234,14 @@ def _unwrapped(calls: list[ToolCall], schemas: Mapping[str, Mapping]) -> list[To
     return [replace(c, arguments=unwrapped(c.arguments, schemas[c.name])) if c.name in schemas else c for c in calls]
 
 
-def _stopped_at(answer: str, reply_format: ReplyFormat) -> int:
-    """Where the first stop string ends the answer: before any call opens (from there on, the text is the
-    calls' own: GigaChat writes ``<|message_sep|>`` before each call, Kimi K3 ``<|close|>`` within one)."""
+def _stopped_at(answer: str, reply_format: ReplyFormat, start: int = 0) -> int:
+    """Where the first stop string from ``start`` on ends the answer: before any call opens (from there on,
+    the text is the calls' own: GigaChat writes ``<|message_sep|>`` before each call, Kimi K3 ``<|close|>``
+    within one)."""
     syntax = reply_format.calls
     first_call = opens_at(syntax, answer) if syntax is not None else -1
     end = first_call if first_call >= 0 else len(answer)
-    found = [answer.find(stop, 0, end) for stop in reply_format.stop_strings if stop]
+    found = [answer.find(stop, start, end) for stop in reply_format.stop_strings if stop]
     return min([at for at in found if at >= 0], default=len(answer))
 
 

@@ -180,6 +180,7 @@ class ReplyParser:
         starts = [n + syntax.after_name for n in self._schemas] if syntax is not None and syntax.text_lead else []
         self._answer = AnswerStage(reply_format.stop_strings, syntax, starts)
         self._written_answer = ""  # all the answer the thought stage gave, the call syntax's tokens as their text
+        self._prefilled_answer = 0  # how much of it was the reply's prefilled start (go_on_from)
         self._scanned = 0          # how far the calls' text has been looked through for names
         self._after_name = False   # a call's name is said: its text goes out as CallArguments
         self.opened_in_thought = in_thought
@@ -249,13 +250,19 @@ class ReplyParser:
     def go_on_from(self, written: str | Sequence[int]) -> None:
         """Read the start of the reply that the prompt already holds (``continuation.Prefill.written``, as
         text or ids): its events are not given (it is on screen already, or the user wrote it), and the
-        message at the end holds it."""
-        if isinstance(written, str):
-            self.feed_text(written)
-        else:
-            for token_id in written:
-                self.feed(token_id)
-        self._thought_events()
+        message at the end holds it. A stop string in it is the user's text, as llama-server reads a
+        prefilled reply: only what the model writes after it can stop the reply."""
+        self._answer.stopping = False
+        try:
+            if isinstance(written, str):
+                self.feed_text(written)
+            else:
+                for token_id in written:
+                    self.feed(token_id)
+            self._thought_events()
+        finally:
+            self._answer.stopping = True
+            self._prefilled_answer = len(self._written_answer)
 
     def partial(self) -> ParsedReply:
         """The message so far of a reply still coming, as llama.cpp's partial parse reads one: the answer
@@ -294,7 +301,8 @@ class ReplyParser:
                              closed=s is None or s.thought_closed,
                              channel_calls=tuple(s.calls) if isinstance(s, ChannelSplitter) else None)
         self.message = message_of(self.format, split, self.written, schemas=self._schemas,
-                                  thought_in_content=self._thought_in_content, json_answer=self._json_answer)
+                                  thought_in_content=self._thought_in_content, json_answer=self._json_answer,
+                                  prefilled=self._prefilled_answer)
         if self._unshown is not None:  # (a call syntax's markers outside a call: shown nowhere, kept nowhere)
             self.message = replace(self.message, content=self._unshown(self.message.content).strip())
         events = self._given(events)
