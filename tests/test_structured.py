@@ -81,10 +81,10 @@ def test_a_schema_reply_cut_by_n_is_reported_incomplete() -> None:
     (["--grammar", "root ::= [unclosed"], "the grammar does not parse"),
     (["--grammar-file", "/no/such.gbnf"], "--grammar-file: /no/such.gbnf: No such file or directory"),
     (["-j", "{}", "--grammar", "root ::= \"x\""], "one constraint at a time"),
-    (["-j", "{}", "--functions", "t.py", "--tool-choice", "required"],  # (before, the schema won, and no call
-     "--json-schema and --tool-choice required: a reply can't be both a tool call and what"),  # was made)
     (["--grammar", "root ::= \"x\"", "--mcp", "server"],  # (before, the grammar won: the tools were never called)
      "--grammar and tools: the grammar leaves the model no way to call them, and llama.cpp refuses the two"),
+    (["--grammar-file", "g.gbnf", "--functions", "t.py", "--tool-choice", "required"],
+     "--grammar-file and tools: the grammar leaves the model no way to call them"),
 ])
 def test_a_schema_or_grammar_llama_cpp_cant_take_is_one_line(args: list[str], words: str) -> None:
     done = run("-p", "x", *args)

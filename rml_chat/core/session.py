@@ -323,17 +323,19 @@ class ChatSession:
         guard, turn.looped = LoopGuard(sampling.repeat_guard), 0
         prompt_len: int | None = len(ids)  # each call's ids: this prompt, then reply tokens (None: moved)
         stops = [i for i in self.model.stop_ids if i not in self._thought_stops]
-        free = thought_free(constraint and constraint.gbnf, self.model.reasoning)  # a thought to end by hand
+        gbnf = constraint and constraint.gbnf
+        free = thought_free(gbnf, self.model.reasoning)  # a thought to end by hand
         if reply.in_thought and sampling.reasoning_budget == 0 and free:  # the prompt opened one: end it
             ids, ended = self._end_thought(ids, gen, reply, turn, constraint), True
-        begun = () if ended else tuple(prefilled)  # the reply's start, which the first call's grammar reads
+        # the reply's start, which the first call's grammar reads (an eager one's: a lazy one waits for its trigger)
+        begun = tuple(prefilled) if gbnf is not None and not ended and not triggers_of(gbnf) else ()
         while True:
             part = Generation()
-            grammar = for_reply(constraint and constraint.gbnf, self.model.reasoning, reply.in_thought, ended)
-            if begun and grammar is not None and not triggers_of(grammar):  # (the reply's grammar from its start)
-                grammar = BegunGrammar(for_reply(constraint.gbnf, self.model.reasoning, reply.opened_in_thought,
-                                                 ended), begun)
-            begun = ()
+            # (a begun reply's grammar is the whole reply's, from the prompt's end on, its start included)
+            grammar = for_reply(gbnf, self.model.reasoning, reply.opened_in_thought if begun else reply.in_thought,
+                                ended)
+            if begun:
+                grammar, begun = BegunGrammar(grammar, begun), ()
             try:
                 for token in self.engine.generate(ids, sampling, stops, part, progress, grammar):
                     if token in self._thought_stops and not reply.in_thought:  # a stop after all, in the answer

@@ -151,14 +151,10 @@ class Sampler:
         """The grammar stage reads ``written``, a reply's start drawn by no sampler (``BegunGrammar``): each id
         tried with ``llama_sampler_apply`` before it is accepted (accepting one the grammar refuses throws
         across the C API). The index of the first it refuses, where it stops; -1 when it took them all."""
-        lib = self._lib
         for at, token in enumerate(written):
-            one = (lib.llama_token_data * 1)(lib.llama_token_data(token, 0.0, 0.0))
-            candidates = lib.llama_token_data_array(one, 1, -1, False)
-            lib.llama_sampler_apply(self.grammar, ctypes.byref(candidates))
-            if one[0].logit == float("-inf"):
+            if not self.allowed([token]):
                 return at
-            lib.llama_sampler_accept(self.grammar, token)
+            self._lib.llama_sampler_accept(self.grammar, token)
         return -1
 
     def attach(self, ctx: object, seq: int) -> None:
@@ -176,4 +172,3 @@ class Sampler:
             self.chain = None
         if self.guard is not None:
             self.guard.close()
-

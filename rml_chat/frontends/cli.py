@@ -201,10 +201,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
                                        ("--grammar-file", args.grammar_file)) if value is not None]
     if len(shapes) > 1:
         raise UsageError(f"{' and '.join(shapes)}: one constraint at a time")
-    if shapes and (args.functions or args.mcp) and args.tool_choice == "required":
-        raise UsageError(f"{shapes[0]} and --tool-choice required: a reply can't be both a tool call and "
-                         f"what {shapes[0]} asks for; drop one")
-    if shapes and shapes[0] != "--json-schema" and (args.functions or args.mcp) and args.tool_choice == "auto":
+    if shapes and shapes[0] != "--json-schema" and (args.functions or args.mcp) and args.tool_choice != "none":
         raise UsageError(f"{shapes[0]} and tools: the grammar leaves the model no way to call them, and llama.cpp "
                          "refuses the two together (--tool-choice none keeps the tools out of the reply)")
     if args.batch is not None and (args.prompt is not None or args.show_prompt or args.resume or args.check):
