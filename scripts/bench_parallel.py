@@ -58,7 +58,8 @@ def parallel(path: str, n: int = 64, slots: int = 4) -> None:
 def decode_step_tokens_per_s(weights: Path, sequences: int, steps: int = 32, prompt: int = 60) -> float:
     """Tokens/s of ``llama_decode`` over ``sequences`` sequences a step (one token each, after a
     ``prompt``-token prompt each), the ceiling of what ``-np`` can win over one line at a time."""
-    from rml_chat.engines.runtime import LlamaModel, llama_log
+    from rml_chat.engines.bindings import llama_log
+    from rml_chat.engines.runtime import LlamaModel
     from rml_chat.engines.thread_choice import ThreadChoice
 
     llama_log()  # llama.cpp's chatter caught

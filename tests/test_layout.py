@@ -23,8 +23,8 @@ ROOMS = {
     "frontends": {"rml_chat"},
     "tools": {"rml_chat.core", "rml_chat.engines.base", "rml_chat.engines.runtime", "rml_chat.errors"},
     "models": {"rml_chat.core.paths", "rml_chat.errors", "rml_chat.terminal"},
-    "doctor": {"rml_chat.core", "rml_chat.engines.base", "rml_chat.engines.runtime", "rml_chat.engines.llama_vocab",
-               "rml_chat.errors", "rml_chat.words"},
+    "doctor": {"rml_chat.core", "rml_chat.engines.base", "rml_chat.engines.bindings", "rml_chat.engines.runtime",
+               "rml_chat.engines.llama_vocab", "rml_chat.errors", "rml_chat.words"},
 }
 
 

@@ -119,7 +119,7 @@ def test_the_bindings_load_alone_and_the_package_completes_on_demand(tmp_path) -
     script = textwrap.dedent("""
         import sys
         from pathlib import Path
-        from rml_chat.engines.runtime import bindings, llama_log
+        from rml_chat.engines.bindings import bindings, llama_log
         bindings(); llama_log()
         import llama_cpp
         print("numpy" in sys.modules, "jinja2" in sys.modules, "Llama" in vars(llama_cpp))

@@ -9,8 +9,9 @@ from collections.abc import Callable
 
 from ..core.model import Model, load_model
 from ..engines.base import Engine
+from ..engines.bindings import llama_log
 from ..engines.llama_vocab import LlamaVocab
-from ..engines.runtime import LoadError, llama_log
+from ..engines.runtime import LoadError
 from ..errors import AppError, ModelError
 from . import reply, template, vocabulary
 from .findings import CATEGORIES, ERROR, WARNING, Finding, Fix, ModelReport

@@ -1,5 +1,5 @@
 """llama.cpp's vocabulary of a GGUF alone, as the model doctor's oracle (``--check``): loaded with
-``vocab_only``, so no weights come into memory. The C calls are the bindings' (``runtime.bindings``), as
+``vocab_only``, so no weights come into memory. The C calls are the bindings' (``bindings.bindings``), as
 everywhere in the engines; this is apart from ``runtime.LlamaModel`` because the chat path never uses it."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .runtime import LoadError, _backend, _tokenize, llama_log
+from .bindings import backend, llama_log
+from .runtime import LoadError, _tokenize
 
 
 class LlamaVocab:
@@ -15,7 +16,7 @@ class LlamaVocab:
     its tokenization, which ids end generation, which are control tokens, whether it adds a BOS."""
 
     def __init__(self, weights: Path):
-        lib = self._lib = _backend()
+        lib = self._lib = backend()
         llama_log()
         params = lib.llama_model_default_params()
         params.vocab_only = True

@@ -18,9 +18,10 @@ from pathlib import Path
 from ..errors import STOPPED, ModelError
 from . import kv_cache
 from .base import RANDOM_SEED, Generation, Progress, Sampling, Shifted, common_prefix, context_size
+from .bindings import llama_log
 from .draft_fit import DraftFit, StepCosts
 from .prompt_cache import PromptCache
-from .runtime import ContextTooLarge, LlamaModel, LoadError, Sampler, llama_log, ubatches
+from .runtime import ContextTooLarge, LlamaModel, LoadError, Sampler, ubatches
 from .sampler_chain import stages
 from .speculative import NO_SPECULATION, Speculation, checked
 from .thread_choice import TURN_WINDOW, ThreadChoice

@@ -47,7 +47,7 @@ def versions() -> str:
         except PackageNotFoundError:
             return "not installed"
 
-    from ..engines.runtime import llama_version
+    from ..engines.bindings import llama_version
 
     return f"rml-chat {of('rml-chat')}, llama-cpp-python {of('llama-cpp-python')}, llama.cpp {llama_version()}"
 

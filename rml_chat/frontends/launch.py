@@ -90,8 +90,8 @@ def speculation_of(args: argparse.Namespace) -> Speculation:
 def start_engine(weights: Path, args: argparse.Namespace, n_ctx: int | None = None) -> Callable[[], Engine]:
     """Start loading the weights in a thread (two C calls that need no GIL, so our tokenizer loads
     meanwhile: runtime.py); the returned function waits for the engine, or raises what the load raised."""
+    from ..engines.bindings import llama_log
     from ..engines.local import LocalEngine
-    from ..engines.runtime import llama_log
 
     llama_log()  # the bindings and the log callback, here: their import is Python work, which holds the GIL
 
