@@ -42,3 +42,11 @@ class Candidates:
             return -1, -math.inf
         chosen = candidates.data[candidates.selected]
         return int(chosen.id), float(chosen.logit)
+
+
+def allowed(lib: ModuleType, grammar: object, tokens: Sequence[int]) -> list[int]:
+    """Those of ``tokens`` a grammar sampler allows now: its ``llama_sampler_apply`` to them alone, which
+    changes nothing (accepting one it refuses is what throws)."""
+    some = (lib.llama_token_data * len(tokens))(*(lib.llama_token_data(t, 0.0, 0.0) for t in tokens))
+    lib.llama_sampler_apply(grammar, ctypes.byref(lib.llama_token_data_array(some, len(tokens), -1, False)))
+    return [entry.id for entry in some if entry.logit != -math.inf]

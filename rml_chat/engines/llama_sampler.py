@@ -22,7 +22,7 @@ from types import ModuleType
 
 from ..errors import UsageError
 from .base import trigger_patterns
-from .candidates import Candidates
+from .candidates import Candidates, allowed
 from .sampler_chain import Stage
 from .trigger_guard import TriggerGuard
 
@@ -111,18 +111,11 @@ class Sampler:
     def add(self, sampler: object) -> None:
         self._lib.llama_sampler_chain_add(self.chain, sampler)
 
-    def allowed(self, tokens: Sequence[int]) -> list[int]:
-        """Those of ``tokens`` the grammar stage allows now (its ``apply``, which changes nothing)."""
-        lib = self._lib
-        some = (lib.llama_token_data * len(tokens))(*(lib.llama_token_data(t, 0.0, 0.0) for t in tokens))
-        lib.llama_sampler_apply(self.grammar, ctypes.byref(lib.llama_token_data_array(some, len(tokens), -1, False)))
-        return [entry.id for entry in some if entry.logit != -math.inf]
-
     def may_run_dry(self) -> bool:
         """Whether the grammar and the barred ids may leave no token at this step: the grammar allows one of
         those ids (its end, once it is complete, where ``--ignore-eos`` bars the end). Elsewhere some other
         token is allowed, and ``llama_sampler_sample`` draws, as llama.cpp does."""
-        return self.grammar is not None and bool(self.barred) and bool(self.allowed(self.barred))
+        return self.grammar is not None and bool(self.barred) and bool(allowed(self._lib, self.grammar, self.barred))
 
     def sample_short(self, logits: object, vocab: object, n_vocab: int) -> int:
         """A step where the grammar allows ids the logit biases bar (``may_run_dry``), drawn here from
@@ -141,7 +134,7 @@ class Sampler:
             if self.guard is not None:
                 self.guard.accepted(token)
             return token
-        ends = [t for t in self.allowed(self.barred) if lib.llama_vocab_is_eog(vocab, t)]
+        ends = [t for t in allowed(lib, self.grammar, self.barred) if lib.llama_vocab_is_eog(vocab, t)]
         if ends:
             return ends[0]
         raise UsageError("-l/--logit-bias: its biases of -inf leave no token the grammar allows at this point "
@@ -152,7 +145,7 @@ class Sampler:
         tried with ``llama_sampler_apply`` before it is accepted (accepting one the grammar refuses throws
         across the C API). The index of the first it refuses, where it stops; -1 when it took them all."""
         for at, token in enumerate(written):
-            if not self.allowed([token]):
+            if not allowed(self._lib, self.grammar, [token]):
                 return at
             self._lib.llama_sampler_accept(self.grammar, token)
         return -1

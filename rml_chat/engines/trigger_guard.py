@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection, Sequence
 from types import ModuleType
 
 from .base import trigger_patterns
-from .candidates import Candidates
+from .candidates import Candidates, allowed
 
 
 def ends_of(grammar: str) -> tuple[bytes, ...]:
@@ -132,10 +132,7 @@ class TriggerGuard:
             self._eager = lib.llama_sampler_init_grammar(self._vocab, self._gbnf.encode("utf-8"), b"root")
         lib.llama_sampler_reset(self._eager)
         for token in tokens:
-            one = (lib.llama_token_data * 1)(lib.llama_token_data(token, 0.0, 0.0))
-            candidates = lib.llama_token_data_array(one, 1, -1, False)
-            lib.llama_sampler_apply(self._eager, ctypes.byref(candidates))
-            if one[0].logit == float("-inf") or lib.llama_vocab_is_eog(self._vocab, token):
+            if not allowed(lib, self._eager, [token]) or lib.llama_vocab_is_eog(self._vocab, token):
                 return False
             lib.llama_sampler_accept(self._eager, token)
         return True
