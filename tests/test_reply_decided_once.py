@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 import re
 
 import pytest
@@ -166,6 +167,14 @@ KINDS = [  # (kind, template, reply, the prompt opened the thought, (content, re
     ("... in either order", "Qwen-Qwen2.5-7B-Instruct",
      '<tool_call>\n{"arguments": {"name": "home", "city": "Oslo"}, "name": "get_weather"}\n</tool_call>', False,
      ("", "", (ToolCall("get_weather", {"name": "home", "city": "Oslo"}),))),
+    ("a call whose first marker the model left out, its opening in pieces, an argument holding the thought's "
+     "opening", "Qwen3.5-4B", "Sure.\n<function=get_weather>\n<parameter=city>\nUse <think> here\n</parameter>\n"
+     "</function>", False, ("Sure.", "", (ToolCall("get_weather", {"city": "Use <think> here"}),))),
+    ("a recipient template's call of a tool it was not given (functionary v3.2): a call, never shown as text",
+     "meetkai-functionary-medium-v3.2", 'get_time\n{"city": "Oslo"}', False,
+     ("", "", (ToolCall("get_time", {"city": "Oslo"}),))),
+    ("a stop string that may open a call ends the answer where no call follows (Kimi K3's <|close|>)", "Kimi-K3",
+     "Hi<|close|>", False, ("Hi", "", ())),
 ]
 
 
@@ -254,6 +263,57 @@ def test_each_kind_reads_the_same_when_the_markers_are_tokens(vocabularies, kind
     markers = reply_format.calls.markers(tok.special_texts()) if reply_format.calls is not None else ()
     parser = ReplyParser(reply_format, tokenizer=tok, in_thought=in_thought, schemas=WEATHER, markers=markers)
     assert _streamed(parser, ids) == TOKENS_READ.get(kind, expected)
+
+
+# ----- random replies made of each template's own markers ---------------------------------------------------
+
+PLAIN = ["Hi", " there", "a", " ", "\n", "\n\n", "x<y", '{"', "é", "👋", "`", "```", "<", "</", "[", "]", "Oslo", "\\",
+         '"', "get_weather", '{"city": "Oslo"}', "city", "{", "}", ">", "|", "<|", "|>"]
+
+
+def _markers_of(reply_format: ReplyFormat) -> list[str]:
+    """The texts a template's replies are read by: its thought's markers, its call syntax's pieces (each
+    whole and in its words), its answer's lead and its stop strings."""
+    found: set[str] = set()
+    r, calls = reply_format.reasoning, reply_format.calls
+    if r is not None:
+        found.update(m for m in (r.open, r.close, r.answer_open, r.answer_close, *(r.channels() or ())) if m)
+    if calls is not None:
+        for text in (calls.lead, calls.opening, calls.after_name, calls.closing, calls.between or "", calls.text_lead):
+            found.update([text.replace("\0", "id1"), *text.replace("\0", "id1").split()])
+        if calls.keyed is not None:
+            found.update((calls.keyed.key_value, calls.keyed.between_args))
+    found.update((reply_format.answer_lead, *reply_format.stop_strings))
+    return sorted(m for m in found if m.strip())
+
+
+def test_replies_made_of_a_templates_own_markers_read_the_same_at_every_chunking() -> None:
+    """Replies put together at random (seeded) from each template's markers and plain text, as models
+    mangle them (a call's marker left out, a thought's opening inside an argument, a close with no opening,
+    a stop string where a call might open): at every chunking the same message, and what the stream showed
+    is that message. Each prefilled with some of the same at times (a ``/continue``)."""
+    templates = sorted(p.stem for p in (fetch.models_dir() / "templates").glob("*.jinja"))
+    pools = {t: pool for t in templates if (pool := _markers_of(_format(t)))}
+    assert len(pools) >= 60
+    rng = random.Random(20261207)
+    for template, pool in pools.items():
+        reply_format = _format(template)
+        for _ in range(30):
+            reply = "".join(rng.choice(pool if rng.random() < 0.5 else PLAIN) for _ in range(rng.randrange(1, 14)))
+            in_thought = reply_format.reasoning is not None and rng.random() < 0.3
+            prefill = "".join(rng.choice(pool + PLAIN) for _ in range(rng.randrange(1, 4))) if rng.random() < 0.2 else ""
+            read = set()
+            for size in (len(reply), 1, 2, 3, 7):
+                parser = ReplyParser(reply_format, in_thought=in_thought, schemas=WEATHER)
+                if prefill:  # (the prefilled start is on screen already: the message alone)
+                    parser.go_on_from(prefill)
+                    for i in range(0, len(reply), size):
+                        parser.feed_text(reply[i:i + size])
+                    parser.finish()
+                    read.add(repr(_message_tuple(parser.message)))
+                else:
+                    read.add(repr(_streamed(parser, [reply[i:i + size] for i in range(0, len(reply), size)])))
+            assert len(read) == 1, (template, reply, prefill, read)
 
 
 # ----- llama.cpp's parser suite, streamed ------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from tokenizer.chat import markers
 from tokenizer.chat.tool_calls import CallSyntax
 
-from .call_reader import call_triggers, opens_at
+from .call_reader import addressed_start, call_triggers, opens_at
 from .thoughts import prefix_tail
 
 
@@ -27,15 +27,16 @@ class AnswerStage:
         >>> stage.feed("Hi👋\\n"), stage.feed("User: x"), stage.stopped_by
         (('Hi👋', ''), ('', ''), '\\nUser:')
 
-    ``syntax``: the call syntax (None: a call is text); ``starts``: how a call that starts the reply
-    opens where that differs (functionary v3.2's tool name and a newline).
+    ``syntax``: the call syntax (None: a call is text). Where the model writes a recipient first
+    (functionary v3.2), a reply that starts with a name, a newline and ``{`` is a call
+    (``call_reader.addressed_start``), and the start is held until that is decided.
     """
 
-    def __init__(self, stop_strings: Sequence[str] = (), syntax: CallSyntax | None = None, starts: Sequence[str] = ()):
+    def __init__(self, stop_strings: Sequence[str] = (), syntax: CallSyntax | None = None):
         self._stops = tuple(s for s in stop_strings if s)
         self._syntax = syntax
         self._triggers = call_triggers(syntax) if syntax is not None else ()
-        self._starts = tuple(starts)
+        self._addressed = syntax is not None and bool(syntax.text_lead)
         self._spaced = tuple(spaced_openings(self._triggers))
         self._held = ""         # text that may start a stop string or a call
         self._started = False   # the reply's first text is past (a call named at the start no longer can be)
@@ -54,11 +55,11 @@ class AnswerStage:
             self.raw += text
             return "", text
         pending, self._held = self._held + text, ""
-        if not self._started and self._starts:  # (the reply's start: is it a call's name?)
-            body = pending.lstrip()
-            if any(body.startswith(s) for s in self._starts):
+        if not self._started and self._addressed:  # (the reply's start: is it a call's name?)
+            addressed = addressed_start(self._syntax, pending)  # type: ignore[arg-type]
+            if addressed:
                 return self._call_at(pending, 0)
-            if any(s.startswith(body) for s in self._starts):
+            if addressed is None:
                 self._held = pending
                 return "", ""
         self._started = True
@@ -81,10 +82,14 @@ class AnswerStage:
         return self._shown(pending[:cut], pending[cut:])
 
     def finish(self) -> tuple[str, str]:
-        """The end: what is held opened no call and started no stop string."""
+        """The end: what is held opened no call; a stop string in it (held while a call might open there:
+        Kimi K3's stop ``<|close|>`` begins its calls' opening) ends the answer."""
         held, self._held = self._held, ""
         if self.stopped_by is not None or self.in_call:
             return "", ""
+        stop_at, stop = min(((held.find(s), s) for s in self._stops if self.stopping and s in held), default=(-1, None))
+        if stop is not None:
+            self.stopped_by, held = stop, held[:stop_at]
         return self._shown(held, "")
 
     def _first_call(self, text: str) -> int:

@@ -49,6 +49,28 @@ def opens_at(syntax: CallSyntax, text: str) -> int:
     return first[0] if first else -1
 
 
+def addressed_start(syntax: CallSyntax, text: str) -> bool | None:
+    """Whether a reply that starts with ``text`` opens with a call addressed by its tool's name, as
+    ``parse_calls`` reads the whole reply where the model writes a recipient first (functionary v3.2): True,
+    False, or None while what follows may still make it either. Any name is a call's, as llama.cpp reads
+    one (a tool that does not exist is the call's error), but the recipient of text::
+
+        >>> f = CallSyntax("", "\\n", "", ">>>", text_lead="all\\n")
+        >>> [addressed_start(f, t) for t in ("get_wea", "get_weather\\n", 'get_weather\\n{"', "Hi there", "all\\nHi")]
+        [None, None, True, False, False]
+    """
+    body = text.lstrip()
+    if _reader(syntax)._addressed(body, 0):
+        return True
+    name = _NAME_RE.match(body)
+    if not body or (name is not None and name.end() == len(body)):
+        return None  # (a name, so far)
+    if name is None or name.group() == syntax.text_lead.strip():
+        return False
+    written, due = re.sub(r"\s+", "", body[name.end():]), re.sub(r"\s+", "", syntax.after_name) + "{"
+    return None if len(written) < len(due) and due.startswith(written) else False
+
+
 def call_triggers(syntax: CallSyntax) -> tuple[str, ...]:
     """The literal texts a call may open with, as far as they run before a hole (what a stream holds back
     while it may be a call's start): each opening the reader accepts, and ``between`` after text where the
@@ -79,6 +101,9 @@ def opened_calls(syntax: CallSyntax, text: str, start: int = 0) -> list[tuple[in
             name = _NAME_RE.match(text, at)
             if name is not None and name.end() < len(text):
                 found[name.start()] = name.group()  # (two openings of one call name it at one place)
+    first = len(text) - len(text.lstrip())
+    if syntax.text_lead and first >= start and reader._addressed(text, first):  # (a recipient's call at the start)
+        found[first] = _NAME_RE.match(text, first).group()  # type: ignore[union-attr]
     spans = reader.objects_out_of_order(text, start)
     found.update((o.name_at, o.name) for o in spans if o.name)
     # An opening without the namespace reads the namespace as the name; the other reading wins.

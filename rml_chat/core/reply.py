@@ -176,9 +176,7 @@ class ReplyParser:
                                              in_thought, shown=None, call_triggers=triggers, unmarked=unmarked_thought)
         elif reply_format.answer_lead:  # (a splitter with no thought: it only takes the opening off)
             self._splitter = ThoughtSplitter("", "", form(reply_format.answer_lead), shown=None)
-        syntax = reply_format.calls
-        starts = [n + syntax.after_name for n in self._schemas] if syntax is not None and syntax.text_lead else []
-        self._answer = AnswerStage(reply_format.stop_strings, syntax, starts)
+        self._answer = AnswerStage(reply_format.stop_strings, reply_format.calls)
         self._written_answer = ""  # all the answer the thought stage gave, the call syntax's tokens as their text
         self._prefilled_answer = 0  # how much of it was the reply's prefilled start (go_on_from)
         self._scanned = 0          # how far the calls' text has been looked through for names

@@ -333,7 +333,7 @@ class ThoughtSplitter(ShownThought):
                      if marker and (at := pending.find(marker)) >= 0]
             found += [(at, "call") for t in self._triggers if (at := pending.find(t)) >= 0]
             if not found:
-                keep = 0 if self._ending else prefix_tail(pending, (self._open, self._close))
+                keep = 0 if self._ending else prefix_tail(pending, (self._open, self._close, *self._triggers))
                 out.append(self._answer_text(pending[:len(pending) - keep]))
                 self._held = pending[len(pending) - keep:]
                 return "".join(out)
