@@ -195,6 +195,29 @@ def test_any_cut_into_pieces_draws_the_same_screen(pieces) -> None:
     assert "A title ^[]0;PWNED^G stays put." in drawn(REPLY, pieces)[0]
 
 
+MARKDOWN_PIECES = ["a", "word", " ", "  ", "\n", "\n\n", "*", "**", "_", "`", "```", "```python\n", "# ", "## ", "- ",
+                   "  - ", "1. ", "> ", ">", "| a | b |\n", "|---|---|\n", "---\n", "[x](http://e.com)", "~~", "é",
+                   "e\u0301", "中文", "👋", "\t", "x" * 30, "http://example.com/a_b", "<", "\\"]
+
+
+@pytest.mark.offline
+def test_random_replies_draw_the_same_screen_whole_and_in_pieces() -> None:
+    """Replies put together at random (seeded) from Markdown's marks, words longer than the row and wide
+    characters: the screen is the same whether the reply comes whole or in pieces of 1, 2, 3 or 7. (A word
+    that does not fit after other text starts the next row either way, and ``> >`` is a quote in a quote.)"""
+    import random
+
+    chance = random.Random(1207)
+    for _ in range(300):
+        reply = "".join(chance.choice(MARKDOWN_PIECES) for _ in range(chance.randrange(1, 30)))
+        columns = chance.choice([11, 20, 33, 80])
+        whole = drawn(reply, len(reply), columns)[0]
+        for pieces in (1, 2, 3, 7):
+            assert drawn(reply, pieces, columns)[0] == whole, (reply, columns, pieces)
+    assert [row for row in drawn("See " + "x" * 30, 34, 20)[0] if row] == ["See", "x" * 19, "x" * 11]
+    assert [row for row in drawn("> > deep", 8, 20)[0] if row] == ["▌ ▌ deep"]
+
+
 @pytest.mark.offline
 def test_what_is_written_grows_with_the_reply_not_with_the_screen() -> None:
     """A 2,000-line reply written a token at a time: the bytes out stay a small multiple of the bytes in,

@@ -64,7 +64,7 @@ _RULE = re.compile(r"([-*_])( *\1){2,} *")
 _RULE_SO_FAR = re.compile(r"[-*_]( *[-*_])* *")
 _HEADING = re.compile(r"(#{1,6})(?: +|$)")
 _ITEM = re.compile(r"([-*+]|\d{1,9}[.)]) +")
-_ITEM_SO_FAR = re.compile(r"\d{1,9}[.)]?|#{1,6}|`{1,2}|~{1,2}|>?")
+_ITEM_SO_FAR = re.compile(r"\d{1,9}[.)]?|#{1,6}|`{1,2}|~{1,2}|(?:> ?)*")
 _FENCE = re.compile(r"(`{3,}|~{3,})\s*([\w+#.-]*)")
 
 
@@ -310,9 +310,10 @@ class _Rows:
             self._word(style, part)
 
     def _word(self, style: int, part: str) -> None:
-        """A word's piece: on this row where it fits; else the word so far moves to the next row where the
-        whole fits there; else it is folded at the row's edge, a row at a time (a loop: a 100,000-character
-        word is as many rows, never as deep a recursion)."""
+        """A word's piece: on this row where it fits; else the word so far moves to the next row (where
+        something stands before it on this one), and what does not fit there is folded at the row's edge, a
+        row at a time (a loop: a 100,000-character word is as many rows, never as deep a recursion). So a
+        word is laid out the same whether it comes whole or a character at a time."""
         while part:
             size = cells(part)
             if self.column + size <= self.limit:
@@ -322,7 +323,7 @@ class _Rows:
                 return
             held = sum(cells(text) for _, text in self.word)
             rest_width = self._rest_width()
-            if not self.fresh and held + size <= self.limit - rest_width and self.column - held > rest_width:
+            if not self.fresh and self.column - held > rest_width:
                 if held:
                     self.pending.append(f"\x1b[{held}D\x1b[K")
                 word, self.word = self.word, []
@@ -331,9 +332,7 @@ class _Rows:
                     self._word(*run)
                 continue
             room = self.limit - self.column
-            head = part[:max(room, 0)]
-            while head and cells(head) > room:
-                head = head[:-1]
+            head = _fitting(part, room)
             if not head and self.fresh:  # (a prefix as wide as the row: a character a row all the same, never none)
                 head = part[:1]
             if head:
@@ -424,6 +423,21 @@ class _Rows:
             if time.monotonic() - began > LEX_SECONDS:
                 break
         return pieces + ([("", text[done:])] if done < len(text) else [])
+
+
+def _fitting(text: str, room: int) -> str:
+    """The longest start of ``text`` that takes at most ``room`` cells (the marks of no width that follow
+    it go with it, as they do when the text comes a character at a time)::
+
+        >>> _fitting("界界a", 3), _fitting("ab\u0301c", 2)
+        ('界', 'ab́')
+    """
+    used = 0
+    for at, char in enumerate(text):
+        used += cells(char)
+        if used > room:
+            return text[:at]
+    return text
 
 
 def _lexer(language: str):
