@@ -10,6 +10,7 @@ a built-in tool's call, an empty call body). And the whole of llama.cpp's parser
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import random
@@ -297,8 +298,11 @@ def test_replies_made_of_a_templates_own_markers_read_the_same_at_every_chunking
     assert len(pools) >= 60
     rng = random.Random(20261207)
     for template, pool in pools.items():
-        reply_format = _format(template)
         for _ in range(30):
+            reply_format = _format(template)
+            if rng.random() < 0.3:  # (and a stop string of the user's, beside the template's)
+                stops = (rng.choice(pool + PLAIN), *reply_format.stop_strings)
+                reply_format = dataclasses.replace(reply_format, stop_strings=stops)
             reply = "".join(rng.choice(pool if rng.random() < 0.5 else PLAIN) for _ in range(rng.randrange(1, 14)))
             in_thought = reply_format.reasoning is not None and rng.random() < 0.3
             prefill = "".join(rng.choice(pool + PLAIN) for _ in range(rng.randrange(1, 4))) if rng.random() < 0.2 else ""
@@ -313,7 +317,21 @@ def test_replies_made_of_a_templates_own_markers_read_the_same_at_every_chunking
                     read.add(repr(_message_tuple(parser.message)))
                 else:
                     read.add(repr(_streamed(parser, [reply[i:i + size] for i in range(0, len(reply), size)])))
-            assert len(read) == 1, (template, reply, prefill, read)
+            assert len(read) == 1, (template, reply, prefill, reply_format.stop_strings, read)
+
+
+@pytest.mark.parametrize(("template", "stop", "reply", "content"), [
+    ("unsloth-Apriel-1.5", "|", '{"a": 1}<|end|>', '{"a": 1}'),  # (the template's <|end|> starts before "|")
+    ("GigaChat3-10B-A1.8B", "}<|message_sep|>\n\n", "Done}<|message_sep|>\n\n", "Done"),  # (... and a call's
+    # opening, <|message_sep|>, after the start of the user's)
+])
+def test_of_two_stop_strings_the_one_that_starts_first_ends_the_answer_at_every_chunking(template, stop, reply,
+                                                                                      content) -> None:
+    """A stop string whose end comes later but whose start comes first wins, as it does when the reply is
+    read whole: the stream waits while a longer one may be starting."""
+    reply_format = _format(template)
+    reply_format = dataclasses.replace(reply_format, stop_strings=(stop, *reply_format.stop_strings))
+    assert _at_every_chunking(reply_format, reply) == (content, "", ())
 
 
 # ----- llama.cpp's parser suite, streamed ------------------------------------------------------------------

@@ -66,15 +66,19 @@ class AnswerStage:
         call_at = self._first_call(pending)
         stops = self._stops if self.stopping else ()
         stop_at, stop = min(((pending.find(s), s) for s in stops if s in pending), default=(-1, None))
+        may_stop = len(pending) - prefix_tail(pending, stops)  # (where a longer stop string may be starting)
         if stop is not None and (call_at < 0 or stop_at < call_at):
             may_call = len(pending) - prefix_tail(pending, self._triggers)
-            if may_call <= stop_at:  # (a call may open where the stop string is: wait and see)
-                return self._shown(pending[:may_call], pending[may_call:])
+            if may_call <= stop_at or may_stop < stop_at:  # (a call may open where the stop string is, or a
+                held = min(may_call, may_stop)  # stop string start before it: wait and see, the earliest wins)
+                return self._shown(pending[:held], pending[held:])
             self.stopped_by = stop
             self.text += pending[:stop_at]
             self.raw += pending[:stop_at]
             return pending[:stop_at], ""
         if call_at >= 0:
+            if may_stop < call_at:  # (a stop string may be starting before the call: wait and see)
+                return self._shown(pending[:may_stop], pending[may_stop:])
             return self._call_at(pending, call_at)
         cut = len(pending) - prefix_tail(pending, stops + self._triggers)
         if self._syntax is not None:  # (the whitespace before a call is not the answer's: it waits too)
@@ -82,12 +86,16 @@ class AnswerStage:
         return self._shown(pending[:cut], pending[cut:])
 
     def finish(self) -> tuple[str, str]:
-        """The end: what is held opened no call; a stop string in it (held while a call might open there:
-        Kimi K3's stop ``<|close|>`` begins its calls' opening) ends the answer."""
+        """The end: what is held is read as it stands. A call in it opens (held while a stop string might
+        start before it); else a stop string in it (held while a call might open there: Kimi K3's stop
+        ``<|close|>`` begins its calls' opening) ends the answer."""
         held, self._held = self._held, ""
         if self.stopped_by is not None or self.in_call:
             return "", ""
         stop_at, stop = min(((held.find(s), s) for s in self._stops if self.stopping and s in held), default=(-1, None))
+        call_at = self._first_call(held)  # (held while a stop string might start before it)
+        if call_at >= 0 and (stop is None or call_at <= stop_at):
+            return self._call_at(held, call_at)
         if stop is not None:
             self.stopped_by, held = stop, held[:stop_at]
         return self._shown(held, "")
