@@ -79,6 +79,9 @@ def test_a_schema_reply_cut_by_n_is_reported_incomplete() -> None:
     (["-j", '{"const": 1e400}'], "not valid JSON (1e400 is past the range of a number here)"),
     (["--grammar", "root ::= undefined-rule"], "the grammar does not parse: Undefined rule identifier"),
     (["--grammar", "root ::= [unclosed"], "the grammar does not parse"),
+    (["--grammar", 'root ::= root "a" | "b"'],  # (llama.cpp says these two only to its log: it was "can't parse it")
+     "the grammar does not parse: a rule starts with itself (left recursion"),
+    (["--grammar", 'answer ::= "a"'], "the grammar does not parse: it has no rule named root"),
     (["--grammar-file", "/no/such.gbnf"], "--grammar-file: /no/such.gbnf: No such file or directory"),
     (["-j", "{}", "--grammar", "root ::= \"x\""], "one constraint at a time"),
     (["--grammar", "root ::= \"x\"", "--mcp", "server"],  # (before, the grammar won: the tools were never called)

@@ -10,11 +10,13 @@ is one line with its cure (a ModelError), not a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import importlib.util
 import sys
 import threading
+from collections.abc import Iterator
 from types import ModuleType
 
 from ..errors import ModelError
@@ -83,6 +85,7 @@ class LlamaLog:
         self._lib = lib
         self.verbose = False
         self.kept: list[str] = []
+        self.listening: list[list[str]] = []  # (``caught``: the warnings and errors of a call, as it runs)
         self.flash_attention: bool | None = None  # what -fa auto resolved to for the last context made
         self._last = 0
 
@@ -91,8 +94,11 @@ class LlamaLog:
             level = self._last if level == self._LEVEL_CONT else level
             self._last = level
             line = text.decode("utf-8", "replace")
-            if level in (self._LEVEL_WARN, self._LEVEL_ERROR) and len(self.kept) < 200:
-                self.kept.append(line)
+            if level in (self._LEVEL_WARN, self._LEVEL_ERROR):
+                if len(self.kept) < 200:
+                    self.kept.append(line)
+                for lines in self.listening:
+                    lines.append(line)
             if ": Flash Attention " in line:  # "llama_context: Flash Attention enabled" (or "not supported, …")
                 self.flash_attention = line.rstrip().endswith(" enabled")
             if self.verbose:
@@ -103,6 +109,17 @@ class LlamaLog:
 
     def install(self) -> None:
         self._lib.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    @contextlib.contextmanager
+    def caught(self) -> Iterator[list[str]]:
+        """llama.cpp's warnings and errors while the block runs (a call's own reasons, which it gives only
+        to the log), as a list that fills as they come."""
+        lines: list[str] = []
+        self.listening.append(lines)
+        try:
+            yield lines
+        finally:
+            self.listening.remove(lines)
 
     def failure_reason(self) -> str:
         """llama.cpp's own words for a failed load: its first error lines."""

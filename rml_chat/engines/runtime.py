@@ -293,12 +293,13 @@ class LlamaModel:
         return True
 
     def grammar_problem(self, gbnf: str) -> str:
-        """"" when llama.cpp's grammar parser takes ``gbnf``, else its complaint (which it writes to stderr:
-        caught here), so that a bad grammar is one line now, not a crash of the sampler later."""
+        """"" when llama.cpp's grammar parser takes ``gbnf``, else its complaint, so that a bad grammar is
+        one line now, not a crash of the sampler later. The parser writes its complaint to stderr (caught
+        here); the checks after it (a rule that starts with itself, no ``root``) say theirs to the log."""
         lib = self._lib
         sys.stderr.flush()
         saved = os.dup(2)
-        with tempfile.TemporaryFile() as log:
+        with tempfile.TemporaryFile() as log, llama_log().caught() as logged:
             os.dup2(log.fileno(), 2)
             try:
                 sampler = lib.llama_sampler_init_grammar(self.vocab, gbnf.encode("utf-8"), b"root")
@@ -310,8 +311,9 @@ class LlamaModel:
         if sampler:
             lib.llama_sampler_free(sampler)
             return ""
-        return next((line.split("error parsing grammar:", 1)[1].strip() for line in said.splitlines()
-                     if "error parsing grammar:" in line), "llama.cpp can't parse it")
+        parsed = next((line.split("error parsing grammar:", 1)[1].strip() for line in said.splitlines()
+                       if "error parsing grammar:" in line), "")
+        return parsed or _grammar_refusal(" ".join(line.strip() for line in logged))
 
     def tokenize(self, text: bytes, special: bool) -> list[int]:
         """llama.cpp's own tokenization (no BOS), only for comparing ours against it (--check)."""
@@ -339,6 +341,20 @@ def _tokenize(lib: ModuleType, vocab: object, text: bytes, special: bool) -> lis
             return list(out[:n])
         size = -n
     raise RuntimeError("llama_tokenize failed")
+
+
+def _grammar_refusal(logged: str) -> str:
+    """llama.cpp's reason for a grammar that parses but is refused, in a user's words::
+
+        >>> print(_grammar_refusal("unsupported grammar, left recursion detected for nonterminal at index 0"))
+        a rule starts with itself (left recursion, as in x ::= x "a" | "b"), which llama.cpp's grammars can't take
+    """
+    if "left recursion" in logged:
+        return ("a rule starts with itself (left recursion, as in x ::= x \"a\" | \"b\"), which llama.cpp's "
+                "grammars can't take")
+    if "does not contain a 'root' symbol" in logged:
+        return "it has no rule named root, where a grammar starts"
+    return logged.removeprefix("invalid grammar: ") or "llama.cpp can't parse it"
 
 
 def schema_to_gbnf(schema_json: str) -> str:
