@@ -69,8 +69,10 @@ class AnswerStage:
         may_stop = len(pending) - prefix_tail(pending, stops)  # (where a longer stop string may be starting)
         if stop is not None and (call_at < 0 or stop_at < call_at):
             may_call = len(pending) - prefix_tail(pending, self._triggers)
-            if may_call <= stop_at or may_stop < stop_at:  # (a call may open where the stop string is, or a
-                held = min(may_call, may_stop)  # stop string start before it: wait and see, the earliest wins)
+            # (wait and see: a call may open where the stop string is, or another stop string start before
+            # it; the earliest start wins, as when the reply is read whole)
+            if may_call <= stop_at or may_stop < stop_at:
+                held = min(may_call, may_stop)
                 return self._shown(pending[:held], pending[held:])
             self.stopped_by = stop
             self.text += pending[:stop_at]
