@@ -308,3 +308,32 @@ def test_a_template_that_changes_its_own_list_renders_as_llama_cpp_renders_it_an
     assert plain.render(messages, False) == '["user", "assistant"]["user", "assistant"]' and not plain.mutates
     with pytest.raises(TemplateBroken, match="unsafe"):
         ChatTemplate("{{ messages.__class__.__mro__ }}").render(messages, False)
+
+
+@pytest.mark.parametrize(("template", "conversation", "thinking", "needle"), [
+    ("HuggingFaceTB-SmolLM3-3B.jinja", [system("Be terse. /no_think"), user("q")], None, "/no_think"),  # (it took
+    # the switch out and wrote "Reasoning Mode: /no_think": the table wrote the text as it is under /think)
+    ("NVIDIA-Nemotron-Nano-v2.jinja", [system("/think Be terse."), user("q")], False, "/think"),
+    ("inclusionai-ling-3.0-flash.jinja", [system("detailed thinking off"), user("q")], None, "detailed thinking off"),
+    ("muse-glimmer.jinja", [system("Reasoning effort: high"), user("q")], None, "Reasoning effort"),
+    ("GLM-4.6.jinja", [user("hello /nothink")], False, "/nothink"),
+    ("GLM-4.6.jinja", [user("hello /nothink")], None, ""),  # (the template writes this one as the table does)
+    ("Apertus-8B-Instruct.jinja", [user("the content of tool_calls")], None, ""),  # (a key it looks for, not text)
+])
+def test_a_switch_the_template_reads_in_a_message_is_its_prompt_or_one_line_naming_it(template, conversation,
+                                                                                     thinking, needle) -> None:
+    """Some templates look for a text in a message and write the prompt their own way for it (SmolLM3's and
+    Nemotron's ``/no_think`` in the system message, Ling's ``detailed thinking off``, muse's ``Reasoning
+    effort``). A table read off other texts wrote such a message as any other, a prompt the template never
+    writes. Now the template's own prompt comes out, or, where the template changes the message itself, one
+    line naming the text and the flag to use instead."""
+    templates = template_files()
+    options = {"bos_token": BOS, "eos_token": EOS, "thinking": thinking, "now": NOW}
+    want = ChatTemplate(templates[template]).render(conversation, True, **options)
+    assert established()[template].source == SOURCE_FITTED
+    if not needle:
+        assert segments_text(format_chat(established()[template].format, conversation, True, **options)) == want
+        return
+    with pytest.raises(ChatFormatError, match=f"the chat template reads '{needle}' in a message") as refused:
+        format_chat(established()[template].format, conversation, True, **options)
+    assert "--think" in str(refused.value) or "--reasoning-effort" in str(refused.value)

@@ -180,6 +180,8 @@ def format_chat(fmt: PromptFormat, messages: Sequence[Mapping[str, str]], add_ge
     try:
         if isinstance(fmt, ChatFormat):  # what the record was verified on (a fitted table checks it itself)
             check_domain(messages)
+        if compiled(fmt.template).needle_in(messages):  # (the template may write this one its own way)
+            raise ChatFormatError("a message holds a text the template looks for")
         return writer_of(fmt)(messages, add_generation_prompt, **options)
     except ChatFormatError:
         return spliced(fmt.template, messages, add_generation_prompt, **options)

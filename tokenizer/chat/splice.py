@@ -119,6 +119,11 @@ def _marked_message(message: Mapping[str, object], sentinels: _Sentinels,
     return marked
 
 
+#: what a switch a template reads in a message is, as a flag (a needle holding the word: the hint)
+_SWITCHES = {"think": " (for thinking on or off: --think on|off, /set think in the chat)",
+             "effort": " (for the reasoning effort: --reasoning-effort)"}
+
+
 def write_spliced(template: str, messages: Sequence[Mapping[str, object]], add_generation_prompt: bool = True, *,
                   bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
                   now: datetime.datetime | None = None, effort: str | None = None,
@@ -156,6 +161,11 @@ def write_spliced(template: str, messages: Sequence[Mapping[str, object]], add_g
         segments.append(Segment(real, True))
     spliced = segments_text(segments)
     if spliced != real:
+        needle = tpl.needle_in(messages)
+        if needle:  # (a switch the template reads in a message: SmolLM3's /no_think, Ling's detailed thinking on)
+            raise ChatFormatError(f"the chat template reads {needle!r} in a message and writes the prompt its own "
+                                  f"way for it, so the message can't be kept as you wrote it; take it out"
+                                  + _SWITCHES.get(next((w for w in _SWITCHES if w in needle.lower()), ""), ""))
         raise ChatFormatError(f"the template changes this conversation's text, so its contents can't be kept "
                               f"literal: {first_difference(spliced, real)}")
     return segments

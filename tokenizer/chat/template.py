@@ -35,6 +35,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
@@ -154,6 +155,9 @@ class ChatTemplate:
         #: docstring)
         self.tools_as_functions = "functions" in handed and not any(name == "tools" for name, _ in names)
         self.reads_datetime = "datetime" in handed
+        #: texts the template looks for in strings (``'/no_think' in system_message``, ``| replace('/think',
+        #: '')``): a message whose text holds one may be written differently for it (``needle_in``)
+        self.needles = _needles(tree)
         #: set once a render went past its budget: later renders fail at once
         self.over_budget: TemplateOverBudget | None = None
         try:
@@ -168,6 +172,13 @@ class ChatTemplate:
                 self.tools_undefined = False
         except TemplateRaised:
             pass
+
+    def needle_in(self, messages: Sequence[Mapping[str, object]]) -> str:
+        """The first of ``needles`` a message's text holds ("" for none): where the template may write the
+        prompt differently for what a message says (SmolLM3's ``/no_think``, Ling's ``detailed thinking
+        off``), a table read off other texts can't be trusted to write it."""
+        texts = [m.get("content") for m in messages]
+        return next((n for n in self.needles for t in texts if isinstance(t, str) and n in t), "")
 
     def render(self, messages: Sequence[Mapping[str, object]], add_generation_prompt: bool, *,
                bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
@@ -219,6 +230,36 @@ class ChatTemplate:
         except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError,
                 ZeroDivisionError, OverflowError, RecursionError) as err:
             raise TemplateBroken(f"the chat template failed ({type(err).__name__}: {err})") from None
+
+
+_TEXT_METHODS = frozenset({"replace", "split", "rsplit", "startswith", "endswith", "find", "count", "index", "partition"})
+
+
+def _needles(tree: object) -> tuple[str, ...]:
+    """The texts a template's code looks for in a string: the left of an ``in`` test, the first argument of
+    ``replace``, ``split``, ``startswith`` and the like. A marker (``<think>``, ``[TOOL_CALLS]``) is left out:
+    the tables are read off replies that hold them. So is a text of one character or of no letter (Kimi
+    K3's ``&``, functionary's ``,``): those escape or split values, never switch a prompt.
+
+        >>> from tokenizer.chat.template import _environment
+        >>> _needles(_environment().parse("{% if '/no_think' in messages[0].content %}x{% endif %}"
+        ...                               "{{ messages[1].content | replace('<think>', '') | replace('&', '') }}"))
+        ('/no_think',)
+    """
+    from jinja2 import nodes
+
+    found: list[object] = []
+    for node in tree.find_all(nodes.Compare):  # type: ignore[attr-defined]
+        if isinstance(node.expr, nodes.Const) and node.ops and node.ops[0].op in ("in", "notin"):
+            found.append(node.expr.value)
+    for node in tree.find_all(nodes.Call):  # type: ignore[attr-defined]
+        if isinstance(node.node, nodes.Getattr) and node.node.attr in _TEXT_METHODS and node.args:
+            found.append(getattr(node.args[0], "value", None))
+    for node in tree.find_all(nodes.Filter):  # type: ignore[attr-defined]
+        if node.name == "replace" and node.args:
+            found.append(getattr(node.args[0], "value", None))
+    return tuple(dict.fromkeys(n for n in found if isinstance(n, str) and len(n.strip()) > 1
+                               and any(c.isalpha() for c in n) and not re.search(r"[<>\[\]|]", n)))
 
 
 @lru_cache(maxsize=16)
