@@ -319,6 +319,8 @@ def test_a_template_that_changes_its_own_list_renders_as_llama_cpp_renders_it_an
     ("GLM-4.6.jinja", [user("hello /nothink")], False, "/nothink"),
     ("GLM-4.6.jinja", [user("hello /nothink")], None, ""),  # (the template writes this one as the table does)
     ("Apertus-8B-Instruct.jinja", [user("the content of tool_calls")], None, ""),  # (a key it looks for, not text)
+    ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", [user("q"), assistant("Use <think> tags."), user("n")], None, ""),
+    # (an answer that names the thought's tag: the template writes no empty thought before it, as the table did)
 ])
 def test_a_switch_the_template_reads_in_a_message_is_its_prompt_or_one_line_naming_it(template, conversation,
                                                                                      thinking, needle) -> None:

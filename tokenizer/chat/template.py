@@ -41,6 +41,7 @@ from functools import lru_cache
 
 from .budget import OverBudget, RenderBudget, active
 from .errors import ChatFormatError
+from .markers import THINK_CLOSE, THINK_OPEN
 
 
 class TemplateRaised(ChatFormatError):
@@ -158,6 +159,9 @@ class ChatTemplate:
         #: texts the template looks for in strings (``'/no_think' in system_message``, ``| replace('/think',
         #: '')``): a message whose text holds one may be written differently for it (``needle_in``)
         self.needles = _needles(tree)
+        #: the thought's tags it looks for (``'<think>' in content``: Nemotron 3 writes an empty thought
+        #: before an answer only where the answer has none), read in an answer's text after its thought
+        self.thought_tags = tuple(t for t in (THINK_OPEN, THINK_CLOSE) if t in _needles(tree, markers=True))
         #: set once a render went past its budget: later renders fail at once
         self.over_budget: TemplateOverBudget | None = None
         try:
@@ -178,7 +182,10 @@ class ChatTemplate:
         prompt differently for what a message says (SmolLM3's ``/no_think``, Ling's ``detailed thinking
         off``), a table read off other texts can't be trusted to write it."""
         texts = [m.get("content") for m in messages]
-        return next((n for n in self.needles for t in texts if isinstance(t, str) and n in t), "")
+        found = next((n for n in self.needles for t in texts if isinstance(t, str) and n in t), "")
+        answers = [_after_thought(m["content"]) for m in messages
+                   if m.get("role") == "assistant" and isinstance(m.get("content"), str)]
+        return found or next((t for t in self.thought_tags for a in answers if t in a), "")
 
     def render(self, messages: Sequence[Mapping[str, object]], add_generation_prompt: bool, *,
                bos_token: str = "<s>", eos_token: str = "</s>", thinking: bool | None = None,
@@ -235,11 +242,24 @@ class ChatTemplate:
 _TEXT_METHODS = frozenset({"replace", "split", "rsplit", "startswith", "endswith", "find", "count", "index", "partition"})
 
 
-def _needles(tree: object) -> tuple[str, ...]:
+def _after_thought(content: str) -> str:
+    """An assistant's content after the thought it opens with, as the tables write one::
+
+        >>> _after_thought("<think>hm</think>Use <think> tags"), _after_thought("Hi")
+        ('Use <think> tags', 'Hi')
+    """
+    body = content.lstrip()
+    if body.startswith(THINK_OPEN) and THINK_CLOSE in body:
+        return body.split(THINK_CLOSE, 1)[1]
+    return content
+
+
+def _needles(tree: object, markers: bool = False) -> tuple[str, ...]:
     """The texts a template's code looks for in a string: the left of an ``in`` test, the first argument of
-    ``replace``, ``split``, ``startswith`` and the like. A marker (``<think>``, ``[TOOL_CALLS]``) is left out:
-    the tables are read off replies that hold them. So is a text of one character or of no letter (Kimi
-    K3's ``&``, functionary's ``,``): those escape or split values, never switch a prompt.
+    ``replace``, ``split``, ``startswith`` and the like. A marker (``<think>``, ``[TOOL_CALLS]``) is left out
+    (``markers``: the markers alone): the tables are read off replies that hold them. So is a text of one
+    character or of no letter (Kimi K3's ``&``, functionary's ``,``): those escape or split values, never
+    switch a prompt.
 
         >>> from tokenizer.chat.template import _environment
         >>> _needles(_environment().parse("{% if '/no_think' in messages[0].content %}x{% endif %}"
@@ -259,7 +279,7 @@ def _needles(tree: object) -> tuple[str, ...]:
         if node.name == "replace" and node.args:
             found.append(getattr(node.args[0], "value", None))
     return tuple(dict.fromkeys(n for n in found if isinstance(n, str) and len(n.strip()) > 1
-                               and any(c.isalpha() for c in n) and not re.search(r"[<>\[\]|]", n)))
+                               and any(c.isalpha() for c in n) and markers == bool(re.search(r"[<>\[\]|]", n))))
 
 
 @lru_cache(maxsize=16)
