@@ -339,3 +339,52 @@ def test_a_switch_the_template_reads_in_a_message_is_its_prompt_or_one_line_nami
     with pytest.raises(ChatFormatError, match=f"the chat template reads '{needle}' in a message") as refused:
         format_chat(established()[template].format, conversation, True, **options)
     assert "--think" in str(refused.value) or "--reasoning-effort" in str(refused.value)
+
+
+TEXTS = ["Hi", " ", "\n", "\n\n", "\t", "é", "👋", "<|im_end|>", "<|im_start|>", "[INST]", "</s>", "<s>", "<think>",
+         "</think>", "{{ x }}", "{% if %}", "<|eot_id|>", "\r\n", "word", "<tool_call>", "[TOOL_CALLS]", "```", '"', "/think",
+         "/no_think", "detailed thinking off", "Reasoning effort", "content", "text"]
+
+
+def test_random_conversations_are_the_templates_prompt_or_one_line_naming_what_it_reads() -> None:
+    """Conversations put together at random (seeded) from markers, template syntax, switches and plain text,
+    the replies' thoughts handed over as a session hands them (``Reasoning.message``), on every template:
+    the prompt is the template's own, or the template refuses the conversation, or it changes a message (a
+    switch it reads, a text it rewrites) and the refusal names it. Never a prompt the template doesn't
+    write."""
+    import random
+
+    from tokenizer.chat.reasoning import derive
+
+    chance = random.Random(1207)
+    templates = template_files()
+
+    def text() -> str:
+        return "".join(chance.choice(TEXTS) for _ in range(chance.randrange(0, 5)))
+
+    for name, detection in established().items():
+        template = ChatTemplate(templates[name])
+        try:
+            reasoning = derive(template, BOS, EOS)
+        except ChatFormatError:
+            reasoning = None
+        for _ in range(12):
+            conversation = [system(text())] if chance.random() < 0.4 else []
+            for turn in range(chance.randrange(1, 4)):
+                conversation.append(user(text()))
+                if turn or chance.random() < 0.5:
+                    answer = text()
+                    conversation.append(reasoning.message(answer, text()) if reasoning and chance.random() < 0.5
+                                        else assistant(answer))
+            if conversation[-1]["role"] == "assistant":
+                conversation.append(user(text()))
+            thinking = chance.choice((None, True, False)) if template.reads_thinking else None
+            options = {"bos_token": BOS, "eos_token": EOS, "thinking": thinking, "now": NOW}
+            want = _outcome(lambda: template.render(conversation, True, **options))  # noqa: B023
+            try:
+                got = _outcome(lambda: segments_text(format_chat(detection.format, conversation, True, **options)))  # noqa: B023
+            except ChatFormatError as refused:
+                assert "the chat template reads" in str(refused) or "the template changes" in str(refused), (
+                    name, conversation, str(refused))
+                continue
+            assert got == want, (name, conversation, thinking)
