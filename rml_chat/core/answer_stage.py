@@ -65,7 +65,7 @@ class AnswerStage:
         self._started = True
         call_at = self._first_call(pending)
         stops = self._stops if self.stopping else ()
-        stop_at, stop = min(((pending.find(s), s) for s in stops if s in pending), default=(-1, None))
+        stop_at, stop = self._first_stop(pending)
         may_stop = len(pending) - prefix_tail(pending, stops)  # (where a longer stop string may be starting)
         if stop is not None and (call_at < 0 or stop_at < call_at):
             may_call = len(pending) - prefix_tail(pending, self._triggers)
@@ -94,13 +94,19 @@ class AnswerStage:
         held, self._held = self._held, ""
         if self.stopped_by is not None or self.in_call:
             return "", ""
-        stop_at, stop = min(((held.find(s), s) for s in self._stops if self.stopping and s in held), default=(-1, None))
+        stop_at, stop = self._first_stop(held)
         call_at = self._first_call(held)  # (held while a stop string might start before it)
         if call_at >= 0 and (stop is None or call_at <= stop_at):
             return self._call_at(held, call_at)
         if stop is not None:
             self.stopped_by, held = stop, held[:stop_at]
         return self._shown(held, "")
+
+    def _first_stop(self, text: str) -> tuple[int, str | None]:
+        """(where, which) of the stop string that starts first in ``text``; (-1, None) for none (or while the
+        text fed is a prefilled start)."""
+        stops = self._stops if self.stopping else ()
+        return min(((text.find(s), s) for s in stops if s in text), default=(-1, None))
 
     def _first_call(self, text: str) -> int:
         if self._syntax is None:

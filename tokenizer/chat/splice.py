@@ -163,9 +163,9 @@ def write_spliced(template: str, messages: Sequence[Mapping[str, object]], add_g
     if spliced != real:
         needle = tpl.needle_in(messages)
         if needle:  # (a switch the template reads in a message: SmolLM3's /no_think, Ling's detailed thinking on)
+            hint = next((flag for word, flag in _SWITCHES.items() if word in needle.lower()), "")
             raise ChatFormatError(f"the chat template reads {needle!r} in a message and writes the prompt its own "
-                                  f"way for it, so the message can't be kept as you wrote it; take it out"
-                                  + _SWITCHES.get(next((w for w in _SWITCHES if w in needle.lower()), ""), ""))
+                                  f"way for it, so the message can't be kept as you wrote it; take it out{hint}")
         raise ChatFormatError(f"the template changes this conversation's text, so its contents can't be kept "
                               f"literal: {first_difference(spliced, real)}")
     return segments

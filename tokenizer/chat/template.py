@@ -158,10 +158,12 @@ class ChatTemplate:
         self.reads_datetime = "datetime" in handed
         #: texts the template looks for in strings (``'/no_think' in system_message``, ``| replace('/think',
         #: '')``): a message whose text holds one may be written differently for it (``needle_in``)
-        self.needles = _needles(tree)
+        #: (a marker is left out: the tables are read off replies that hold them)
+        looked_for = _looked_for(tree)
+        self.needles = tuple(n for n in looked_for if not _MARKER.search(n))
         #: the thought's tags it looks for (``'<think>' in content``: Nemotron 3 writes an empty thought
         #: before an answer only where the answer has none), read in an answer's text after its thought
-        self.thought_tags = tuple(t for t in (THINK_OPEN, THINK_CLOSE) if t in _needles(tree, markers=True))
+        self.thought_tags = tuple(t for t in (THINK_OPEN, THINK_CLOSE) if t in looked_for)
         #: set once a render went past its budget: later renders fail at once
         self.over_budget: TemplateOverBudget | None = None
         try:
@@ -240,6 +242,7 @@ class ChatTemplate:
 
 
 _TEXT_METHODS = frozenset({"replace", "split", "rsplit", "startswith", "endswith", "find", "count", "index", "partition"})
+_MARKER = re.compile(r"[<>\[\]|]")  # (a tag or a bracketed name: <think>, [TOOL_CALLS], <|im_end|>)
 
 
 def _after_thought(content: str) -> str:
@@ -254,17 +257,15 @@ def _after_thought(content: str) -> str:
     return content
 
 
-def _needles(tree: object, markers: bool = False) -> tuple[str, ...]:
+def _looked_for(tree: object) -> tuple[str, ...]:
     """The texts a template's code looks for in a string: the left of an ``in`` test, the first argument of
-    ``replace``, ``split``, ``startswith`` and the like. A marker (``<think>``, ``[TOOL_CALLS]``) is left out
-    (``markers``: the markers alone): the tables are read off replies that hold them. So is a text of one
-    character or of no letter (Kimi K3's ``&``, functionary's ``,``): those escape or split values, never
-    switch a prompt.
+    ``replace``, ``split``, ``startswith`` and the like. A text of one character or of no letter is left out
+    (Kimi K3's ``&``, functionary's ``,``): those escape or split values, never switch a prompt.
 
         >>> from tokenizer.chat.template import _environment
-        >>> _needles(_environment().parse("{% if '/no_think' in messages[0].content %}x{% endif %}"
-        ...                               "{{ messages[1].content | replace('<think>', '') | replace('&', '') }}"))
-        ('/no_think',)
+        >>> _looked_for(_environment().parse("{% if '/no_think' in messages[0].content %}x{% endif %}"
+        ...                                  "{{ messages[1].content | replace('<think>', '') | replace('&', '') }}"))
+        ('/no_think', '<think>')
     """
     from jinja2 import nodes
 
@@ -279,7 +280,7 @@ def _needles(tree: object, markers: bool = False) -> tuple[str, ...]:
         if node.name == "replace" and node.args:
             found.append(getattr(node.args[0], "value", None))
     return tuple(dict.fromkeys(n for n in found if isinstance(n, str) and len(n.strip()) > 1
-                               and any(c.isalpha() for c in n) and markers == bool(re.search(r"[<>\[\]|]", n))))
+                               and any(c.isalpha() for c in n)))
 
 
 @lru_cache(maxsize=16)
