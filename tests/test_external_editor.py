@@ -4,6 +4,7 @@ bound); an editor that fails or can't be started leaves the message as it was, w
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import textwrap
@@ -63,6 +64,20 @@ def test_an_editor_that_fails_or_cannot_start_leaves_the_message_as_it_was(tmp_p
         None, "no editor could be started: set $EDITOR (or $VISUAL) to one")
     fallback = _editor(tmp_path, 'open(path, "w").write("from the fallback")')
     assert edit_externally("x", {"EDITOR": "/nonexistent/editor"}, (fallback,)) == Edited("from the fallback")
+
+
+@pytest.mark.offline
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_an_editor_that_leaves_a_fifo_or_a_folder_or_is_killed_leaves_the_message_as_it_was(tmp_path) -> None:
+    """A FIFO in the file's place would be opened and waited on for ever."""
+    for replace in ("os.mkfifo(path)", "os.mkdir(path)", "os.symlink('/dev/zero', path)"):
+        editor = _editor(tmp_path, f"import os\nos.remove(path)\n{replace}")
+        assert edit_externally("keep me", {"EDITOR": editor}, ()) == Edited(
+            None, "what the editor left is not a regular file (a folder, a FIFO or a device); the message is as it "
+                  "was"), replace
+    killed = _editor(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert edit_externally("keep me", {"EDITOR": killed}, ()).note.endswith(
+        "was ended by signal 9; the message is as it was")
 
 
 def test_in_the_chat_a_latin1_editor_sends_the_message_and_a_failing_one_keeps_it(tmp_path) -> None:

@@ -8,6 +8,7 @@ Here the file comes back as every other input does (``text_input``)::
     ... with invalid bytes                 each becomes U+FFFD, one note, sent
     ... more than MAX_TEXT_BYTES           a note; the message stays as it was, unsent
     editor exits with a failure            a note; the message stays as it was (vim's :cq, as git reads it)
+    editor leaves a FIFO, a device there   a note; the message stays as it was (opening a FIFO would wait)
     no editor can be started               a note naming $EDITOR
 
 The editor is ``$VISUAL``, else ``$EDITOR``, else the first of prompt_toolkit's fallbacks that starts.
@@ -30,6 +31,7 @@ from prompt_toolkit.filters import has_selection
 from prompt_toolkit.key_binding import KeyBindings
 
 from .. import text_input
+from ..errors import NOT_A_FILE
 
 FALLBACKS = ("/usr/bin/editor", "/usr/bin/nano", "/usr/bin/pico", "/usr/bin/vi", "/usr/bin/emacs")
 
@@ -61,7 +63,10 @@ def edit_externally(text: str, environ: Mapping[str, str] = os.environ,
         else:
             return Edited(None, "no editor could be started: set $EDITOR (or $VISUAL) to one")
         if status != 0:
-            return Edited(None, f"{argv[0]} exited with status {status}; the message is as it was")
+            ended = f"was ended by signal {-status}" if status < 0 else f"exited with status {status}"
+            return Edited(None, f"{argv[0]} {ended}; the message is as it was")
+        if path.exists() and not path.is_file():  # (a FIFO would wait for a writer for ever)
+            return Edited(None, f"what the editor left is {NOT_A_FILE}; the message is as it was")
         try:
             data = text_input.read_limited(path)
         except OSError as err:
