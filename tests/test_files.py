@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 
@@ -14,7 +16,7 @@ from conftest import model_path, smollm_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rml_chat.core.attachments import Attachment, message_with
+from rml_chat.core.attachments import Attachment, FileRefused, message_with, read_attachment
 from rml_chat.core.model import load_model
 from rml_chat.frontends.repl import Repl
 from tokenizer.chat import segments_text
@@ -58,7 +60,7 @@ def test_the_json_report_counts_each_file(tmp_path) -> None:
                        "tokens": len(load_model(str(model_path("smollm2"))).tokenizer.encode(block))}
 
 
-@pytest.mark.parametrize("kind", ["missing", "directory", "binary", "latin-1", "fifo", "/dev/zero", "2 GB"])
+@pytest.mark.parametrize("kind", ["missing", "directory", "binary", "latin-1", "/dev/zero", "2 GB"])
 def test_a_path_that_is_not_a_text_file_is_one_line_before_the_model_loads(tmp_path, kind: str) -> None:
     path = tmp_path / kind if not kind.startswith("/") else kind
     if kind == "2 GB":
@@ -70,16 +72,33 @@ def test_a_path_that_is_not_a_text_file_is_one_line_before_the_model_loads(tmp_p
         path.write_bytes(b"PK\x03\x04\x00\x00rest")
     elif kind == "latin-1":
         path.write_bytes("café".encode("latin-1"))
-    elif kind == "fifo":
-        os.mkfifo(path)
     done = _run("-f", str(path), "-p", "Summarize.")
     expected = {"missing": "no such file", "directory": "a directory, not a file (name the files in it)",
                 "binary": "a binary file (a NUL byte at offset 4), not text",
                 "latin-1": "not UTF-8 text (byte 0xe9 at offset 3)",
-                "fifo": "not a regular file (a pipe or a device; pipe text into stdin instead)",
-                "/dev/zero": "not a regular file (a pipe or a device; pipe text into stdin instead)",
+                "/dev/zero": "not a regular file (a device or a socket)",
                 "2 GB": "2147483648 bytes; a file up to 8388608 bytes is read (no context holds more)"}[kind]
     assert done.returncode == 1 and done.stderr.splitlines() == [f"rml-chat: input: --file {path}: {expected}"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_pipe_on_the_command_line_is_read_to_its_end_and_a_fifo_nobody_writes_is_not_waited_on(tmp_path) -> None:
+    """``-f <(git diff)``: the shell hands over a pipe. A named FIFO that no program writes to reads as empty
+    (opening it for reading would wait for a writer for ever); the chat's ``/file`` refuses any pipe."""
+    script = f"{shlex.quote(sys.executable)} -m rml_chat {shlex.quote(str(model_path('smollm2')))} " \
+             "-f <(printf 'line one\\nline two\\n') -p 'Count the lines.' --show-prompt --json"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    prompt = json.loads(done.stdout)["prompt"]
+    path = re.search(r"```(\S+)\nline one", prompt).group(1)  # (/dev/fd/63, as bash names the pipe)
+    assert prompt == _rendered(f"```{path}\nline one\nline two\n```\n\nCount the lines.")
+    os.mkfifo(tmp_path / "fifo")
+    done = _run("-f", str(tmp_path / "fifo"), "-p", "Hi.", "--show-prompt", "--json", "-n", "1")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["prompt"] == _rendered(f"```{tmp_path / 'fifo'}\n```\n\nHi.")
+    with pytest.raises(FileRefused, match=r"^/file .*: not a regular file \(a pipe or a device; pipe text into stdin"):
+        read_attachment(str(tmp_path / "fifo"), "/file")
 
 
 def test_a_file_too_big_for_the_context_says_what_it_weighs_and_what_fits(tmp_path) -> None:

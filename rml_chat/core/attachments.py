@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import AppError
-from ..text_input import MAX_TEXT_BYTES, read_limited, without_bom
+from ..text_input import MAX_TEXT_BYTES, read_limited, read_pipe, without_bom
 from ..words import counted
 from .paths import user_path
 
@@ -54,11 +54,13 @@ class Attachment:
         return f"{fence}{self.path}\n{body}{fence}"
 
 
-def read_attachment(path: str, flag: str = "--file") -> Attachment:
+def read_attachment(path: str, flag: str = "--file", pipes: bool = False) -> Attachment:
     """The file at ``path`` as text, or FileRefused saying why not (its line begins with ``flag PATH``):
     missing, a directory or another kind of file, too big, binary (a NUL byte), or not UTF-8 (where the
     first invalid byte is). ``~`` is expanded (``/file ~/notes.txt``: no shell did it); the block is
-    labelled with the path as given."""
+    labelled with the path as given. Where ``pipes`` (the command line's ``-f <(git diff)``), a pipe is read
+    to its end too; the chat's ``/file`` refuses one (there is no process substitution at its prompt, and a
+    FIFO's writer could keep the prompt waiting)."""
     where = user_path(path)
     try:
         info = os.stat(where)
@@ -68,13 +70,15 @@ def read_attachment(path: str, flag: str = "--file") -> Attachment:
         raise FileRefused(f"{flag} {path}: {err.strerror or err}") from None
     if stat.S_ISDIR(info.st_mode):
         raise FileRefused(f"{flag} {path}: a directory, not a file (name the files in it)")
-    if not stat.S_ISREG(info.st_mode):
-        raise FileRefused(f"{flag} {path}: not a regular file (a pipe or a device; pipe text into stdin instead)")
+    pipe = pipes and stat.S_ISFIFO(info.st_mode)
+    if not stat.S_ISREG(info.st_mode) and not pipe:
+        kinds = "a device or a socket" if pipes else "a pipe or a device; pipe text into stdin instead"
+        raise FileRefused(f"{flag} {path}: not a regular file ({kinds})")
     if info.st_size > MAX_FILE_BYTES:
         raise FileRefused(f"{flag} {path}: {info.st_size} bytes; a file up to {MAX_FILE_BYTES} bytes is read "
                           "(no context holds more)")
-    try:
-        data = read_limited(where, MAX_FILE_BYTES)  # (a file that grew since its size was read: cut there)
+    try:  # (a file that grew since its size was read: cut there)
+        data = read_pipe(where, MAX_FILE_BYTES) if pipe else read_limited(where, MAX_FILE_BYTES)
     except OSError as err:
         raise FileRefused(f"{flag} {path}: {err.strerror or err}") from None
     nul = data.find(b"\0")

@@ -227,7 +227,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
         raise UsageError(f"--file adds to the message of -p, stdin or the chat, not to {'--check' if args.check else '--batch'}")
     from ..core.attachments import read_attachment
 
-    args.attachments = [read_attachment(path) for path in args.files]  # (a bad file is one line before the load)
+    args.attachments = [read_attachment(path, pipes=True) for path in args.files]  # (a bad file is one line before the load)
 
     def say(line: str) -> None:
         if not (args.json or scripted) or args.verbose or line.startswith(("note:", "warning:")):

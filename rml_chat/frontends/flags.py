@@ -219,8 +219,8 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     run.add_argument("--prefill", metavar="TEXT", help="-p: the reply starts with TEXT and the model goes on from "
                      "it (printed as the reply's start): '--prefill {' for JSON, a first line, a language")
     run.add_argument("-f", "--file", metavar="PATH", action="append", default=[], dest="files", type=_named,
-                     help="add a text file to the message, fenced and named by its path (repeatable; after text "
-                          "piped into stdin, before -p's); in the chat, to the first message")
+                     help="add a text file (or a pipe: <(git diff)) to the message, fenced and named by its path "
+                          "(repeatable; after text piped into stdin, before -p's); in the chat, to the first message")
     run.add_argument("-sys", "--system", metavar="TEXT", help="the system message")
     run.add_argument("--json", action="store_true", help="print one JSON object: reply, counts, stop reason, timings "
                                                          "(errors too)")
