@@ -134,29 +134,6 @@ def read_limited(path: str | os.PathLike, limit: int = MAX_TEXT_BYTES) -> bytes:
     return data
 
 
-def read_pipe(path: str | os.PathLike, limit: int = MAX_TEXT_BYTES) -> bytes:
-    """What the pipe at ``path`` carries until its writers close it (``-f <(git diff)``), bounded as
-    ``read_limited`` is. It is opened without waiting for a writer, so a named FIFO that no program writes to
-    reads as empty instead of holding the run for ever; a writer that is there is waited for.
-
-        >>> import os, tempfile; fifo = os.path.join(tempfile.mkdtemp(), "fifo"); os.mkfifo(fifo)
-        >>> read_pipe(fifo)
-        b''
-    """
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        os.set_blocking(descriptor, True)
-        chunks, size = [], 0
-        while size <= limit and (chunk := os.read(descriptor, min(1 << 16, limit + 1 - size))):
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(descriptor)
-    if size > limit:
-        raise OSError(errno.EFBIG, f"more than {limit:,} bytes")
-    return b"".join(chunks)
-
-
 def read_stdin(limit: int = MAX_TEXT_BYTES) -> str:
     """All of stdin, as bytes first, under the policy, without a byte-order mark. Stdin that holds more than
     ``limit`` bytes (``yes | rml-chat -p …`` never ends) is refused in one line once that much is read."""

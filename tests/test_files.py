@@ -8,8 +8,10 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import model_path, smollm_session
@@ -82,9 +84,10 @@ def test_a_path_that_is_not_a_text_file_is_one_line_before_the_model_loads(tmp_p
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
-def test_a_pipe_on_the_command_line_is_read_to_its_end_and_a_fifo_nobody_writes_is_not_waited_on(tmp_path) -> None:
-    """``-f <(git diff)``: the shell hands over a pipe. A named FIFO that no program writes to reads as empty
-    (opening it for reading would wait for a writer for ever); the chat's ``/file`` refuses any pipe."""
+def test_a_pipe_on_the_command_line_is_read_to_its_end_and_its_writer_waited_for(tmp_path) -> None:
+    """``-f <(git diff)``: the shell hands over a pipe. A named FIFO's writer is waited for, as ``cat`` waits
+    (one that comes late still counts), and Ctrl-C ends the wait in one line; the chat's ``/file`` refuses
+    any pipe."""
     script = f"{shlex.quote(sys.executable)} -m rml_chat {shlex.quote(str(model_path('smollm2')))} " \
              "-f <(printf 'line one\\nline two\\n') -p 'Count the lines.' --show-prompt --json"
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300,
@@ -93,12 +96,29 @@ def test_a_pipe_on_the_command_line_is_read_to_its_end_and_a_fifo_nobody_writes_
     prompt = json.loads(done.stdout)["prompt"]
     path = re.search(r"```(\S+)\nline one", prompt).group(1)  # (/dev/fd/63, as bash names the pipe)
     assert prompt == _rendered(f"```{path}\nline one\nline two\n```\n\nCount the lines.")
-    os.mkfifo(tmp_path / "fifo")
-    done = _run("-f", str(tmp_path / "fifo"), "-p", "Hi.", "--show-prompt", "--json", "-n", "1")
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["prompt"] == _rendered(f"```{tmp_path / 'fifo'}\n```\n\nHi.")
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    command = [sys.executable, "-m", "rml_chat", str(model_path("smollm2")), "-f", str(fifo), "-p", "Hi.",
+               "--show-prompt", "--json"]
+    waiting = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    time.sleep(2)  # (the writer comes after the reader has opened the FIFO)
+    fifo.write_text("late text\n")
+    out, err = waiting.communicate(timeout=300)
+    assert waiting.returncode == 0, err
+    assert json.loads(out)["prompt"] == _rendered(f"```{fifo}\nlate text\n```\n\nHi.")
+
+    nobody = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    time.sleep(3)
+    nobody.send_signal(signal.SIGINT)
+    out, err = nobody.communicate(timeout=60)
+    assert (nobody.returncode, err.splitlines()) == (130, ["rml-chat: interrupted"])
+    assert json.loads(out) == {"ok": False, "error": {"kind": "interrupted", "message": "interrupted"},
+                               "exit_code": 130}
     with pytest.raises(FileRefused, match=r"^/file .*: not a regular file \(a pipe or a device; pipe text into stdin"):
-        read_attachment(str(tmp_path / "fifo"), "/file")
+        read_attachment(str(fifo), "/file")
 
 
 def test_a_file_too_big_for_the_context_says_what_it_weighs_and_what_fits(tmp_path) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import AppError
-from ..text_input import MAX_TEXT_BYTES, read_limited, read_pipe, without_bom
+from ..text_input import MAX_TEXT_BYTES, read_limited, without_bom
 from ..words import counted
 from .paths import user_path
 
@@ -59,8 +59,8 @@ def read_attachment(path: str, flag: str = "--file", pipes: bool = False) -> Att
     missing, a directory or another kind of file, too big, binary (a NUL byte), or not UTF-8 (where the
     first invalid byte is). ``~`` is expanded (``/file ~/notes.txt``: no shell did it); the block is
     labelled with the path as given. Where ``pipes`` (the command line's ``-f <(git diff)``), a pipe is read
-    to its end too; the chat's ``/file`` refuses one (there is no process substitution at its prompt, and a
-    FIFO's writer could keep the prompt waiting)."""
+    to its end too, its writer waited for as ``cat`` waits (Ctrl-C ends the wait); the chat's ``/file``
+    refuses one (its prompt has no process substitution, and a wait there would hold the chat)."""
     where = user_path(path)
     try:
         info = os.stat(where)
@@ -78,7 +78,7 @@ def read_attachment(path: str, flag: str = "--file", pipes: bool = False) -> Att
         raise FileRefused(f"{flag} {path}: {info.st_size} bytes; a file up to {MAX_FILE_BYTES} bytes is read "
                           "(no context holds more)")
     try:  # (a file that grew since its size was read: cut there)
-        data = read_pipe(where, MAX_FILE_BYTES) if pipe else read_limited(where, MAX_FILE_BYTES)
+        data = read_limited(where, MAX_FILE_BYTES)
     except OSError as err:
         raise FileRefused(f"{flag} {path}: {err.strerror or err}") from None
     nul = data.find(b"\0")
