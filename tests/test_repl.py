@@ -271,6 +271,31 @@ def test_ctrl_c_mid_reply_keeps_the_partial_reply_marked_cut(tmp_path) -> None:
     assert messages[1]["role"] == "assistant" and messages[1]["cut"] is True and len(messages[1]["content"]) > 20
 
 
+def test_ctrl_c_at_the_prompt_or_at_edit_keeps_what_was_typed_in_the_history_on_a_dumb_terminal(tmp_path) -> None:
+    """Terminal runs with TERM=dumb, where prompt_toolkit's plain prompt answers Ctrl-C with its own key
+    binding: what was typed must still reach the history, and ``edit>`` must show the text it starts with."""
+    saved = tmp_path / "kept.json"
+    term = Terminal(tmp_path, "-n", "4", "--temp", "0")
+    term.prompt_ready()
+    term.send(b"remember this line")
+    term.read_until(lambda out: out.endswith(b"remember this line"))
+    term.send(b"\x03")
+    term.read_until(lambda out: b"what you typed is in the history, press Up)" in out)
+    term.prompt_ready()
+    term.ask(b"\x1b[A", b"stop:")  # Up, Enter: the line comes back and is sent
+    start = len(term.output)
+    term.send(b"/edit\r")
+    term.read_until(lambda out: b"edit> remember this line" in out[start:])
+    time.sleep(0.3)
+    term.send(b" too\x03")
+    term.read_until(lambda out: b"/edit: left; nothing generated" in out[start:] and out.endswith(b"> "))
+    assert b"(your change is in the history, press Up)" in term.output[start:]
+    assert "+remember this line too\n" in (tmp_path / "history").read_text()
+    term.prompt_ready()
+    messages = term.interrupt_save_and_leave(saved, b"", 2, interrupt=False)
+    assert messages[0] == {"role": "user", "content": "remember this line"}
+
+
 def test_ctrl_c_during_prompt_evaluation_keeps_the_message_and_records_no_reply(tmp_path) -> None:
     saved = tmp_path / "eval.json"
     term = Terminal(tmp_path, "-c", "8192")

@@ -26,6 +26,7 @@ from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyBindingsBase, merge_key_bindings
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import create_output
+from prompt_toolkit.utils import is_dumb_terminal
 
 from tokenizer import TokenizerError
 from tokenizer.chat import ChatFormatError
@@ -87,13 +88,6 @@ def _key_bindings() -> KeyBindingsBase:
     def _newline(event) -> None:
         event.current_buffer.insert_text("\n")
 
-    @kb.add("c-c")
-    def _interrupt(event) -> None:
-        buffer = event.current_buffer
-        if buffer.text.strip():
-            buffer.history.keep(buffer.text)  # nothing typed is lost: Up brings it back
-        event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
-
     editor = editor_key(lambda note: print(dim(f"note: {visible(note)}"), flush=True))  # (Ctrl-X Ctrl-E)
     return merge_key_bindings([_mouse_reports_dropped(), editor, kb])
 
@@ -119,6 +113,7 @@ class Repl:
         self.commands = Commands(self)
         if output is None and not sys.stdout.isatty():  # the prompt on the terminal where the replies go to a
             output = create_output(always_prefer_tty=True)  # file or a pipe, as Python's (stderr, if it is one)
+        self.dumb = output is None and is_dumb_terminal()  # (prompt_toolkit's plain prompt then: no text redrawn)
         self.prompt = PromptSession(history=store, key_bindings=_key_bindings(), input=input, output=output,
                                     enable_history_search=False, completer=_SlashCompleter(self.commands.names()),
                                     complete_while_typing=False, enable_suspend=True)  # (Ctrl-Z: as in bash)
@@ -264,19 +259,24 @@ class Repl:
 
     def edited(self, text: str) -> str | None:
         """``text`` at an ``edit>`` prompt to change (Ctrl-X Ctrl-E: in ``$EDITOR``); None when left with
-        Ctrl-C or Ctrl-D."""
+        Ctrl-C or Ctrl-D (a change typed so far is in the history). A dumb terminal shows no text a prompt
+        starts with, so there the text is written after the marker."""
+        marker = "edit> " + (visible(text) if self.dumb else "")
         try:
-            return self._prompt("edit> ", default=text)
+            return self._prompt(marker, default=text)
         except (KeyboardInterrupt, EOFError):
+            if self.prompt.default_buffer.text.strip() and self.prompt.default_buffer.text != text:
+                self._say(dim("(your change is in the history, press Up)"))
             return None
 
     def _prompt(self, marker: str, default: str = "") -> str:
         self._prompting = True
         try:
             text = asked(self.prompt, marker, default=default)
-        except Terminated:  # (what was typed so far goes to the history: Up brings it back next time)
-            if self.prompt.default_buffer.text.strip():
-                self.history.keep(self.prompt.default_buffer.text)
+        except (KeyboardInterrupt, Terminated):  # nothing typed is lost: Up brings it back next time
+            typed = self.prompt.default_buffer.text
+            if typed.strip() and typed != default:
+                self.history.keep(typed)
             raise
         finally:
             self._prompting = False

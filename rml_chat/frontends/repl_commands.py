@@ -185,7 +185,10 @@ class Commands:
             return
         at = number - 1 if number is not None else yours[-1]
         text = self.repl.edited(messages[at].content)
-        if text is None or not text.strip() or text == messages[at].content:
+        if text is None:
+            self.say("/edit: left; nothing generated")
+            return
+        if not text.strip() or text == messages[at].content:
             self.say("/edit: unchanged; nothing generated")
             return
         conversation.fork(at)
