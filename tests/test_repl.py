@@ -292,6 +292,18 @@ def test_ctrl_c_at_the_prompt_or_at_edit_keeps_what_was_typed_in_the_history_on_
     assert b"(your change is in the history, press Up)" in term.output[start:]
     assert "+remember this line too\n" in (tmp_path / "history").read_text()
     term.prompt_ready()
+    term.send(b'"""\r')  # a block: its lines and the one being typed are one entry
+    term.read_until(lambda out: out.endswith("\u2026 ".encode()))
+    time.sleep(0.3)
+    term.send(b"line a\r")
+    term.read_until(lambda out: out.endswith("\u2026 ".encode()) and out.count("\u2026 ".encode()) == 2)
+    time.sleep(0.3)  # (the prompt switching the terminal to raw mode: prompt_ready's wait)
+    term.send(b"line b")
+    term.read_until(lambda out: out.endswith(b"line b"))
+    term.send(b"\x03")
+    term.read_until(lambda out: out.count(b"what you typed is in the history, press Up)") == 2)
+    assert '+"""\n+line a\n+line b\n' in (tmp_path / "history").read_text()
+    term.prompt_ready()
     messages = term.interrupt_save_and_leave(saved, b"", 2, interrupt=False)
     assert messages[0] == {"role": "user", "content": "remember this line"}
 

@@ -244,11 +244,11 @@ class Repl:
         try:
             while not block_closed(lines):
                 try:
-                    lines.append(self._prompt("… "))
+                    lines.append(self._prompt("… ", kept=False))
                 except EOFError:  # Ctrl-D inside a block ends the block
                     lines.append(FENCE)
-        except KeyboardInterrupt:  # the block so far goes to the history: Up brings it back
-            self.history.keep(FENCE + "\n".join(lines))
+        except (KeyboardInterrupt, Terminated):  # the block so far, the line being typed too: one history entry
+            self.history.keep(FENCE + "\n".join([*lines, self.prompt.default_buffer.text]))
             raise
         finally:
             self.history.holding = False
@@ -269,13 +269,15 @@ class Repl:
                 self._say(dim("(your change is in the history, press Up)"))
             return None
 
-    def _prompt(self, marker: str, default: str = "") -> str:
+    def _prompt(self, marker: str, default: str = "", kept: bool = True) -> str:
+        """A line typed at ``marker``; left with Ctrl-C or ended by a signal, what was typed goes to the history
+        (Up brings it back next time), unless ``kept`` is False (a block's line: the block keeps it)."""
         self._prompting = True
         try:
             text = asked(self.prompt, marker, default=default)
-        except (KeyboardInterrupt, Terminated):  # nothing typed is lost: Up brings it back next time
+        except (KeyboardInterrupt, Terminated):
             typed = self.prompt.default_buffer.text
-            if typed.strip() and typed != default:
+            if kept and typed.strip() and typed != default:
                 self.history.keep(typed)
             raise
         finally:
