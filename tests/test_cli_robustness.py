@@ -646,10 +646,14 @@ def test_think_on_a_model_without_a_template_says_why_it_does_not_apply() -> Non
 
 def test_batch_line_errors_say_as_much_as_the_flags_do() -> None:
     lines = [{"prompt": "x", "temp": "hot"}, {"prompt": "x", "tmep": 1}]
-    done = run(str(model_path("smollm2")), "--batch", "-", stdin="\n".join(map(json.dumps, lines)).encode())
+    cut_short = '{"prompt": "Say hi.", "dry_allowed_l\n{"prompt": "Say hi."\r\n'  # (its line ending is no part of it)
+    stdin = "\n".join(map(json.dumps, lines)) + "\n" + cut_short
+    done = run(str(model_path("smollm2")), "--batch", "-", stdin=stdin.encode())
     out = [json.loads(line)["error"]["message"] for line in done.stdout.decode().splitlines()]
     assert out[0] == 'temp must be a number 0 or more (0: greedy), not "hot"'
     assert out[1].startswith("unknown key 'tmep'; a line takes id, prompt, system, schema, grammar, messages, temp, top_k")
+    assert out[2:] == ["not JSON (Unterminated string starting at: line 1 column 23 (char 22))",
+                       "not JSON (Expecting ',' delimiter: line 1 column 21 (char 20))"]
 
 
 #: runs argv and prints its exit code and peak RSS (KB), from a fresh small interpreter: a child forked

@@ -83,8 +83,8 @@ def _lines(path: str) -> Iterator[tuple[int, str | AppError]]:
                 return
             text = text_input.from_bytes(raw, "the batch input" if path == "-" else path)
             text = text_input.without_bom(text) if number == 1 else text
-            if text.strip():
-                yield number, text
+            if text.strip():  # (without its line ending: a line cut short is "Unterminated string … column 23",
+                yield number, text.rstrip("\r\n")  # not an "Invalid control character" at the newline)
     finally:
         if path != "-":
             source.close()
