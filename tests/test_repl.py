@@ -91,6 +91,21 @@ def test_undo_save_load_round_trip(session, tmp_path, capsys) -> None:
     session.options.sampling.temp, session.conversation.system = 0.0, None
 
 
+def test_paths_dragged_into_the_terminal_quoted_or_escaped_name_the_file(session, tmp_path, capsys) -> None:
+    """No shell reads the chat's prompt: a path in quotes (GNOME Terminal drops a file so) or with its
+    spaces escaped (macOS Terminal, iTerm2) names the file as the shell would read it."""
+    folder = tmp_path / "my chats"
+    folder.mkdir()
+    (folder / "notes one.txt").write_text("Milk.\n")
+    escaped = str(folder).replace(" ", "\\ ")
+    keys = (f"/file {escaped}/notes\\ one.txt" + ENTER + "hi" + ENTER + f"/save '{folder}/chat one.json'" + ENTER
+            + "/clear" + ENTER + f'/load "{folder}/chat one.json"' + ENTER + f"/export {escaped}/chat\\ one.md" + ENTER)
+    out = drive(session, keys, tmp_path, capsys)
+    assert {"chat one.json", "chat one.md", "notes one.txt"} <= {p.name for p in folder.iterdir()}  # (and the state)
+    assert f"saved 2 messages to {folder}/chat one.json" in out and f"loaded 2 messages from {folder}/chat one.json" in out
+    assert "Milk." in session.conversation.messages[0].content
+
+
 def test_save_on_a_full_disk_keeps_the_old_file_and_says_so(session, tmp_path, capsys, monkeypatch) -> None:
     target = tmp_path / "chat.json"
     target.write_text("old")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 from pathlib import Path
 
 from ..errors import NOT_A_FILE, ModelError
@@ -24,6 +25,25 @@ def user_path(text: str | os.PathLike) -> Path:
         '~no-such-user-here/model.gguf'
     """
     return Path(os.path.expanduser(text))
+
+
+def typed_path(text: str) -> str:
+    """A path typed at the chat's prompt, where no shell reads it: quoted, or its spaces escaped with a
+    backslash, as a terminal writes a file dragged into it (GNOME Terminal quotes it, macOS Terminal and
+    iTerm2 escape it), it is read as a shell reads one word. A name that is there as typed stays as typed
+    (a file may have a quote in its name), and so does text that is not one word::
+
+        >>> typed_path("'/tmp/my notes.txt'"), typed_path("/tmp/my\\\\ notes.txt"), typed_path("my notes.txt")
+        ('/tmp/my notes.txt', '/tmp/my notes.txt', 'my notes.txt')
+    """
+    text = text.strip()
+    if os.path.lexists(user_path(text)):
+        return text
+    try:
+        words = shlex.split(text)
+    except ValueError:  # (an unbalanced quote: not a shell word)
+        return text
+    return words[0] if len(words) == 1 else text
 
 
 def default_model_path() -> Path:

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ..core.attachments import Attachment, read_attachment
 from ..core.conversation import Conversation, window_note
-from ..core.paths import user_path
+from ..core.paths import typed_path, user_path
 from ..core.sampling_sources import set_by
 from ..core.session import ChatSession
 from ..core.sessions import name_problem
@@ -224,6 +224,7 @@ class Commands:
         if not path:
             self.say("usage: /save FILE")
             return
+        path = typed_path(path)
         target = user_path(path)
         self.session.conversation.save(target)
         note = ""
@@ -238,6 +239,7 @@ class Commands:
         if not path:
             self.say("usage: /load FILE")
             return
+        path = typed_path(path)
         source = user_path(path)
         loaded = Conversation.load(source)
         self.session.conversation = loaded
@@ -283,7 +285,7 @@ class Commands:
             self.repl.say(f"{counted(len(held), 'file')} let go")
             return
         if arg:
-            path = arg.strip().strip("'\"")  # (a path dragged into the terminal comes quoted)
+            path = typed_path(arg)  # (a path dragged into the terminal comes quoted, or escaped)
             attachment = read_attachment(path, "/file")
             tokens = len(self.repl.session.model.tokenizer.encode(attachment.block))
             held.append(attachment)
@@ -404,6 +406,7 @@ class Commands:
         if not path:
             self.say("usage: /export FILE.md [--force]")
             return
+        path = typed_path(path)
         conversation = self.session.conversation
         title = conversation.name or f"Chat with {self.session.model.name}"
         text = as_markdown(conversation.system, conversation.messages, title)
