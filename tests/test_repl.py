@@ -99,11 +99,13 @@ def test_paths_dragged_into_the_terminal_quoted_or_escaped_name_the_file(session
     (folder / "notes one.txt").write_text("Milk.\n")
     escaped = str(folder).replace(" ", "\\ ")
     keys = (f"/file {escaped}/notes\\ one.txt" + ENTER + "hi" + ENTER + f"/save '{folder}/chat one.json'" + ENTER
-            + "/clear" + ENTER + f'/load "{folder}/chat one.json"' + ENTER + f"/export {escaped}/chat\\ one.md" + ENTER)
+            + "/clear" + ENTER + f'/load "{folder}/chat one.json"' + ENTER + f"/export {escaped}/chat\\ one.md" + ENTER
+            + f"/schema @'{folder}/notes one.txt'" + ENTER + "/schema off" + ENTER)
     out = drive(session, keys, tmp_path, capsys)
     assert {"chat one.json", "chat one.md", "notes one.txt"} <= {p.name for p in folder.iterdir()}  # (and the state)
     assert f"saved 2 messages to {folder}/chat one.json" in out and f"loaded 2 messages from {folder}/chat one.json" in out
     assert "Milk." in session.conversation.messages[0].content
+    assert "error: /schema: not valid JSON (Expecting value" in out  # (the file was found, read, and refused)
 
 
 def test_save_on_a_full_disk_keeps_the_old_file_and_says_so(session, tmp_path, capsys, monkeypatch) -> None:

@@ -21,7 +21,7 @@ from .. import text_input
 from ..engines.base import Engine
 from ..errors import AppError, UsageError
 from .grammar_depth import depth
-from .paths import user_path
+from .paths import typed_path, user_path
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,11 @@ class Constraint:
 
 
 def _text_or_file(value: str, flag: str) -> str:
-    """``@FILE`` -> the file's text (under the text policy); anything else as it is."""
+    """``@FILE`` -> the file's text (under the text policy); anything else as it is. FILE may be quoted or
+    escaped, as at the chat's prompt (``/schema @'my schema.json'``: ``typed_path``)."""
     if not value.startswith("@"):
         return value
-    path = user_path(value[1:])
+    path = user_path(typed_path(value[1:]))
     try:
         return text_input.from_bytes(text_input.read_limited(path), str(path))
     except OSError as err:
