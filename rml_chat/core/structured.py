@@ -41,7 +41,9 @@ def _text_or_file(value: str, flag: str) -> str:
     escaped, as at the chat's prompt (``/schema @'my schema.json'``: ``typed_path``)."""
     if not value.startswith("@"):
         return value
-    path = user_path(typed_path(value[1:]))
+    if not (typed := typed_path(value[1:])):
+        raise UsageError(f"{flag}: @ names no file (@FILE: the text of FILE)")
+    path = user_path(typed)
     try:
         return text_input.from_bytes(text_input.read_limited(path), str(path))
     except OSError as err:

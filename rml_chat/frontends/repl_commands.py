@@ -221,10 +221,10 @@ class Commands:
                  "holds the other path from there)")
 
     def _save(self, path: str) -> None:
+        path = typed_path(path)
         if not path:
             self.say("usage: /save FILE")
             return
-        path = typed_path(path)
         target = user_path(path)
         self.session.conversation.save(target)
         note = ""
@@ -236,10 +236,10 @@ class Commands:
         self.say(f"saved {counted(len(self.session.conversation.messages), 'message')} to {path}{note}")
 
     def _load(self, path: str) -> None:
+        path = typed_path(path)
         if not path:
             self.say("usage: /load FILE")
             return
-        path = typed_path(path)
         source = user_path(path)
         loaded = Conversation.load(source)
         self.session.conversation = loaded
@@ -284,8 +284,7 @@ class Commands:
             self.repl.files = []
             self.repl.say(f"{counted(len(held), 'file')} let go")
             return
-        if arg:
-            path = typed_path(arg)  # (a path dragged into the terminal comes quoted, or escaped)
+        if path := typed_path(arg):  # (a path dragged into the terminal comes quoted, or escaped)
             attachment = read_attachment(path, "/file")
             tokens = len(self.repl.session.model.tokenizer.encode(attachment.block))
             held.append(attachment)
@@ -403,10 +402,10 @@ class Commands:
         path, force = rest.strip(), False
         if path.endswith(" --force"):
             path, force = path[:-len(" --force")].strip(), True
+        path = typed_path(path)
         if not path:
             self.say("usage: /export FILE.md [--force]")
             return
-        path = typed_path(path)
         conversation = self.session.conversation
         title = conversation.name or f"Chat with {self.session.model.name}"
         text = as_markdown(conversation.system, conversation.messages, title)
