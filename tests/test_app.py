@@ -149,6 +149,27 @@ def test_system_flag_reaches_the_prompt() -> None:
     assert done.returncode == 0 and report["prompt_tokens"] == len(with_system)
 
 
+def test_system_prompt_file_and_llama_cpps_long_names_reach_the_prompt(tmp_path) -> None:
+    """llama-cli's ``-sysf FILE`` (its last newline dropped) and ``--system-prompt``; with ``-sys`` too, or a
+    file that is not there, it is a usage line."""
+    (tmp_path / "system.txt").write_text("Answer in French.\nBe brief.\n")
+    model = load_model(str(model_path("smollm2")))
+    expected = segments_text(model.encoder.format([{"role": "system", "content": "Answer in French.\nBe brief."},
+                                                   {"role": "user", "content": "Hi"}]))
+    for flags in (["-sysf", str(tmp_path / "system.txt")], ["--system-prompt-file", str(tmp_path / "system.txt")],
+                  ["--system-prompt", "Answer in French.\nBe brief."]):
+        done = _cli(str(model_path("smollm2")), *flags, "-p", "Hi", "--show-prompt", "--json")
+        assert done.returncode == 0 and json.loads(done.stdout)["prompt"] == expected, (flags, done.stderr)
+    both = _cli(str(model_path("smollm2")), "-sys", "x", "-sysf", str(tmp_path / "system.txt"), "-p", "Hi")
+    missing = _cli(str(model_path("smollm2")), "-sysf", str(tmp_path / "nothing.txt"), "-p", "Hi")
+    assert (both.returncode, both.stderr.splitlines()) == (2, [
+        "rml-chat: usage: -sys and -sysf: one system message, from the flag or from a file (rml-chat --help lists "
+        "the flags)"])
+    assert (missing.returncode, missing.stderr.splitlines()) == (2, [
+        f"rml-chat: usage: -sysf: {tmp_path / 'nothing.txt'}: No such file or directory (rml-chat --help lists the "
+        "flags)"])
+
+
 def test_a_missing_default_model_says_how_to_install_it(monkeypatch, tmp_path) -> None:
     import importlib.util
 

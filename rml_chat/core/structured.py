@@ -36,7 +36,7 @@ class Constraint:
         return "a JSON schema" if self.schema is not None else "a grammar"
 
 
-def _text_or_file(value: str, flag: str) -> str:
+def text_or_file(value: str, flag: str) -> str:
     """``@FILE`` -> the file's text (under the text policy); anything else as it is. FILE may be quoted or
     escaped, as at the chat's prompt (``/schema @'my schema.json'``: ``typed_path``)."""
     if not value.startswith("@"):
@@ -54,7 +54,7 @@ def from_schema(value: str, flag: str = "--json-schema") -> Constraint:
     """A JSON schema (inline or ``@FILE``) as a constraint, or UsageError naming what can't be converted."""
     from ..engines.runtime import schema_to_gbnf
 
-    text = _text_or_file(value, flag)
+    text = text_or_file(value, flag)
     try:
         schema = text_input.from_json(text, flag, numbers_only=True)
     except ValueError as err:  # (JSONDecodeError, or NaN and the like)
@@ -75,7 +75,7 @@ def from_schema(value: str, flag: str = "--json-schema") -> Constraint:
 
 def from_grammar(value: str, flag: str = "--grammar") -> Constraint:
     """GBNF text (inline or ``@FILE``) as a constraint (checked against llama.cpp's parser by ``check``)."""
-    text = _text_or_file(value, flag)
+    text = text_or_file(value, flag)
     if not text.strip():
         raise UsageError(f"{flag}: the grammar is empty")
     return Constraint(text, None, flag)

@@ -212,6 +212,13 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
     if args.prefill is not None and (not scripted or args.batch is not None or args.check):
         raise UsageError("--prefill starts the reply of -p TEXT or of text on stdin (in the chat, /continue goes on "
                          "with a reply)")
+    if args.system_file is not None:
+        if args.system is not None:
+            raise UsageError("-sys and -sysf: one system message, from the flag or from a file")
+        from ..core.structured import text_or_file
+
+        text = text_or_file("@" + args.system_file, "-sysf")
+        args.system = text[:-1] if text.endswith("\n") else text
     if args.check and (args.prompt is not None or args.show_prompt or args.system is not None or args.resume):
         raise UsageError("--check runs its own conversation; drop -p, -sys, --show-prompt and --resume")
     if args.server is not None:

@@ -221,7 +221,9 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     run.add_argument("-f", "--file", metavar="PATH", action="append", default=[], dest="files", type=_named,
                      help="add a text file (or a pipe: <(git diff)) to the message, fenced and named by its path "
                           "(repeatable; after text piped into stdin, before -p's); in the chat, to the first message")
-    run.add_argument("-sys", "--system", metavar="TEXT", help="the system message")
+    run.add_argument("-sys", "--system", "--system-prompt", metavar="TEXT", help="the system message")
+    run.add_argument("-sysf", "--system-prompt-file", metavar="FILE", dest="system_file", type=_named,
+                     help="the system message, from FILE (one newline at its end dropped, as llama.cpp drops it)")
     run.add_argument("--json", action="store_true", help="print one JSON object: reply, counts, stop reason, timings "
                                                          "(errors too)")
     run.add_argument("--show-prompt", action="store_true", help="print the prompt the model would see, special "
