@@ -13,6 +13,7 @@ from rml_chat.core.model import ModelError, load_model
 from rml_chat.core.session import ChatError, ChatSession, Conversation, SessionOptions
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
+from rml_chat.frontends.flags import build_parser
 from tokenizer.chat import segments_text
 
 GREEDY = Sampling(temp=0.0, seed=1, max_tokens=48)
@@ -168,6 +169,21 @@ def test_system_prompt_file_and_llama_cpps_long_names_reach_the_prompt(tmp_path)
     assert (missing.returncode, missing.stderr.splitlines()) == (2, [
         f"rml-chat: usage: -sysf: {tmp_path / 'nothing.txt'}: No such file or directory (rml-chat --help lists the "
         "flags)"])
+
+
+def test_a_llama_cli_command_runs_here_its_model_flag_the_model() -> None:
+    """``-m MODEL`` is the model (argparse read ``-m`` as an abbreviation of ``-md``: the file became the
+    draft of the default model); ``--jinja`` is what rml-chat does anyway; ``--context-shift`` and
+    ``--no-context-shift`` take no value, as in llama.cpp."""
+    done = _cli("-m", str(model_path("smollm2")), "--jinja", "--no-context-shift", "-p", "Hi", "-n", "2", "--json")
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["model"] == "SmolLM2-135M-Instruct.Q4_1", done.stderr
+    assert report["speculative"]["type"] == "none"
+    twice = _cli(str(model_path("smollm2")), "-m", str(model_path("smollm2")), "-p", "Hi")
+    assert twice.returncode == 2 and "one MODEL at a time, not 2" in twice.stderr
+    parse = build_parser().parse_args
+    assert [parse(argv).context_shift for argv in (["--context-shift"], ["--no-context-shift"], [],
+                                                   ["--context-shift", "--no-context-shift"])] == ["on", "off", "off", "off"]
 
 
 def test_a_missing_default_model_says_how_to_install_it(monkeypatch, tmp_path) -> None:

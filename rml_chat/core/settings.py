@@ -243,7 +243,7 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="POLICY"),
     Setting("context_shift", ("--context-shift",), choice("on", "off"), "off", CONTEXT,
             "when a reply fills the context: the oldest exchanges leave the model's window and the reply goes on "
-            "(off: the reply is cut)", True, metavar="on|off"),
+            "(off: the reply is cut)", True, metavar="on|off", bare="on"),
     Setting("prompt_cache", ("--prompt-cache",), choice("on", "off"), "on", CONTEXT,
             "-p, --batch and --check: keep llama.cpp's state after a run, and restore the prefix a later prompt "
             "shares with it ($RML_CHAT_PROMPT_CACHE: off, or the folder; $RML_CHAT_PROMPT_CACHE_MAX: its size, 2G)",

