@@ -77,8 +77,8 @@ def read_attachment(path: str, flag: str = "--file", pipes: bool = False) -> Att
     if info.st_size > MAX_FILE_BYTES:
         raise FileRefused(f"{flag} {path}: {info.st_size} bytes; a file up to {MAX_FILE_BYTES} bytes is read "
                           "(no context holds more)")
-    try:  # (a file that grew since its size was read: cut there)
-        data = read_limited(where, MAX_FILE_BYTES)
+    try:
+        data = read_limited(where, MAX_FILE_BYTES)  # (a file that grew since its size was read: cut there)
     except OSError as err:
         raise FileRefused(f"{flag} {path}: {err.strerror or err}") from None
     nul = data.find(b"\0")

