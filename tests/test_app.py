@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
-from conftest import model_path, oracle
+from conftest import fetch, model_path, oracle
 
 from rml_chat.core.model import ModelError, load_model
 from rml_chat.core.session import ChatError, ChatSession, Conversation, SessionOptions
 from rml_chat.engines.base import Sampling
 from rml_chat.engines.local import LocalEngine
+from rml_chat.errors import UsageError
 from rml_chat.frontends.flags import build_parser
 from tokenizer.chat import segments_text
 
@@ -184,6 +186,29 @@ def test_a_llama_cli_command_runs_here_its_model_flag_the_model() -> None:
     parse = build_parser().parse_args
     assert [parse(argv).context_shift for argv in (["--context-shift"], ["--no-context-shift"], [],
                                                    ["--context-shift", "--no-context-shift"])] == ["on", "off", "off", "off"]
+
+
+def test_every_short_flag_of_llama_cpps_is_ours_or_unrecognized_never_misread() -> None:
+    """llama.cpp's flags, read off its arg.cpp: a short one that rml-chat takes means what it means there
+    (``-s`` the seed, ``-hfr`` the repository, ``-jf`` a schema's file); any other is an unrecognized
+    argument. argparse had read ``-cnv`` as ``-c nv``, ``-mli`` as a model named ``li`` and ``-jf`` as
+    ``-j f``."""
+    names = re.findall(r'\{\s*("-[^"]+"(?:\s*,\s*"-[^"]+")*)\s*\}', fetch.llama_common("arg.cpp").read_text())
+    spellings = [re.findall(r'"(-[^"]+)"', group) for group in names]
+    parser = build_parser()
+    ours = parser._option_string_actions
+    shared = 0
+    for spelling in spellings:
+        for flag in (flag for flag in spelling if not flag.startswith("--")):
+            if flag in ours:
+                same = {ours[other].dest for other in spelling if other in ours}
+                assert len(same) == 1, (flag, spelling)  # (where both names are ours, they are one flag)
+                shared += 1
+                continue
+            with pytest.raises(UsageError, match=f"^unrecognized arguments: {re.escape(flag)}$"):
+                parser.parse_args([flag, "1"])
+    assert {"-s", "-hfr", "-hff", "-jf", "-m", "-md", "-c", "-n", "-t", "-fa", "-ngl"} <= set(ours) and shared > 20
+    assert parser.parse_args(["-s", "7", "-jf", "schema.json"]).seed == 7
 
 
 def test_a_missing_default_model_says_how_to_install_it(monkeypatch, tmp_path) -> None:

@@ -114,6 +114,7 @@ def test_a_bad_value_of_every_flag_is_a_usage_error_naming_the_flag(flag: str, v
 @pytest.mark.parametrize(("args", "words"), [
     (["--chat-format", "lama3", "-p", "x"], "unknown chat format 'lama3'"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["-cnv", "-p", "x"], "unrecognized arguments: -cnv"),  # (llama-cli's; not -c with the value 'nv')
     (["-n"], "expected one argument"),
     (["--check", "-p", "x"], "--check runs its own conversation"),
     (["a.gguf", "b.gguf", "-p", "x"], "one MODEL at a time, not 2 (--check takes several)"),

