@@ -188,6 +188,7 @@ def test_a_llama_cli_command_runs_here_its_model_flag_the_model() -> None:
                                                    ["--context-shift", "--no-context-shift"])] == ["on", "off", "off", "off"]
 
 
+@pytest.mark.whitebox  # (argparse's table of option strings)
 def test_every_short_flag_of_llama_cpps_is_ours_or_unrecognized_never_misread() -> None:
     """llama.cpp's flags, read off its arg.cpp: a short one that rml-chat takes means what it means there
     (``-s`` the seed, ``-hfr`` the repository, ``-jf`` a schema's file); any other is an unrecognized
