@@ -173,7 +173,7 @@ def test_system_prompt_file_and_llama_cpps_long_names_reach_the_prompt(tmp_path)
         "flags)"])
 
 
-def test_a_llama_cli_command_runs_here_its_model_flag_the_model() -> None:
+def test_a_llama_cli_command_runs_here_its_model_flag_the_model(tmp_path) -> None:
     """``-m MODEL`` is the model (argparse read ``-m`` as an abbreviation of ``-md``: the file became the
     draft of the default model); ``--jinja`` is what rml-chat does anyway; ``--context-shift`` and
     ``--no-context-shift`` take no value, as in llama.cpp."""
@@ -183,6 +183,13 @@ def test_a_llama_cli_command_runs_here_its_model_flag_the_model() -> None:
     assert report["speculative"]["type"] == "none"
     twice = _cli(str(model_path("smollm2")), "-m", str(model_path("smollm2")), "-p", "Hi")
     assert twice.returncode == 2 and "one MODEL at a time, not 2" in twice.stderr
+    schema = tmp_path / "schema.json"  # (-jf FILE: -j @FILE)
+    schema.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}))
+    shaped = _cli(str(model_path("smollm2")), "-jf", str(schema), "-p", "Give a.", "--temp", "0", "--json")
+    assert shaped.returncode == 0 and isinstance(json.loads(json.loads(shaped.stdout)["reply"])["a"], int)
+    both = _cli(str(model_path("smollm2")), "-jf", str(schema), "-j", "{}", "-p", "Hi")
+    assert (both.returncode, both.stderr.splitlines()) == (2, [
+        "rml-chat: usage: -j and -jf: one schema, inline or from a file (rml-chat --help lists the flags)"])
     parse = build_parser().parse_args
     assert [parse(argv).context_shift for argv in (["--context-shift"], ["--no-context-shift"], [],
                                                    ["--context-shift", "--no-context-shift"])] == ["on", "off", "off", "off"]

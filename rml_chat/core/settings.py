@@ -115,6 +115,7 @@ class Setting:
     metavar: str = "X"
     default_text: str = ""         # the default as --help says it, when not the value itself
     bare: str | None = None        # what the flag alone means (``--hidethinking`` is ``--hidethinking on``)
+    off_flag: str | None = None    # llama.cpp's ``--no-X``: that flag alone is ``X off``
 
     @property
     def flag(self) -> str:
@@ -243,7 +244,7 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="POLICY"),
     Setting("context_shift", ("--context-shift",), choice("on", "off"), "off", CONTEXT,
             "when a reply fills the context: the oldest exchanges leave the model's window and the reply goes on "
-            "(off: the reply is cut)", True, metavar="on|off", bare="on"),
+            "(off: the reply is cut)", True, metavar="on|off", bare="on", off_flag="--no-context-shift"),
     Setting("prompt_cache", ("--prompt-cache",), choice("on", "off"), "on", CONTEXT,
             "-p, --batch and --check: keep llama.cpp's state after a run, and restore the prefix a later prompt "
             "shares with it ($RML_CHAT_PROMPT_CACHE: off, or the folder; $RML_CHAT_PROMPT_CACHE_MAX: its size, 2G)",

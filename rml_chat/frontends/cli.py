@@ -175,6 +175,16 @@ def run() -> None:
     os._exit(code)
 
 
+def _inline_or_file(inline: str | None, path: str | None, both: str) -> str | None:
+    """A value given inline, or by the flag's file twin of llama.cpp's (``-jf``, ``-sysf``) as ``@PATH``, read
+    where an inline ``@FILE`` is read; both given: ``both``, a usage line."""
+    if path is None:
+        return inline
+    if inline is not None:
+        raise UsageError(both)
+    return "@" + path
+
+
 def _main(argv: list[str], phase: list[str], free: bool) -> int:
     args = build_parser(full_help=bool({"-h", "--help"} & set(argv))).parse_args(argv)
     text_under_policy(args)
@@ -198,10 +208,8 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
     if sys.stdin is None and args.prompt is None and not args.check and args.batch in (None, "-"):
         raise AppError("stdin is closed: give -p TEXT or --batch FILE, or run rml-chat on a terminal", "input")
     scripted = args.prompt is not None or sys.stdin is None or not sys.stdin.isatty() or args.batch is not None
-    if args.json_schema_file is not None:  # (llama.cpp's -jf FILE: -j @FILE)
-        if args.json_schema is not None:
-            raise UsageError("-j and -jf: one schema, inline or from a file")
-        args.json_schema = "@" + args.json_schema_file
+    args.json_schema = _inline_or_file(args.json_schema, args.json_schema_file, "-j and -jf: one schema, inline or "
+                                                                                 "from a file")
     shapes = [flag for flag, value in (("--json-schema", args.json_schema), ("--grammar", args.grammar),
                                        ("--grammar-file", args.grammar_file)) if value is not None]
     if len(shapes) > 1:
@@ -217,12 +225,11 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
     if args.prefill is not None and (not scripted or args.batch is not None or args.check):
         raise UsageError("--prefill starts the reply of -p TEXT or of text on stdin (in the chat, /continue goes on "
                          "with a reply)")
-    if args.system_file is not None:
-        if args.system is not None:
-            raise UsageError("-sys and -sysf: one system message, from the flag or from a file")
+    if args.system_file is not None:  # (-sys TEXT is the text as given, @ or not: only -sysf reads a file)
         from ..core.structured import text_or_file
 
-        text = text_or_file("@" + args.system_file, "-sysf")
+        text = text_or_file(_inline_or_file(args.system, args.system_file, "-sys and -sysf: one system message, "
+                                                                            "from the flag or from a file"), "-sysf")
         args.system = text[:-1] if text.endswith("\n") else text
     if args.check and (args.prompt is not None or args.show_prompt or args.system is not None or args.resume):
         raise UsageError("--check runs its own conversation; drop -p, -sys, --show-prompt and --resume")

@@ -293,8 +293,9 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                                        **({"nargs": "?", "const": row.bare} if row.bare else {}),
                                        help=f"{row.help}; {row.parse.allowed} (default: "
                                             f"{row.default_text or row.default})")
-    groups[CONTEXT].add_argument("--no-context-shift", dest="context_shift", action=_GivenConst, const="off",
-                                 help="--context-shift off, as llama.cpp names it")
+        if row.off_flag:
+            groups[row.group].add_argument(row.off_flag, dest=row.name, action=_GivenConst, const="off",
+                                           help=f"{row.flag} off, as llama.cpp names it")
     groups[OUTPUT].add_argument("--jinja", action="store_true",
                                 help="llama.cpp's flag, accepted so its commands run here: rml-chat always writes the "
                                      "prompt the model's Jinja template writes")
