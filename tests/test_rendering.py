@@ -204,13 +204,15 @@ MARKDOWN_PIECES = ["a", "word", " ", "  ", "\n", "\n\n", "*", "**", "_", "`", "`
 def test_random_replies_draw_the_same_screen_whole_and_in_pieces() -> None:
     """Replies put together at random (seeded) from Markdown's marks, words longer than the row and wide
     characters: the screen is the same whether the reply comes whole or in pieces of 1, 2, 3 or 7. (A word
-    that does not fit after other text starts the next row either way, and ``> >`` is a quote in a quote.)"""
+    that does not fit after other text starts the next row either way, and ``> >`` is a quote in a quote.)
+    Terminals as narrow as 2 columns too (a split pane): a word moved to the next row is rubbed out where it
+    stood, which works only if the terminal never wrapped it there itself."""
     import random
 
     chance = random.Random(1207)
-    for _ in range(300):
+    for _ in range(400):
         reply = "".join(chance.choice(MARKDOWN_PIECES) for _ in range(chance.randrange(1, 30)))
-        columns = chance.choice([11, 20, 33, 80])
+        columns = chance.choice([2, 5, 10, 11, 20, 33, 80])
         whole = drawn(reply, len(reply), columns)[0]
         for pieces in (1, 2, 3, 7):
             assert drawn(reply, pieces, columns)[0] == whole, (reply, columns, pieces)

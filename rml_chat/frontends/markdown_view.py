@@ -292,7 +292,7 @@ class _Rows:
 
     def start(self, first: list[Run], rest: list[Run]) -> None:
         width = self.view.columns()
-        self.limit, self.rest = max(width - 1, 10), rest
+        self.limit, self.rest = max(width - 1, 1), rest
         self.column, self.word, self.fresh = 0, [], True
         self._put(first)
 
@@ -369,7 +369,7 @@ class _Rows:
 
     def code_start(self) -> None:
         self.code_width = self.view.columns()
-        self.limit = max(self.code_width - 1, 10)
+        self.limit = max(self.code_width - 1, 1)
         self.column, self.code_rows = 0, 1
         self.pending.append(self.view.paint(0) + CODE_MARGIN)
         self.column = len(CODE_MARGIN)
@@ -380,11 +380,12 @@ class _Rows:
     def _code(self, text: str, codes: str) -> None:
         """Code characters in SGR ``codes`` (empty: none), folded at the edge onto a row that starts with ``↪``."""
         resume = f"\x1b[0;{codes}m" if codes else RESET
+        fold = FOLD if len(FOLD) + 2 <= self.limit else ""  # (a row too narrow for the mark and a wide character: none)
         for char in text:
             size = cells(char)
             if self.column + size > self.limit:
-                self.pending.append("\x1b[0;2m\n" + FOLD + resume)
-                self.column, self.code_rows = len(FOLD), self.code_rows + 1
+                self.pending.append("\x1b[0;2m\n" + fold + resume)
+                self.column, self.code_rows = len(fold), self.code_rows + 1
             self.pending.append(char)
             self.column += size
 
