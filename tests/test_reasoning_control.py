@@ -187,6 +187,32 @@ def test_the_line_view_rewrites_one_line_and_ends_with_a_summary() -> None:
     assert hidden.getvalue() == ""
 
 
+@pytest.mark.parametrize("columns", [80, 24, 8])
+def test_the_line_never_wraps_whatever_the_thought_holds(monkeypatch, columns) -> None:
+    """The line is rewritten in place (``\\r``, cleared), so a line that wrapped would leave its first row on
+    screen at every rewrite: wide characters (a thought in Chinese) take two cells each, a control character
+    is shown as two (``^[``), and the terminal may be narrower than the label."""
+    from rml_chat.terminal import cells
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = _Tty()
+    view = ThoughtView("line", hidden=False, out=out)
+    thought = ["用户想要一种颜色。", "我应该回答蓝色", "\x1b]0;x\x07", "\n\n  ", "👋" * 50] + ["and a long thought, "] * 3000
+    for chunk in thought:
+        view.thought(chunk)
+    view.answer()
+    rows = [re.sub(r"\x1b\[[0-9;]*m", "", row) for row in out.getvalue().split("\r\x1b[K")[1:]]
+    assert len(rows) == len(thought) + 1
+    assert all(cells(row.rstrip("\n")) <= columns - 1 for row in rows), max(rows, key=cells)
+    if columns == 80:
+        assert rows[1] == "thinking: 用户想要一种颜色。我应该回答蓝色"
+        assert rows[2].endswith("我应该回答蓝色^[]0;x^G")
+        assert rows[-2].endswith("a long thought, and a long thought,")  # (the end, its spaces run together)
+        assert re.fullmatch(r"thought: 12001 words, \d+\.\d s \(/thought\)\n\n", rows[-1])
+    if columns == 8:
+        assert rows[-2] == "thinkin" and rows[-1] == "thought\n\n"
+
+
 def test_the_repl_collapses_the_thought_to_a_line_and_shows_it_whole_on_demand(copies, tmp_path) -> None:
     from test_repl import Terminal
 

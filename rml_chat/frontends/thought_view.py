@@ -9,12 +9,17 @@ thought as it grows and, once the answer starts, says how long it was (``line``,
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import time
 from typing import TextIO
 
-from ..terminal import dim, is_terminal, rewrite_line
+from ..terminal import cells, dim, is_terminal, one_row, rewrite_line, visible
+
+LABEL = "thinking: "
+RECENT_CHARS = 1024  # the thought's end kept for the line: more than any terminal row shows
+_SPACES = re.compile(r"\s+")
 
 
 class ThoughtView:
@@ -23,6 +28,7 @@ class ThoughtView:
     def __init__(self, mode: str, hidden: bool, out: TextIO | None = None):
         self.mode, self.hidden, self.out = mode, hidden, out or sys.stdout
         self.text, self.started, self.open = "", 0.0, False  # open: a thought is on screen, its line not ended
+        self.recent = ""  # the thought's end, its spaces and line ends run together (``line``)
 
     def thought(self, chunk: str) -> None:
         if not chunk or self.hidden:
@@ -33,9 +39,10 @@ class ThoughtView:
         if self.mode == "full":
             self.out.write(dim(chunk, is_terminal(self.out)))
         else:
-            width = shutil.get_terminal_size((80, 24)).columns - len("thinking: ") - 1
-            tail = " ".join(self.text.split())[-max(width, 10):]
-            self.out.write(rewrite_line(dim("thinking: " + tail, is_terminal(self.out))))
+            self.recent = _SPACES.sub(" ", self.recent + chunk).lstrip()[-RECENT_CHARS:]
+            room = shutil.get_terminal_size((80, 24)).columns - 1 - len(LABEL)
+            line = one_row([LABEL + last_cells(visible(self.recent.rstrip()), room)])  # (never wraps: rewritten)
+            self.out.write(rewrite_line(dim(line, is_terminal(self.out))))
         self.out.flush()
         self.open = True
 
@@ -51,7 +58,21 @@ class ThoughtView:
             return
         if self.mode == "line":
             spent = time.perf_counter() - self.started
-            self.out.write(rewrite_line(dim(f"thought: {len(self.text.split())} words, {spent:.1f} s (/thought)",
-                                            is_terminal(self.out))))
+            words = len(self.text.split())
+            line = one_row([f"thought: {words} words, {spent:.1f} s (/thought)", f"thought: {words} words", "thought"])
+            self.out.write(rewrite_line(dim(line, is_terminal(self.out))))
         self.out.write("\n")
         self.open = False
+
+
+def last_cells(text: str, room: int) -> str:
+    """The end of ``text`` that takes at most ``room`` terminal cells (a wide character two)::
+
+        >>> last_cells("the colour 藍色", 6)
+        'r 藍色'
+    """
+    start, used = len(text), 0
+    while start and used + cells(text[start - 1]) <= room:
+        start -= 1
+        used += cells(text[start])
+    return text[start:]
