@@ -168,6 +168,29 @@ def test_unknown_command_and_bad_set_are_explained(session, tmp_path, capsys) ->
     assert "--ctx-size is set when rml-chat starts: leave, then rml-chat --resume --ctx-size 8192" in out
 
 
+def test_ollamas_and_llama_clis_commands_do_here_what_they_do_there(session, tmp_path, capsys) -> None:
+    """Someone who has typed /bye and /set parameter for a year types them here too: each runs as ours where
+    ours does the same, else is one line saying what does (never "unknown command")."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Milk.")
+    keys = ["/set parameter temperature 0.3", "/set parameter num_predict 9", "/set parameter num_ctx 8192",
+            "/set  system  Be brief.", "/show system", "/set format json", "/set noformat", f"/read {notes}",
+            "/show modelfile", "/set verbose", "/load qwen3:8b", "/set think", "/?", "/bye", "never sent"]
+    try:
+        out = drive(session, ENTER.join(keys) + ENTER, tmp_path, capsys)
+    finally:
+        session.options.sampling.temp, session.options.sampling.max_tokens = 0.0, 12
+    assert "temp = 0.3" in out and "max-tokens = 9" in out
+    assert "--ctx-size is set when rml-chat starts: leave, then rml-chat --resume --ctx-size 8192" in out
+    assert session.conversation.system == "Be brief." and "system message: 'Be brief.'" in out
+    assert "replies follow a JSON schema now (/schema off to stop)" in out and "replies are free text again" in out
+    assert "notes.txt" in out and "/show modelfile is ollama's: rml-chat reads no Modelfile" in out
+    assert "/set verbose is ollama's: the figures of each reply are the dim line after it" in out
+    assert "/load: there is no file qwen3:8b (/load reads a chat saved with /save; one chat opens one model" in out
+    assert "/regen" in out and "unknown command" not in out  # (/? is the help; /set think: the model has no switch)
+    assert session.conversation.messages == []  # (/bye left: the last line was never sent)
+
+
 def test_a_fenced_block_is_one_history_entry_and_the_history_file_is_the_owners(session, tmp_path, capsys) -> None:
     drive(session, '"""' + ENTER + "line one" + ENTER + 'line two"""' + ENTER + "plain" + ENTER
           + '"""closed at once"""' + ENTER, tmp_path, capsys)

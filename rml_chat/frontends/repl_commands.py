@@ -25,6 +25,7 @@ from ..engines.sampler_chain import describe, stages
 from ..errors import NOT_A_FILE
 from ..text_input import whole_number
 from ..words import counted
+from .other_commands import LOAD_MODEL, as_ours
 from .prompt_view import marked_prompt
 from .reply_display import SETTINGS as DISPLAYED
 from .transcript import OSC52_LIMIT, as_markdown, code_blocks, osc52
@@ -102,6 +103,13 @@ class Commands:
         return [*self.table, "/quit"]
 
     def run(self, line: str) -> bool:
+        theirs = as_ours(line, frozenset(self.names()))  # (ollama's /bye, llama-cli's /read …)
+        if theirs is not None:
+            if theirs.note:
+                self.say(theirs.note)
+            if theirs.line is None:
+                return False
+            line = theirs.line
         name, _, rest = line.strip().partition(" ")
         entry = self.table.get("/exit" if name == "/quit" else name)
         if entry is None:
@@ -124,6 +132,8 @@ class Commands:
     def _help(self, _: str) -> None:
         for name, (_, text) in self.table.items():
             self.say(f"  {name:8} {text}")
+        self.say("  (ollama's and llama-cli's commands work too: /bye, /set parameter NAME VALUE, /show info, "
+                 "/read FILE …)")
         self.say("keys:")
         for key, text in KEYS:
             self.say(f"  {key:10} {text}")
@@ -241,6 +251,9 @@ class Commands:
             self.say("usage: /load FILE")
             return
         source = user_path(path)
+        if not source.exists() and not source.is_symlink():
+            self.say(f"/load: there is no file {path} (/load reads a chat saved with /save; {LOAD_MODEL})")
+            return
         loaded = Conversation.load(source)
         self.session.conversation = loaded
         restored, why = self.session.restore_state(state_path(source))
@@ -275,8 +288,8 @@ class Commands:
         constraint = make(text)
         check(constraint, self.session.engine)
         self.session.options.constraint = constraint
-        self.say(f"replies follow {constraint.describe()} now (/{'schema' if constraint.schema else 'grammar'} off "
-                 "to stop)")
+        command = "/schema" if constraint.schema is not None else "/grammar"  # (a schema may be {}: any JSON)
+        self.say(f"replies follow {constraint.describe()} now ({command} off to stop)")
 
     def _file(self, arg: str) -> None:
         held = self.repl.files
