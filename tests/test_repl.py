@@ -180,9 +180,10 @@ def test_ollamas_and_llama_clis_commands_do_here_what_they_do_there(session, tmp
         out = drive(session, ENTER.join(keys) + ENTER, tmp_path, capsys)
     finally:
         session.options.sampling.temp, session.options.sampling.max_tokens = 0.0, 12
+        system, session.conversation.system = session.conversation.system, None
     assert "temp = 0.3" in out and "max-tokens = 9" in out
     assert "--ctx-size is set when rml-chat starts: leave, then rml-chat --resume --ctx-size 8192" in out
-    assert session.conversation.system == "Be brief." and "system message: 'Be brief.'" in out
+    assert system == "Be brief." and "system message: 'Be brief.'" in out
     assert "replies follow a JSON schema now (/schema off to stop)" in out and "replies are free text again" in out
     assert "notes.txt" in out and "/show modelfile is ollama's: rml-chat reads no Modelfile" in out
     assert "/set verbose is ollama's: the figures of each reply are the dim line after it" in out
