@@ -173,6 +173,22 @@ def test_system_prompt_file_and_llama_cpps_long_names_reach_the_prompt(tmp_path)
         "flags)"])
 
 
+def test_an_ollama_run_command_runs_here_the_words_after_the_model_its_prompt() -> None:
+    """``ollama run MODEL why is the sky blue``: the words after the model are a one-turn prompt, as -p's (they
+    were a second MODEL: a usage line); piped text goes first, as with -p. A word that names a file is still a
+    second model, and -p beside the words is one prompt too many."""
+    model = str(model_path("smollm2"))
+    shown = _cli(model, "Name", "a", "colour.", "--show-prompt", stdin="in the garden")
+    assert shown.returncode == 0 and "user\nin the garden\n\nName a colour.⟦<|im_end|>⟧" in shown.stdout, shown.stderr
+    replied = _cli("-m", model, "Name a colour.", "-n", "3", "--temp", "0", "--json")
+    assert replied.returncode == 0 and json.loads(replied.stdout)["completion_tokens"] == 3, replied.stderr
+    twice = _cli(model, "Name a colour.", "-p", "Hi")
+    assert twice.returncode == 2 and "a prompt twice: -p TEXT and the words after the model ('Name a colour.')" \
+        in twice.stderr
+    two_models = _cli(model, model, "-p", "Hi")
+    assert two_models.returncode == 2 and "one MODEL at a time, not 2" in two_models.stderr
+
+
 def test_a_llama_cli_command_runs_here_its_model_flag_the_model(tmp_path) -> None:
     """``-m MODEL`` is the model (argparse read ``-m`` as an abbreviation of ``-md``: the file became the
     draft of the default model); ``--jinja`` is what rml-chat does anyway; ``--context-shift`` and

@@ -117,7 +117,7 @@ def test_a_bad_value_of_every_flag_is_a_usage_error_naming_the_flag(flag: str, v
     (["-cnv", "-p", "x"], "unrecognized arguments: -cnv"),  # (llama-cli's; not -c with the value 'nv')
     (["-n"], "expected one argument"),
     (["--check", "-p", "x"], "--check runs its own conversation"),
-    (["a.gguf", "b.gguf", "-p", "x"], "one MODEL at a time, not 2 (--check takes several)"),
+    (["a.gguf", "b.gguf", "-p", "x"], "one MODEL at a time, not 2 (--check takes several;"),
     (["--strict", "-p", "x"], "--strict, --no-reply and --junit go with --check"),
 ])
 @pytest.mark.offline

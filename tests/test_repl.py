@@ -187,7 +187,8 @@ def test_ollamas_and_llama_clis_commands_do_here_what_they_do_there(session, tmp
     assert "replies follow a JSON schema now (/schema off to stop)" in out and "replies are free text again" in out
     assert "notes.txt" in out and "/show modelfile is ollama's: rml-chat reads no Modelfile" in out
     assert "/set verbose is ollama's: the figures of each reply are the dim line after it" in out
-    assert "/load: there is no file qwen3:8b (/load reads a chat saved with /save; one chat opens one model" in out
+    assert "qwen3:8b: can't read (No such file or directory) (/load reads a chat saved with /save; one chat opens " \
+           "one model" in out
     assert "/regen" in out and "unknown command" not in out  # (/? is the help; /set think: the model has no switch)
     assert session.conversation.messages == []  # (/bye left: the last line was never sent)
 

@@ -36,6 +36,8 @@ from .flags import api_key, build_parser, text_under_policy
 from .signals import detach_stdout, end_on_signals
 
 if TYPE_CHECKING:
+    import argparse
+
     from ..core.session import ChatSession
 
 def versions() -> str:
@@ -185,13 +187,29 @@ def _inline_or_file(inline: str | None, path: str | None, both: str) -> str | No
     return "@" + path
 
 
+def _words_after_the_model(args: argparse.Namespace) -> list[str]:
+    """ollama's ``ollama run MODEL why is the sky blue``: the words after MODEL (all of them, where -m or -hf
+    names the model) are a one-turn prompt, as -p's. None of them may name a file: that is a second model,
+    a mistake to say (``rml-chat a.gguf b.gguf``)."""
+    words = args.model if args.model_flag or args.hf_repo else args.model[1:]
+    if any(user_path(word).exists() or word.lower().endswith(".gguf") for word in words):
+        return []
+    return words
+
+
 def _main(argv: list[str], phase: list[str], free: bool) -> int:
     args = build_parser(full_help=bool({"-h", "--help"} & set(argv))).parse_args(argv)
     text_under_policy(args)
+    words = [] if args.check else _words_after_the_model(args)
+    if words and args.prompt is not None:
+        raise UsageError(f"a prompt twice: -p TEXT and the words after the model ({' '.join(words)!r})")
+    if words:
+        args.prompt, args.model = " ".join(words), args.model[:len(args.model) - len(words)]
     args.models = [*args.model, *args.model_flag]  # (MODEL or llama.cpp's -m MODEL: one list)
     args.model = args.models[0] if args.models else None
     if len(args.models) > 1 and not args.check:
-        raise UsageError(f"one MODEL at a time, not {len(args.models)} (--check takes several)")
+        raise UsageError(f"one MODEL at a time, not {len(args.models)} (--check takes several; words after the model "
+                         "that name no file are its prompt, as in ollama run MODEL PROMPT)")
     if (args.strict or args.no_reply or args.junit) and not args.check:
         raise UsageError("--strict, --no-reply and --junit go with --check")
     if args.version:

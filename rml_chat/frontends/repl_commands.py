@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..core.attachments import Attachment, read_attachment
-from ..core.conversation import Conversation, window_note
+from ..core.conversation import ChatError, Conversation, window_note
 from ..core.paths import typed_path, user_path
 from ..core.sampling_sources import set_by
 from ..core.session import ChatSession
@@ -251,10 +251,12 @@ class Commands:
             self.say("usage: /load FILE")
             return
         source = user_path(path)
-        if not source.exists() and not source.is_symlink():
-            self.say(f"/load: there is no file {path} (/load reads a chat saved with /save; {LOAD_MODEL})")
-            return
-        loaded = Conversation.load(source)
+        try:
+            loaded = Conversation.load(source)
+        except ChatError as err:
+            if source.exists():
+                raise
+            raise ChatError(f"{err} (/load reads a chat saved with /save; {LOAD_MODEL})") from None
         self.session.conversation = loaded
         restored, why = self.session.restore_state(state_path(source))
         if restored:
