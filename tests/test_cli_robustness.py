@@ -111,6 +111,19 @@ def test_a_bad_value_of_every_flag_is_a_usage_error_naming_the_flag(flag: str, v
     assert flag in line and repr(value) in line and "must be" in line
 
 
+LONG_NAME = "a" * 5000  # (longer than a path may be: stat() says ENAMETOOLONG, where a missing file says ENOENT)
+
+
+@pytest.mark.parametrize("args", [[LONG_NAME], ["--functions", LONG_NAME],
+                                  ["--weights", LONG_NAME], ["--server", "http://127.0.0.1:9/", LONG_NAME]])
+def test_a_name_too_long_for_a_path_is_one_line(args: list[str]) -> None:
+    """A name past the system's limit for a path, where a model, a chat or a file is named: pathlib's exists()
+    raised OSError for it (it returns False for a file that isn't there), and the run ended in an internal
+    error."""
+    line = one_line_error(run(*args, "-p", "hi"), 1)
+    assert line == "rml-chat: input: " + "a" * 40 + "… (5000 characters): a name too long for a path"
+
+
 @pytest.mark.parametrize(("args", "words"), [
     (["--chat-format", "lama3", "-p", "x"], "unknown chat format 'lama3'"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),

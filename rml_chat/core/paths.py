@@ -27,6 +27,19 @@ def user_path(text: str | os.PathLike) -> Path:
     return Path(os.path.expanduser(text))
 
 
+def names_a_file(text: str) -> bool:
+    """Whether ``text``, as a user gave it, is the path of something that is there. A name too long for a
+    path (a prompt's words, ``ollama run MODEL PROMPT``) is not one: ``Path.exists`` raised OSError for it::
+
+        >>> names_a_file("~"), names_a_file("a" * 5000)
+        (True, False)
+    """
+    try:
+        return user_path(text).exists()
+    except (OSError, ValueError):  # (ENAMETOOLONG; a NUL)
+        return False
+
+
 def typed_path(text: str) -> str:
     """A path typed at the chat's prompt, where no shell reads it: quoted, or its spaces escaped with a
     backslash, as a terminal writes a file dragged into it (GNOME Terminal quotes it, macOS Terminal and

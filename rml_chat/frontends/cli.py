@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeGuard
 
-from ..core.paths import user_path
+from ..core.paths import names_a_file
 from ..errors import (
     EXIT_CLOSED,
     EXIT_ERROR,
@@ -106,6 +106,9 @@ def main(argv: Sequence[str] | None = None, *, free: bool = True) -> int:
 
         if isinstance(err, ChatFormatError):
             return report(str(err), "chat format", 1, as_json)
+        if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:  # (pathlib's exists() raises it)
+            name = str(err.filename or "")
+            return report(f"{name[:40]}… ({len(name)} characters): a name too long for a path", "input", 1, as_json)
         if verbose:
             traceback.print_exc()
         return report(f"internal error ({type(err).__name__}: {err}); please report it"
@@ -192,7 +195,7 @@ def _words_after_the_model(args: argparse.Namespace) -> list[str]:
     names the model) are a one-turn prompt, as -p's. None of them may name a file: that is a second model,
     a mistake to say (``rml-chat a.gguf b.gguf``)."""
     words = args.model if args.model_flag or args.hf_repo else args.model[1:]
-    if any(user_path(word).exists() or word.lower().endswith(".gguf") for word in words):
+    if any(names_a_file(word) or word.lower().endswith(".gguf") for word in words):
         return []
     return words
 
@@ -276,7 +279,7 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
 
         cap = args.sessions_max if args.sessions_max is not None else _cap_from_environment(parse_size, default_cap())
     phase[0] = "loading"
-    if args.hf_repo or args.hf_file or any(not user_path(m).exists() for m in args.models):
+    if args.hf_repo or args.hf_file or any(not names_a_file(m) for m in args.models):
         from .models_list import name_the_models
 
         name_the_models(args, say)
