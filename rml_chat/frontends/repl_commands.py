@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ..core.attachments import Attachment, read_attachment
 from ..core.conversation import ChatError, Conversation, window_note
-from ..core.paths import typed_path, user_path
+from ..core.paths import names_a_file, typed_path, user_path
 from ..core.sampling_sources import set_by
 from ..core.session import ChatSession
 from ..core.sessions import name_problem
@@ -254,7 +254,7 @@ class Commands:
         try:
             loaded = Conversation.load(source)
         except ChatError as err:
-            if source.exists():
+            if names_a_file(path):
                 raise
             raise ChatError(f"{err} (/load reads a chat saved with /save; {LOAD_MODEL})") from None
         self.session.conversation = loaded
