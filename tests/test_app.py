@@ -189,6 +189,24 @@ def test_an_ollama_run_command_runs_here_the_words_after_the_model_its_prompt() 
     assert two_models.returncode == 2 and "one MODEL at a time, not 2" in two_models.stderr
 
 
+def test_ollama_runs_flags_mean_here_what_they_mean_there() -> None:
+    """``--format json|SCHEMA`` is -j, ``--nowordwrap`` is --markdown off, ``--think`` alone is on and
+    ``--think=false`` off (as llama.cpp's switches take true and false)."""
+    args = build_parser().parse_args(["--nowordwrap", "--think"])
+    assert (args.markdown, args.think) == ("off", "on")
+    assert build_parser().parse_args(["--think=false"]).think == "off"
+    model = str(model_path("smollm2"))
+    shaped = _cli(model, "--format", json.dumps({"type": "object", "properties": {"a": {"type": "integer"}},
+                                                 "required": ["a"]}), "-p", "Give a.", "--temp", "0", "--json")
+    assert shaped.returncode == 0 and isinstance(json.loads(json.loads(shaped.stdout)["reply"])["a"], int)
+    anything = _cli(model, "--format", "json", "-p", "Give a.", "--temp", "0", "-n", "48", "--json")
+    assert anything.returncode in (0, 3) and json.loads(anything.stdout)["reply"].lstrip()[:1] in "{[\"-0123456789tfn"
+    for flags, line in ((["--format", "yaml"], "--format: json or a JSON schema, not 'yaml'"),
+                        (["--format", "json", "-j", "{}"], "--format and -j: one schema")):
+        refused = _cli(model, *flags, "-p", "Hi")
+        assert refused.returncode == 2 and line in refused.stderr
+
+
 def test_a_llama_cli_command_runs_here_its_model_flag_the_model(tmp_path) -> None:
     """``-m MODEL`` is the model (argparse read ``-m`` as an abbreviation of ``-md``: the file became the
     draft of the default model); ``--jinja`` is what rml-chat does anyway; ``--context-shift`` and

@@ -72,14 +72,15 @@ def test_with_stdin_closed_a_prompt_from_the_flag_still_runs() -> None:
 
 # ----- flags ------------------------------------------------------------------------------------------
 
+#: (a switch takes llama.cpp's words for on and off: 1, true, enabled; 0, false, disabled; auto: -1)
 BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5", str(2**32 + 1)], "top_p": ["5", "-0.1"],
               "min_p": ["7", "x"], "repeat_penalty": ["0", "-2"], "seed": ["-2", str(2**32), str(2**32 - 1), "abc"],
               "max_tokens": ["-5", "ten"], "ctx_size": ["-5", "4k", str(2**32)], "overflow": ["truncate"],
               "threads": ["0", "-2", "513"], "threads_batch": ["0", "many", "9" * 30], "think": ["maybe", "ON"],
-              "stop": [""], "context_shift": ["yes", "1"], "reasoning_budget": ["-2", "lots"],
+              "stop": [""], "context_shift": ["yes", "2"], "reasoning_budget": ["-2", "lots"],
               "hide_thinking": ["yes"], "reasoning_effort": ["HIGH", "very high", "x" * 30],
               "thinking_display": ["collapsed"], "markdown": ["yes"], "prompt_cache": ["maybe"],
-              "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"], "flash_attn": ["1", "enabled", "ON"],
+              "n_gpu_layers": ["-2", "all"], "split_mode": ["rows"], "flash_attn": ["2", "enable", "ON"],
               "batch_size": ["0", "-1", "2k"], "ubatch_size": ["0", "half", str(2**31)],
               "parallel": ["0", "65", "four"], "typical_p": ["1.5"], "top_n_sigma": ["-2", "x"],
               "xtc_probability": ["2"], "xtc_threshold": ["-0.5"], "repeat_last_n": ["-1", "all", str(2**31)],
@@ -88,10 +89,10 @@ BAD_VALUES = {"temp": ["-1", "hot", "nan", "inf"], "top_k": ["-3", "1.5", str(2*
               "dry_sequence_breakers": [""], "dynatemp_range": ["-1"], "dynatemp_exp": ["-2"],
               "mirostat": ["3", "on"], "mirostat_lr": ["0"], "mirostat_ent": ["-5"],
               "logit_bias": ["15043", "15043*2", "x+1", "15043+nan", f"{2**32}+1"], "samplers": ["top_k;hot", "kqz", ""],
-              "ignore_eos": ["yes"], "backend_sampling": ["1", "gpu"], "repeat_guard": ["-1", "lots"],
+              "ignore_eos": ["yes"], "backend_sampling": ["2", "gpu"], "repeat_guard": ["-1", "lots"],
               "spec_type": ["eagle", "NGRAM-MOD", "ngram-mod,", "draft-eagle3", "ngram-mod;draft-simple"],
               "spec_default": ["yes"], "spec_draft_n_max": ["-2", "many"], "spec_draft_n_min": ["-1"],
-              "spec_draft_fit": ["yes", "1"],
+              "spec_draft_fit": ["yes", "2"],
               "spec_ngram_simple_size_n": ["0", "1025"], "spec_ngram_simple_size_m": ["0"],
               "spec_ngram_mod_n_match": ["0", "x"], "spec_ngram_mod_n_min": ["-1"], "spec_ngram_mod_n_max": ["2000"],
               "spec_ngram_map_k_size_n": ["0", "1025"], "spec_ngram_map_k_size_m": ["0", "4.5"],

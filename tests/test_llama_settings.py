@@ -12,7 +12,7 @@ import sys
 import pytest
 from conftest import ROOT, fetch, model_path, smollm_session
 
-from rml_chat.core.settings import BY_NAME
+from rml_chat.core.settings import BY_NAME, SettingError, choice
 from rml_chat.engines.runtime import ubatches
 
 
@@ -29,6 +29,20 @@ def test_the_flags_and_defaults_are_llama_cpps() -> None:
                                                                                int(_common_default("n_ubatch")))
     assert BY_NAME["flash_attn"].flags == ("-fa", "--flash-attn")
     assert f"LLAMA_FLASH_ATTN_TYPE_{BY_NAME['flash_attn'].default.upper()}" == _common_default("flash_attn_type")
+
+
+def test_a_switch_takes_the_words_llama_cpp_takes_for_on_off_and_auto() -> None:
+    """``-fa true``, ``--context-shift 0``, ollama's ``--think=false``: the words are read off llama.cpp's own
+    ``is_truthy``, ``is_falsey`` and ``is_autoy`` (``common/arg.cpp``), and each is kept as the word it is."""
+    source = fetch.llama_common("arg.cpp").read_text()
+    switch = choice("on", "off", "auto")
+    for kind, ours in (("truthy", "on"), ("falsey", "off"), ("autoy", "auto")):
+        body = re.search(rf"bool common_arg_utils::is_{kind}\(.*?\{{(.*?)\}}", source, re.S).group(1)
+        words = re.findall(r'value == "([^"]*)"', body)
+        assert len(words) >= 2 and [switch(word) for word in words] == [ours] * len(words), (kind, words)
+    assert choice("on", "off")("false") == "off"
+    with pytest.raises(SettingError):
+        choice("on", "off")("-1")  # (auto: not one of this switch's values)
 
 
 def test_a_prompt_is_cut_as_llama_cpp_cuts_a_batch_into_micro_batches() -> None:
@@ -53,6 +67,8 @@ def _report(*flags: str) -> dict:
     ((), ("on (auto)", 2048, 512)),          # the CPU backend has flash attention: auto turns it on
     (("-fa", "off", "-b", "64", "-ub", "16"), ("off", 64, 16)),
     (("-fa", "on", "-b", "8", "-ub", "32"), ("on", 8, 8)),  # the micro-batch at most the batch, as llama.cpp
+    (("-fa", "false"), ("off", 2048, 512)),  # (llama.cpp's other words for a switch's values)
+    (("-fa", "-1"), ("on (auto)", 2048, 512)),
 ])
 def test_json_reports_flash_attention_and_the_batch_sizes_llama_cpp_ran_with(flags, expected) -> None:
     report = _report(*flags)

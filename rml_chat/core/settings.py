@@ -69,12 +69,24 @@ def integer(low: int, high: int = INT32_MAX, *, note: str = "", special: int | N
     return parse
 
 
+#: the words llama.cpp's switches take for on, off and auto (``common_arg_utils::is_truthy`` and its kin):
+#: ``-fa true`` and ollama's ``--think=false`` mean there what ``-fa on`` and ``--think off`` mean here
+SWITCH_WORDS = {**dict.fromkeys(("enabled", "true", "1"), "on"), **dict.fromkeys(("disabled", "false", "0"), "off"),
+                "-1": "auto"}
+
+
 def choice(*options: str, several: bool = False) -> Callable[[str], str]:
     """One of ``options``; with ``several``, also a comma-separated list of them (llama.cpp's --spec-type),
-    kept as the text given."""
+    kept as the text given. A switch (``on``, ``off``, ``auto``) takes llama.cpp's other words for them too,
+    and keeps the word it is::
+
+        >>> choice("on", "off")("true"), choice("on", "off", "auto")("-1")
+        ('on', 'auto')
+    """
     allowed = "one of " + ", ".join(options) + (", or several of them, comma-separated" if several else "")
 
     def parse(text: str) -> str:
+        text = SWITCH_WORDS.get(text, text) if not several and SWITCH_WORDS.get(text) in options else text
         if not all(name in options for name in (text.split(",") if several else [text])):
             raise SettingError(allowed)
         return text
@@ -116,6 +128,7 @@ class Setting:
     default_text: str = ""         # the default as --help says it, when not the value itself
     bare: str | None = None        # what the flag alone means (``--hidethinking`` is ``--hidethinking on``)
     off_flag: str | None = None    # llama.cpp's ``--no-X``: that flag alone is ``X off``
+    off_flag_of: str = "llama.cpp"  # whose flag ``off_flag`` is (ollama's ``--nowordwrap``)
 
     @property
     def flag(self) -> str:
@@ -313,7 +326,7 @@ SETTINGS: tuple[Setting, ...] = (
             -1, CONTEXT, "threads for prompt evaluation", metavar="N"),
     Setting("think", ("--think",), choice("on", "off"), None, OUTPUT,
             "reasoning models whose template has a thinking switch: thinking on or off", True, metavar="on|off",
-            default_text="the template's"),
+            default_text="the template's", bare="on"),
     Setting("reasoning_effort", ("--reasoning-effort",), word, None, OUTPUT,
             "reasoning models whose template reads an effort (gpt-oss: low, medium, high): how hard it thinks",
             True, metavar="LEVEL", default_text="the template's"),
@@ -325,7 +338,8 @@ SETTINGS: tuple[Setting, ...] = (
             True, metavar="full|line"),
     Setting("markdown", ("--markdown",), choice("on", "off"), "on", OUTPUT,
             "replies drawn as Markdown where stdout is a terminal (headings, lists, tables, highlighted code, "
-            "wrapped at spaces); off: the text as written", True, metavar="on|off"),
+            "wrapped at spaces); off: the text as written", True, metavar="on|off", off_flag="--nowordwrap",
+            off_flag_of="ollama"),
     Setting("stop", ("--stop",), nonempty, [], OUTPUT, "stop when the reply writes this text (repeatable)",
             repeat=True, metavar="TEXT", default_text="the model's stop tokens only"),
 )

@@ -231,6 +231,12 @@ def _main(argv: list[str], phase: list[str], free: bool) -> int:
     scripted = args.prompt is not None or sys.stdin is None or not sys.stdin.isatty() or args.batch is not None
     args.json_schema = _inline_or_file(args.json_schema, args.json_schema_file, "-j and -jf: one schema, inline or "
                                                                                  "from a file")
+    if args.ollama_format is not None:  # (ollama's --format json|SCHEMA)
+        if args.json_schema is not None:
+            raise UsageError("--format and -j: one schema")
+        if args.ollama_format != "json" and not args.ollama_format.lstrip().startswith("{"):
+            raise UsageError(f"--format: json or a JSON schema, not {args.ollama_format!r}")
+        args.json_schema = "{}" if args.ollama_format == "json" else args.ollama_format
     shapes = [flag for flag, value in (("--json-schema", args.json_schema), ("--grammar", args.grammar),
                                        ("--grammar-file", args.grammar_file)) if value is not None]
     if len(shapes) > 1:

@@ -272,6 +272,8 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                                                                     "(inline JSON, or @FILE)")
     shape.add_argument("-jf", "--json-schema-file", metavar="FILE", type=_named,
                        help="the reply is JSON following the schema in FILE (-j @FILE)")
+    shape.add_argument("--format", metavar="json|SCHEMA", dest="ollama_format",
+                       help="ollama's: json (any JSON: -j {}) or a JSON schema (-j SCHEMA)")
     shape.add_argument("--grammar", metavar="GBNF", help="the reply follows this GBNF grammar (inline, or @FILE)")
     shape.add_argument("--grammar-file", metavar="FILE", type=_named, help="the reply follows the GBNF grammar in FILE")
     tools = p.add_argument_group("tools (docs/tools.md): the model calls functions; nothing runs without consent")
@@ -295,7 +297,7 @@ def build_parser(full_help: bool = True) -> argparse.ArgumentParser:
                                             f"{row.default_text or row.default})")
         if row.off_flag:
             groups[row.group].add_argument(row.off_flag, dest=row.name, action=_GivenConst, const="off",
-                                           help=f"{row.flag} off, as llama.cpp names it")
+                                           help=f"{row.flag} off, as {row.off_flag_of} names it")
     groups[OUTPUT].add_argument("--jinja", action="store_true",
                                 help="llama.cpp's flag, accepted so its commands run here: rml-chat always writes the "
                                      "prompt the model's Jinja template writes")
