@@ -7,7 +7,11 @@ the stop strings, the calls as events, the message at the end), under three temp
 read differently (Qwen 2.5's JSON, Qwen3-Coder's keyed values, gpt-oss's harmony). The figure that
 matters is what parsing adds, as a share of the generation's time: it must stay under 1 %.
 
-    python scripts/bench_parse.py [--tokens 256] [--repeat 20]
+    python scripts/bench_parse.py [--tokens 256] [--repeat 20] [--long 80000]
+
+``--long N`` then reads a reply of about N tokens (a thought, then an answer; text made of one paragraph
+written over and over, the loop guard left out) and prints what a token costs in its first tenth and in its
+last: the cost of reading a token must not grow with the reply.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--long", type=int, default=0, metavar="N", help="also a reply of about N tokens")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import fetch_test_data as fetch
@@ -85,6 +90,34 @@ def main() -> None:
         plain, read = best(unparsed, args.repeat), best(parsed, args.repeat)
         print(f"{stem:28} {plain * 1000:8.2f} ms {read * 1000:8.2f} ms {100 * (read - plain) / generating:17.3f} %")
     print(f"(best of {args.repeat}; the generation's time is one run of {generating * 1000:.0f} ms)")
+    if args.long:
+        long_reply(model, fetch, args.long)
+
+
+LONG_OPENINGS = {"Qwen-Qwen3-0.6B": ("<think>\n", "</think>\n\n"),
+                 "openai-gpt-oss-120b": ("<|channel|>analysis<|message|>",
+                                         "<|end|><|start|>assistant<|channel|>final<|message|>"),
+                 "Qwen-Qwen2.5-7B-Instruct": ("", "")}
+PARAGRAPH = "Let me think about the problem carefully, step by step.\nFirst, the sea is large; second, it is deep. "
+
+
+def long_reply(model, fetch, tokens: int) -> None:  # type: ignore[no-untyped-def]
+    """µs a token in the first and the last tenth of a reply of about ``tokens`` tokens, per template."""
+    print(f"\n{'a long reply':28} {'tokens':>7} {'first tenth':>12} {'last tenth':>11} {'ratio':>6}")
+    repeats = max(tokens // 52, 1)  # (the paragraph is about 26 tokens; half thought, half answer)
+    for stem, (opening, close) in LONG_OPENINGS.items():
+        source = (fetch.models_dir() / "templates" / f"{stem}.jinja").read_text(encoding="utf-8")
+        written = opening + PARAGRAPH * repeats + close + PARAGRAPH * repeats
+        ids = model.tokenizer.encode(written, parse_special=True)
+        parser = ReplyParser(ReplyFormat.of_template(source), tokenizer=model.tokenizer)
+        tenth, marks = len(ids) // 10, []
+        for n, token_id in enumerate(ids):
+            if n % tenth == 0:
+                marks.append(time.perf_counter())
+            parser.feed(token_id)
+        parser.finish()
+        first, last = ((marks[i + 1] - marks[i]) / tenth * 1e6 for i in (0, 9))
+        print(f"{stem:28} {len(ids):7} {first:9.1f} µs {last:8.1f} µs {last / first:6.2f}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from test_spec import byte_vocab, spm_tokenizer
 
 from rml_chat.core.answer_stage import AnswerStage
+from rml_chat.core.grown_text import PIECES_KEPT, GrownText
 from rml_chat.core.reply import AnswerText, ReplyEvent, ReplyFormat, ReplyParser
 from tokenizer import Tokenizer
 
@@ -95,3 +96,18 @@ def test_the_first_token_keeps_its_space_the_reply_continues_its_prompt() -> Non
 def test_a_reply_is_the_decode_of_its_ids_with_control_tokens_left_out(ids: list[int]) -> None:
     out, reply = replay(ids)
     assert "".join(out) == reply.text == BYTES.decode(ids, skip_special=True)
+
+
+@given(st.lists(st.text(max_size=5), max_size=3 * PIECES_KEPT), st.integers(-1, 400), st.booleans())
+def test_a_grown_text_reads_as_the_pieces_joined(pieces: list[str], size: int, read_between: bool) -> None:
+    """The reply parser's texts (the answer, the thought, the whole reply) grow a token's piece at a time
+    and are read whole now and then, their end (``tail``) at every token: each reads as the pieces joined."""
+    text, joined = GrownText(), ""
+    for piece in pieces:
+        text += piece
+        joined += piece
+        if read_between and len(joined) % 7 == 0:
+            assert str(text) == joined
+        assert text.tail(3) == joined[-3:]
+    assert (str(text), len(text), bool(text)) == (joined, len(joined), bool(joined))
+    assert text.tail(size) == (joined[-size:] if size > 0 else "")

@@ -12,6 +12,7 @@ from tokenizer.chat import markers
 from tokenizer.chat.tool_calls import CallSyntax
 
 from .call_reader import addressed_start, call_triggers, opens_at
+from .grown_text import GrownText
 from .thoughts import prefix_tail
 
 
@@ -40,19 +41,29 @@ class AnswerStage:
         self._spaced = tuple(spaced_openings(self._triggers))
         self._held = ""         # text that may start a stop string or a call
         self._started = False   # the reply's first text is past (a call named at the start no longer can be)
-        self.text = ""          # the answer shown, up to a stop string or a call
-        self.raw = ""           # the answer as written up to a stop string, its calls included (for the history)
+        self._text = GrownText()  # the answer shown, up to a stop string or a call
+        self._raw = GrownText()   # the answer as written up to a stop string, its calls included (for the history)
         self.call = ""          # the calls' text, from the first call's opening on
         self.in_call = False
         self.stopped_by: str | None = None
         self.stopping = True  # (False: the text fed is the user's, a prefilled start, where no stop string counts)
+
+    @property
+    def text(self) -> str:
+        """The answer shown, up to a stop string or a call."""
+        return str(self._text)
+
+    @property
+    def raw(self) -> str:
+        """The answer as written up to a stop string, its calls included (for the history)."""
+        return str(self._raw)
 
     def feed(self, text: str) -> tuple[str, str]:
         if self.stopped_by is not None:
             return "", ""
         if self.in_call:
             self.call += text
-            self.raw += text
+            self._raw += text
             return "", text
         pending, self._held = self._held + text, ""
         if not self._started and self._addressed:  # (the reply's start: is it a call's name?)
@@ -75,8 +86,8 @@ class AnswerStage:
                 held = min(may_call, may_stop)
                 return self._shown(pending[:held], pending[held:])
             self.stopped_by = stop
-            self.text += pending[:stop_at]
-            self.raw += pending[:stop_at]
+            self._text += pending[:stop_at]
+            self._raw += pending[:stop_at]
             return pending[:stop_at], ""
         if call_at >= 0:
             if may_stop < call_at:  # (a stop string may be starting before the call: wait and see)
@@ -129,14 +140,14 @@ class AnswerStage:
 
     def _shown(self, text: str, held: str) -> tuple[str, str]:
         self._held = held
-        self.text += text
-        self.raw += text
+        self._text += text
+        self._raw += text
         return text, ""
 
     def _call_at(self, pending: str, at: int) -> tuple[str, str]:
         before = pending[:at].rstrip()
-        self.text += before
-        self.raw += pending
+        self._text += before
+        self._raw += pending
         self.call, self.in_call = pending[at:], True
         return before, self.call
 

@@ -48,6 +48,7 @@ from .answer_stage import AnswerStage
 from .call_reader import call_triggers, opened_calls, undecided_from, unfinished_call
 from .channels import CallForm, Channels, ChannelSplitter
 from .continuation import Prefill
+from .grown_text import GrownText
 from .read_reply import ParsedReply, ReplyFormat, ThoughtSplit, channel_calls, message_of, read_calls, with_thought
 from .thoughts import HIDDEN_CLOSE, HIDDEN_OPEN, ThoughtSplitter, as_written, shown_as_text, without_hidden
 
@@ -154,7 +155,7 @@ class ReplyParser:
         self.format = reply_format
         self._thought_in_content = thought_in_content and reply_format.reasoning is not None
         self._json_answer = json_answer
-        self._shown = ""           # the answer's text the events gave so far
+        self._shown = GrownText()  # the answer's text the events gave so far
         self._held = ""            # the answer's text held back by an option until it is decided
         self._thought_given = False  # thought_in_content: the thought went out as the answer's start
         self._stream = TokenStream(tokenizer) if tokenizer is not None else None
@@ -177,19 +178,19 @@ class ReplyParser:
         elif reply_format.answer_lead:  # (a splitter with no thought: it only takes the opening off)
             self._splitter = ThoughtSplitter("", "", form(reply_format.answer_lead), shown=None)
         self._answer = AnswerStage(reply_format.stop_strings, reply_format.calls)
-        self._written_answer = ""  # all the answer the thought stage gave, the call syntax's tokens as their text
+        self._written_answer = GrownText()  # all the answer the thought stage gave, the call syntax's tokens as text
         self._prefilled_answer = 0  # how much of it was the reply's prefilled start (go_on_from)
         self._scanned = 0          # how far the calls' text has been looked through for names
         self._after_name = False   # a call's name is said: its text goes out as CallArguments
         self.opened_in_thought = in_thought
         self.thought_tokens = 0    # tokens fed while in a thought (its markers too)
-        self._whole = ""           # the reply as written, control tokens in the stream's form
+        self._whole = GrownText()  # the reply as written, control tokens in the stream's form
         self.message: ParsedReply | None = None  # at the end
 
     @property
     def text(self) -> str:
         """The answer as the events showed it so far (at the end: the message's content, as shown)."""
-        return self._shown
+        return str(self._shown)
 
     @property
     def raw_answer(self) -> str:
@@ -199,14 +200,14 @@ class ReplyParser:
 
     @property
     def stream(self) -> str:
-        """The whole reply so far in the stream's form (control tokens as private characters): no copy,
-        for the loop guard's look at its tail."""
-        return self._whole
+        """The whole reply so far in the stream's form (control tokens as private characters), for the loop
+        guard's look at its tail (joined when read: the guard looks every few tokens)."""
+        return str(self._whole)
 
     @property
     def written(self) -> str:
         """The whole reply as the model wrote it, control tokens as their text."""
-        return as_written(self._whole)
+        return as_written(str(self._whole))
 
     @property
     def thought_raw(self) -> str:
@@ -294,7 +295,7 @@ class ReplyParser:
         shown, _ = self._answer.finish()
         events += self._shown_events(shown)
         s = self._splitter
-        split = ThoughtSplit(self._written_answer, self.thought, as_written(s.thought_raw) if s else "",
+        split = ThoughtSplit(str(self._written_answer), self.thought, as_written(s.thought_raw) if s else "",
                              s.answer_lead if s else "", self.in_thought, self.opened_in_thought,
                              closed=s is None or s.thought_closed,
                              channel_calls=tuple(s.calls) if isinstance(s, ChannelSplitter) else None)
@@ -314,7 +315,7 @@ class ReplyParser:
         calls (Ling writes a line after its call, shown once the calls are read), the held answer of an
         option (a thought in the content that never closed, a fenced JSON answer's inside). What was shown
         is always the content's start, so the answer shown is the message's content."""
-        shown = self._shown.lstrip()
+        shown = str(self._shown).lstrip()
         if len(content) <= len(shown) or not content.startswith(shown):
             return []
         self._shown += content[len(shown):]

@@ -39,6 +39,8 @@ from collections.abc import Iterable
 
 from tokenizer.chat import markers
 
+from .grown_text import GrownText
+
 HIDDEN_OPEN, HIDDEN_CLOSE = "\ue000", "\ue001"  # around a control token's text in the stream
 _HIDDEN = re.compile(f"{HIDDEN_OPEN}[^{HIDDEN_CLOSE}]*{HIDDEN_CLOSE}")
 START, THOUGHT, ANSWER, UNMARKED = "start", "thought", "answer", "unmarked"
@@ -105,31 +107,50 @@ class ShownThought:
     written and as shown, given out as it grows, and the whitespace before the answer."""
 
     def __init__(self) -> None:
-        self.thought_raw = ""    # the thought exactly as written (between the markers, or its messages' bodies)
-        self._visible = ""       # the same without control tokens (grown piece by piece, never rescanned)
-        self._released = 0       # how much of the shown thought take_thought has given out
-        self.answer_lead = ""    # the whitespace before the answer's first character
-        self._answering = False  # the answer's first character is out
+        self._raw = GrownText()      # the thought exactly as written (between the markers, or its messages' bodies)
+        self._visible = GrownText()  # the same without control tokens (grown piece by piece, never rescanned)
+        self._lead = -1              # the whitespace before the shown thought (-1: nothing but whitespace yet)
+        self._trailing = 0           # the whitespace at its end, held until more text follows it
+        self._released = 0           # how much of the shown thought take_thought has given out
+        self.answer_lead = ""        # the whitespace before the answer's first character
+        self._answering = False      # the answer's first character is out
+
+    @property
+    def thought_raw(self) -> str:
+        """The thought exactly as written (between the markers, or its messages' bodies)."""
+        return str(self._raw)
 
     @property
     def thought(self) -> str:
         """The thought as shown: no control tokens, no outer whitespace."""
-        return self._visible.strip()
+        return str(self._visible).strip()
 
     def take_thought(self) -> str:
-        """The shown thought's text since the last call (it only ever grows at its end)."""
-        shown = self.thought
-        new, self._released = shown[self._released:], len(shown)
-        return new
+        """The shown thought's text since the last call (it only ever grows at its end), read off the end of
+        the thought alone: a long thought is never joined or stripped whole for it."""
+        if self._lead < 0:
+            return ""
+        start, end = self._lead + self._released, len(self._visible) - self._trailing
+        self._released = end - self._lead
+        return self._visible.tail(len(self._visible) - start)[:end - start]
 
     def _add_thought(self, text: str) -> None:
-        self.thought_raw += text
-        self._visible += without_hidden(text)  # (a control token comes whole: pieces never split one)
+        self._raw += text
+        shown = without_hidden(text)  # (a control token comes whole: pieces never split one)
+        if not shown:
+            return
+        if self._lead < 0 and shown.strip():
+            self._lead = len(self._visible) + len(shown) - len(shown.lstrip())
+        self._visible += shown
+        body = shown.rstrip()
+        self._trailing = self._trailing + len(shown) if not body else len(shown) - len(body)
 
     def _next_thought(self) -> None:
         """Another thought follows the one so far: after a blank line."""
-        self._visible = self._visible.rstrip() + "\n\n" if self._visible.strip() else ""
-        self.thought_raw = self.thought_raw.rstrip() + "\n\n" if self.thought_raw.strip() else ""
+        visible, raw = str(self._visible), str(self._raw)
+        self._visible = GrownText(visible.rstrip() + "\n\n" if visible.strip() else "")
+        self._trailing = 2 if visible.strip() else 0
+        self._raw = GrownText(raw.rstrip() + "\n\n" if raw.strip() else "")
 
     def _lead_taken(self, text: str) -> str:
         """The answer's text, the whitespace before its first character kept apart (``answer_lead``)."""
