@@ -9,9 +9,9 @@ matters is what parsing adds, as a share of the generation's time: it must stay 
 
     python scripts/bench_parse.py [--tokens 256] [--repeat 20] [--long 80000]
 
-``--long N`` then reads a reply of about N tokens (a thought, then an answer; text made of one paragraph
-written over and over, the loop guard left out) and prints what a token costs in its first tenth and in its
-last: the cost of reading a token must not grow with the reply.
+``--long N`` then reads a reply of about N tokens (a thought, then an answer, each one paragraph written over
+and over; the loop guard left out) and prints what a token costs at the start and at the end of each: the
+cost of reading a token must not grow with the reply.
 """
 
 from __future__ import annotations
@@ -102,22 +102,24 @@ PARAGRAPH = "Let me think about the problem carefully, step by step.\nFirst, the
 
 
 def long_reply(model, fetch, tokens: int) -> None:  # type: ignore[no-untyped-def]
-    """µs a token in the first and the last tenth of a reply of about ``tokens`` tokens, per template."""
-    print(f"\n{'a long reply':28} {'tokens':>7} {'first tenth':>12} {'last tenth':>11} {'ratio':>6}")
+    """µs a token at the start and at the end of a long reply's thought (its first half) and of its answer (the
+    second), per template: each must cost the same at its end as at its start."""
+    print(f"\n{'a long reply':28} {'tokens':>7} {'thought: start':>15} {'end':>9} {'answer: start':>14} {'end':>9}")
     repeats = max(tokens // 52, 1)  # (the paragraph is about 26 tokens; half thought, half answer)
     for stem, (opening, close) in LONG_OPENINGS.items():
         source = (fetch.models_dir() / "templates" / f"{stem}.jinja").read_text(encoding="utf-8")
         written = opening + PARAGRAPH * repeats + close + PARAGRAPH * repeats
         ids = model.tokenizer.encode(written, parse_special=True)
         parser = ReplyParser(ReplyFormat.of_template(source), tokenizer=model.tokenizer)
-        tenth, marks = len(ids) // 10, []
-        for n, token_id in enumerate(ids):
-            if n % tenth == 0:
+        part, marks = len(ids) // 20, []
+        for n, token_id in enumerate(ids[:20 * part]):
+            if n % part == 0:
                 marks.append(time.perf_counter())
             parser.feed(token_id)
+        marks.append(time.perf_counter())
         parser.finish()
-        first, last = ((marks[i + 1] - marks[i]) / tenth * 1e6 for i in (0, 9))
-        print(f"{stem:28} {len(ids):7} {first:9.1f} µs {last:8.1f} µs {last / first:6.2f}")
+        cost = [(marks[i + 1] - marks[i]) / part * 1e6 for i in (0, 9, 10, 19)]  # (a twentieth each)
+        print(f"{stem:28} {len(ids):7} {cost[0]:12.1f} µs {cost[1]:6.1f} µs {cost[2]:11.1f} µs {cost[3]:6.1f} µs")
 
 
 if __name__ == "__main__":
