@@ -22,7 +22,9 @@ from prompt_toolkit.output import DummyOutput
 
 from rml_chat.core.session import ChatSession
 from rml_chat.engines.kv_cache import state_path
+from rml_chat.frontends.other_commands import NOTES, SAME
 from rml_chat.frontends.repl import Repl
+from rml_chat.frontends.repl_commands import Commands
 
 ENTER, ALT_ENTER = "\r", "\x1b\r"
 
@@ -191,6 +193,8 @@ def test_ollamas_and_llama_clis_commands_do_here_what_they_do_there(session, tmp
            "one model" in out
     assert "/regen" in out and "unknown command" not in out  # (/? is the help; /set think: the model has no switch)
     assert session.conversation.messages == []  # (/bye left: the last line was never sent)
+    ours = set(Commands(None).names())  # type: ignore[arg-type]  (the table alone: no chat needed)
+    assert not ours & {head for head in [*SAME, *NOTES] if " " not in head}  # (another tool's word never hides ours)
 
 
 def test_a_fenced_block_is_one_history_entry_and_the_history_file_is_the_owners(session, tmp_path, capsys) -> None:

@@ -86,7 +86,8 @@ def choice(*options: str, several: bool = False) -> Callable[[str], str]:
     allowed = "one of " + ", ".join(options) + (", or several of them, comma-separated" if several else "")
 
     def parse(text: str) -> str:
-        text = SWITCH_WORDS.get(text, text) if not several and SWITCH_WORDS.get(text) in options else text
+        if not several and SWITCH_WORDS.get(text) in options:
+            text = SWITCH_WORDS[text]
         if not all(name in options for name in (text.split(",") if several else [text])):
             raise SettingError(allowed)
         return text

@@ -70,9 +70,7 @@ NOTES: dict[str, tuple[str, str]] = {
                                  "RML_CHAT_HISTORY=/dev/null to keep it in memory only"),
     "/list": ("ollama", "rml-chat --models lists the models on this machine; one chat opens one model"),
     "/glob": ("llama-cli", "here the files go one at a time: /file PATH"),
-    "/image": ("llama-cli", "rml-chat reads text only"),
-    "/audio": ("llama-cli", "rml-chat reads text only"),
-    "/video": ("llama-cli", "rml-chat reads text only"),
+    **dict.fromkeys(("/image", "/audio", "/video"), ("llama-cli", "rml-chat reads text only")),
 }
 
 #: what ``/set think`` is followed by in ollama: nothing (thinking on) or a level (gpt-oss's)
@@ -82,21 +80,22 @@ OLLAMA_THINK = ("", "low", "medium", "high")
 LOAD_MODEL = "one chat opens one model: to chat with another, leave and run rml-chat NAME (ollama's /load NAME)"
 
 
-def as_ours(line: str, ours: frozenset[str] = frozenset()) -> Translated | None:
+def as_ours(line: str) -> Translated | None:
     """``line`` as our command, or a note, where it is another tool's; None where it is not (ours, or nobody's).
-    ``ours``: our commands' names, which no other tool's word hides (``/load FILE`` stays ours)."""
+    No word of the tables is one of our commands alone (``/load FILE`` stays ours; ``/set parameter`` and
+    ``/set think`` are read before our ``/set``)."""
     words = line.split()
     if not words or not words[0].startswith("/"):
         return None
     for size in range(min(len(words), 3), 0, -1):
         parts = line.split(maxsplit=size)  # (the rest as typed: a system message's spacing kept)
-        found = _translated(" ".join(parts[:size]), parts[size].strip() if len(parts) > size else "", ours)
+        found = _translated(" ".join(parts[:size]), parts[size].strip() if len(parts) > size else "")
         if found is not None:
             return found
     return None
 
 
-def _translated(head: str, rest: str, ours: frozenset[str]) -> Translated | None:
+def _translated(head: str, rest: str) -> Translated | None:
     if head == "/set parameter":
         name, _, value = rest.partition(" ")
         if not name:
@@ -109,7 +108,7 @@ def _translated(head: str, rest: str, ours: frozenset[str]) -> Translated | None
         return Translated(f"/set reasoning-effort {rest}" if rest else "/set think on")
     if head in SAME:
         return Translated(f"{SAME[head]} {rest}".rstrip())
-    if head in NOTES and head not in ours:
+    if head in NOTES:
         whose, text = NOTES[head]
         return Translated(None, f"{head} is {whose}'s: " + text.format(history=history_path()))
     return None

@@ -103,7 +103,7 @@ class Commands:
         return [*self.table, "/quit"]
 
     def run(self, line: str) -> bool:
-        theirs = as_ours(line, frozenset(self.names()))  # (ollama's /bye, llama-cli's /read …)
+        theirs = as_ours(line)  # (ollama's /bye, llama-cli's /read …)
         if theirs is not None:
             if theirs.note:
                 self.say(theirs.note)

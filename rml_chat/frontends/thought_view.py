@@ -15,6 +15,7 @@ import sys
 import time
 from typing import TextIO
 
+from ..core.grown_text import GrownText
 from ..terminal import cells, dim, is_terminal, one_row, rewrite_line, visible
 
 LABEL = "thinking: "
@@ -27,7 +28,7 @@ class ThoughtView:
 
     def __init__(self, mode: str, hidden: bool, out: TextIO | None = None):
         self.mode, self.hidden, self.out = mode, hidden, out or sys.stdout
-        self.text, self.started, self.open = "", 0.0, False  # open: a thought is on screen, its line not ended
+        self.text, self.started, self.open = GrownText(), 0.0, False  # open: a thought on screen, its line not ended
         self.recent = ""  # the thought's end, its spaces and line ends run together (``line``)
 
     def thought(self, chunk: str) -> None:
@@ -58,7 +59,7 @@ class ThoughtView:
             return
         if self.mode == "line":
             spent = time.perf_counter() - self.started
-            words = len(self.text.split())
+            words = len(str(self.text).split())
             line = one_row([f"thought: {words} words, {spent:.1f} s (/thought)", f"thought: {words} words", "thought"])
             self.out.write(rewrite_line(dim(line, is_terminal(self.out))))
         self.out.write("\n")
